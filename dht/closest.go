@@ -1,0 +1,277 @@
+package dht
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio/pbio"
+	ma "github.com/multiformats/go-multiaddr"
+
+	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/superpeer-overlay/superpeer/dht/pb"
+)
+
+const (
+	// maxClosestRequest caps a request frame: 32 bytes of target and a count.
+	maxClosestRequest = 128
+	// maxClosestResponse caps an answer: up to maxClosestCount peers with a
+	// few addresses each.
+	maxClosestResponse = 64 << 10
+	// maxClosestCount caps how many peers one answer carries.
+	maxClosestCount = 40
+	// maxAddrsPerPeer caps the addresses taken per peer from an answer.
+	maxAddrsPerPeer = 8
+	closestStreamTimeout = 10 * time.Second
+)
+
+// Drop reasons for frames of the closest protocol.
+const (
+	DropDecode     = "decode"      // the frame is not a valid protobuf or is over the cap
+	DropBadTarget  = "bad-target"  // the target is not 32 bytes
+	DropBadPeer    = "bad-peer"    // a peer ID in an answer does not parse
+	DropBadAddress = "bad-address" // an address in an answer does not parse
+)
+
+// Stats counts what a node did and what it refused.
+type Stats struct {
+	Lookups       atomic.Uint64 // lookups started (both kinds)
+	LookupErrors  atomic.Uint64 // lookups that failed
+	ClosestServed atomic.Uint64 // closest requests answered
+	ClosestSent   atomic.Uint64 // closest requests sent
+	ClosestFailed atomic.Uint64 // closest requests that got no valid answer
+
+	mu    sync.Mutex
+	drops map[string]uint64
+}
+
+func (s *Stats) drop(reason string) {
+	s.mu.Lock()
+	if s.drops == nil {
+		s.drops = map[string]uint64{}
+	}
+	s.drops[reason]++
+	s.mu.Unlock()
+}
+
+// Drops returns a copy of the refused-frame counters by reason.
+func (s *Stats) Drops() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.drops))
+	for k, v := range s.drops {
+		out[k] = v
+	}
+	return out
+}
+
+func (n *Node) closestProtocol() protocol.ID { return n.cfg.prefix + "/kad/closest/1.0.0" }
+
+// ClosestProtocol is the protocol ID of the raw-key lookup under the default prefix.
+const ClosestProtocol = DefaultProtocolPrefix + "/kad/closest/1.0.0"
+
+func (n *Node) handleClosest(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(closestStreamTimeout))
+	r := pbio.NewDelimitedReader(s, maxClosestRequest)
+	var req pb.ClosestRequest
+	if err := r.ReadMsg(&req); err != nil {
+		n.stats.drop(DropDecode)
+		_ = s.Reset()
+		return
+	}
+	if len(req.Target) != len(Key{}) {
+		n.stats.drop(DropBadTarget)
+		_ = s.Reset()
+		return
+	}
+	count := int(req.Count)
+	if count <= 0 || count > maxClosestCount {
+		count = n.cfg.bucketSize
+	}
+	peers := n.kad.RoutingTable().NearestPeers(kb.ID(req.Target), count)
+	resp := &pb.ClosestResponse{Peers: make([]*pb.Peer, 0, len(peers))}
+	ps := n.h.Peerstore()
+	for _, p := range peers {
+		addrs := ps.Addrs(p)
+		if len(addrs) > maxAddrsPerPeer {
+			addrs = addrs[:maxAddrsPerPeer]
+		}
+		bp := &pb.Peer{Id: []byte(p)}
+		for _, a := range addrs {
+			bp.Addrs = append(bp.Addrs, a.Bytes())
+		}
+		resp.Peers = append(resp.Peers, bp)
+	}
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(resp); err != nil {
+		_ = s.Reset()
+		return
+	}
+	n.stats.ClosestServed.Add(1)
+}
+
+// ask sends one closest request to p and returns the peers it named.
+func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]peer.ID, error) {
+	n.stats.ClosestSent.Add(1)
+	s, err := n.h.NewStream(ctx, p, n.closestProtocol())
+	if err != nil {
+		n.stats.ClosestFailed.Add(1)
+		return nil, err
+	}
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(closestStreamTimeout))
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(&pb.ClosestRequest{Target: target[:], Count: uint32(count)}); err != nil {
+		_ = s.Reset()
+		n.stats.ClosestFailed.Add(1)
+		return nil, err
+	}
+	var resp pb.ClosestResponse
+	if err := pbio.NewDelimitedReader(s, maxClosestResponse).ReadMsg(&resp); err != nil {
+		_ = s.Reset()
+		n.stats.drop(DropDecode)
+		n.stats.ClosestFailed.Add(1)
+		return nil, fmt.Errorf("closest answer from %s: %w", p, err)
+	}
+	out := make([]peer.ID, 0, len(resp.Peers))
+	ps := n.h.Peerstore()
+	for i, bp := range resp.Peers {
+		if i >= maxClosestCount {
+			break
+		}
+		id, err := peer.IDFromBytes(bp.Id)
+		if err != nil {
+			n.stats.drop(DropBadPeer)
+			continue
+		}
+		var addrs []ma.Multiaddr
+		for j, b := range bp.Addrs {
+			if j >= maxAddrsPerPeer {
+				break
+			}
+			a, err := ma.NewMultiaddrBytes(b)
+			if err != nil {
+				n.stats.drop(DropBadAddress)
+				continue
+			}
+			addrs = append(addrs, a)
+		}
+		if id != n.h.ID() && len(addrs) > 0 {
+			ps.AddAddrs(id, addrs, peerstore.TempAddrTTL)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// Closest finds the count live peers XOR-closest to a raw target of the key
+// space, closest first, by an iterative Kademlia lookup (α parallel requests,
+// k-wide shortlist) over the peers' kad-dht routing tables. The node itself
+// is a candidate like any other, so Closest(ctx, t, 1)[0] == n.ID() tells a
+// node it is the peer responsible for t. Only peers that answered during the
+// lookup (and the node itself) are returned: they are known to be live.
+func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, error) {
+	if count < 1 {
+		return nil, fmt.Errorf("dht: Closest: count %d must be at least 1", count)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout)
+	defer cancel()
+	n.stats.Lookups.Add(1)
+
+	k := max(n.cfg.bucketSize, count)
+	type cand struct {
+		id    peer.ID
+		dist  Key
+		state int // 0 new, 1 asking, 2 answered, 3 failed
+	}
+	self := n.h.ID()
+	cands := map[peer.ID]*cand{self: {id: self, dist: n.key.Xor(target), state: 2}}
+	add := func(p peer.ID) {
+		if _, ok := cands[p]; !ok {
+			cands[p] = &cand{id: p, dist: KeyOf(p).Xor(target)}
+		}
+	}
+	for _, p := range n.kad.RoutingTable().NearestPeers(kb.ID(target[:]), k) {
+		add(p)
+	}
+	sorted := func() []*cand {
+		out := make([]*cand, 0, len(cands))
+		for _, c := range cands {
+			if c.state != 3 {
+				out = append(out, c)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].dist.Less(out[j].dist) })
+		return out
+	}
+
+	type answer struct {
+		from  peer.ID
+		peers []peer.ID
+		err   error
+	}
+	answers := make(chan answer, n.cfg.alpha)
+	inflight := 0
+	for {
+		// Ask the closest not-yet-asked candidates among the k best live ones.
+		best := sorted()
+		if len(best) > k {
+			best = best[:k]
+		}
+		done := true
+		for _, c := range best {
+			if c.state == 0 {
+				done = false
+				if inflight < n.cfg.alpha {
+					c.state = 1
+					inflight++
+					go func(p peer.ID) {
+						ps, err := n.ask(ctx, p, target, k)
+						answers <- answer{p, ps, err}
+					}(c.id)
+				}
+			} else if c.state == 1 {
+				done = false
+			}
+		}
+		if done && inflight == 0 {
+			break
+		}
+		select {
+		case a := <-answers:
+			inflight--
+			if a.err != nil {
+				cands[a.from].state = 3
+				continue
+			}
+			cands[a.from].state = 2
+			for _, p := range a.peers {
+				add(p)
+			}
+		case <-ctx.Done():
+			n.stats.LookupErrors.Add(1)
+			return nil, fmt.Errorf("dht: lookup of %s: %w", target, ctx.Err())
+		}
+	}
+	var out []peer.ID
+	for _, c := range sorted() {
+		if c.state == 2 {
+			out = append(out, c.id)
+			if len(out) == count {
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		n.stats.LookupErrors.Add(1)
+		return nil, errors.New("dht: lookup found no live peer")
+	}
+	return out, nil
+}

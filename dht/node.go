@@ -1,0 +1,292 @@
+package dht
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	kaddht "github.com/libp2p/go-libp2p-kad-dht"
+	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// DefaultProtocolPrefix keeps our DHT apart from the public IPFS one: kad-dht
+// speaks /superpeer/kad/1.0.0, which no public peer answers.
+const DefaultProtocolPrefix protocol.ID = "/superpeer"
+
+// smallNetwork is the size below which kad-dht's netsize estimator has too
+// few peers to work (it needs a full bucket of 20 answers).
+const smallNetwork = 21
+
+type config struct {
+	prefix        protocol.ID
+	bootstrap     []peer.AddrInfo
+	gossip        bool
+	gossipOpts    []pubsub.Option
+	bucketSize    int
+	alpha         int
+	autoRefresh   bool
+	refreshPeriod time.Duration
+	lookupTimeout time.Duration
+	extra         []kaddht.Option
+}
+
+// Option configures a Node.
+type Option func(*config) error
+
+// ProtocolPrefix sets the prefix of the DHT protocols (default /superpeer).
+func ProtocolPrefix(p protocol.ID) Option {
+	return func(c *config) error {
+		if p == "" || p[0] != '/' {
+			return fmt.Errorf("dht.ProtocolPrefix: %q must start with /", p)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// Bootstrap gives peers to connect to when the node starts.
+func Bootstrap(peers ...peer.AddrInfo) Option {
+	return func(c *config) error {
+		for _, p := range peers {
+			if p.ID == "" {
+				return errors.New("dht.Bootstrap: peer without an ID")
+			}
+		}
+		c.bootstrap = append(c.bootstrap, peers...)
+		return nil
+	}
+}
+
+// GossipSub also starts a GossipSub router on the host, for the methods that
+// gossip (repel).
+func GossipSub(opts ...pubsub.Option) Option {
+	return func(c *config) error {
+		c.gossip = true
+		c.gossipOpts = opts
+		return nil
+	}
+}
+
+// BucketSize is kad-dht's k (default 20).
+func BucketSize(k int) Option {
+	return func(c *config) error {
+		if k < 1 {
+			return fmt.Errorf("dht.BucketSize: %d must be at least 1", k)
+		}
+		c.bucketSize = k
+		return nil
+	}
+}
+
+// Concurrency is α, the parallelism of lookups (default 3).
+func Concurrency(alpha int) Option {
+	return func(c *config) error {
+		if alpha < 1 {
+			return fmt.Errorf("dht.Concurrency: %d must be at least 1", alpha)
+		}
+		c.alpha = alpha
+		return nil
+	}
+}
+
+// RoutingTableRefresh sets how often kad-dht refreshes its routing table;
+// 0 turns periodic refresh off (the node still refreshes when it bootstraps).
+func RoutingTableRefresh(period time.Duration) Option {
+	return func(c *config) error {
+		if period < 0 {
+			return fmt.Errorf("dht.RoutingTableRefresh: %v is negative", period)
+		}
+		c.autoRefresh = period > 0
+		c.refreshPeriod = period
+		return nil
+	}
+}
+
+// LookupTimeout bounds one lookup (default 30 s).
+func LookupTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("dht.LookupTimeout: %v must be positive", d)
+		}
+		c.lookupTimeout = d
+		return nil
+	}
+}
+
+// KadOptions passes options straight to kad-dht, after ours.
+func KadOptions(opts ...kaddht.Option) Option {
+	return func(c *config) error {
+		c.extra = append(c.extra, opts...)
+		return nil
+	}
+}
+
+// Node is a libp2p host running kad-dht in server mode under our protocol
+// prefix, optionally GossipSub, and the raw-key lookup protocol. The host
+// belongs to the caller: an application embeds a Node in its own host, and
+// Close leaves the host running.
+type Node struct {
+	h      host.Host
+	kad    *kaddht.IpfsDHT
+	ps     *pubsub.PubSub
+	key    Key
+	cfg    config
+	ctx    context.Context
+	cancel context.CancelFunc
+	stats  *Stats
+
+	closeOnce sync.Once
+}
+
+// New starts a Node on h. It does not dial anyone: call Bootstrap.
+func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
+	cfg := config{
+		prefix:        DefaultProtocolPrefix,
+		bucketSize:    20,
+		alpha:         3,
+		autoRefresh:   true,
+		refreshPeriod: 10 * time.Minute,
+		lookupTimeout: 30 * time.Second,
+	}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	kopts := []kaddht.Option{
+		kaddht.Mode(kaddht.ModeServer),
+		kaddht.ProtocolPrefix(cfg.prefix),
+		kaddht.BucketSize(cfg.bucketSize),
+		kaddht.Concurrency(cfg.alpha),
+		// We store no records: the DHT is a routing substrate here.
+		kaddht.DisableProviders(),
+		kaddht.DisableValues(),
+	}
+	if cfg.autoRefresh {
+		kopts = append(kopts, kaddht.RoutingTableRefreshPeriod(cfg.refreshPeriod))
+	} else {
+		kopts = append(kopts, kaddht.DisableAutoRefresh())
+	}
+	kopts = append(kopts, cfg.extra...)
+	kad, err := kaddht.New(h, kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("dht: kad-dht: %w", err)
+	}
+	nctx, cancel := context.WithCancel(ctx)
+	n := &Node{h: h, kad: kad, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: &Stats{}}
+	if cfg.gossip {
+		ps, err := pubsub.NewGossipSub(nctx, h, cfg.gossipOpts...)
+		if err != nil {
+			cancel()
+			kad.Close()
+			return nil, fmt.Errorf("dht: gossipsub: %w", err)
+		}
+		n.ps = ps
+	}
+	h.SetStreamHandler(n.closestProtocol(), n.handleClosest)
+	return n, nil
+}
+
+// Host is the node's libp2p host.
+func (n *Node) Host() host.Host { return n.h }
+
+// ID is the node's peer ID.
+func (n *Node) ID() peer.ID { return n.h.ID() }
+
+// Key is the node's kad key.
+func (n *Node) Key() Key { return n.key }
+
+// Kad is the underlying kad-dht.
+func (n *Node) Kad() *kaddht.IpfsDHT { return n.kad }
+
+// PubSub is the GossipSub router, or nil without the GossipSub option.
+func (n *Node) PubSub() *pubsub.PubSub { return n.ps }
+
+// RoutingTable is kad-dht's routing table.
+func (n *Node) RoutingTable() *kb.RoutingTable { return n.kad.RoutingTable() }
+
+// Stats are the node's counters.
+func (n *Node) Stats() *Stats { return n.stats }
+
+// Bootstrap connects to the configured bootstrap peers and any given here,
+// then fills the routing table with one refresh round. It succeeds when at
+// least one bootstrap peer answered (or none were given).
+func (n *Node) Bootstrap(ctx context.Context, peers ...peer.AddrInfo) error {
+	all := append(append([]peer.AddrInfo(nil), n.cfg.bootstrap...), peers...)
+	var connected int
+	var errs []error
+	for _, p := range all {
+		if p.ID == n.h.ID() {
+			continue
+		}
+		if err := n.h.Connect(ctx, p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.ID, err))
+			continue
+		}
+		connected++
+	}
+	if len(all) > 0 && connected == 0 {
+		return fmt.Errorf("dht: no bootstrap peer answered: %w", errors.Join(errs...))
+	}
+	if connected == 0 {
+		return nil
+	}
+	return n.Refresh(ctx)
+}
+
+// Refresh runs one kad-dht routing-table refresh and waits for it.
+func (n *Node) Refresh(ctx context.Context) error {
+	select {
+	case err := <-n.kad.ForceRefresh():
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// LookupName finds the peers XOR-closest to KeyOfName(name) with kad-dht's
+// own lookup (GetClosestPeers), closest first. The node itself is not in the
+// answer, as kad-dht never returns itself.
+func (n *Node) LookupName(ctx context.Context, name string) ([]peer.ID, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout)
+	defer cancel()
+	n.stats.Lookups.Add(1)
+	ps, err := n.kad.GetClosestPeers(ctx, name)
+	if err != nil {
+		n.stats.LookupErrors.Add(1)
+		return nil, err
+	}
+	SortByDistance(KeyOfName(name), ps)
+	return ps, nil
+}
+
+// NetworkSize estimates how many peers the DHT has. With a routing table of
+// fewer than 21 peers kad-dht's estimator has too little to go on, and the
+// table itself, plus this node, is the estimate (exact in a small network).
+func (n *Node) NetworkSize() int {
+	rt := n.kad.RoutingTable().Size()
+	if rt+1 < smallNetwork {
+		return rt + 1
+	}
+	if s, err := n.kad.NetworkSize(); err == nil && s > 0 {
+		return int(s)
+	}
+	return rt + 1
+}
+
+// Close stops the DHT, GossipSub and our handlers; the host stays up.
+func (n *Node) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		n.h.RemoveStreamHandler(n.closestProtocol())
+		n.cancel()
+		err = n.kad.Close()
+	})
+	return err
+}
