@@ -1,0 +1,667 @@
+package repel
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// MsgType names a message of the token protocol.
+type MsgType uint8
+
+const (
+	// MsgAnnounce gossips a token version from its holder to every peer
+	// (To is empty: publish on the topic). From must be Token.Holder.
+	MsgAnnounce MsgType = iota + 1
+	// MsgMove offers a token to To: Token is the new version, with To as
+	// holder and a higher epoch. The sender keeps holding its own version
+	// until the ack.
+	MsgMove
+	// MsgMoveAck accepts a move: Token is the version now held by From.
+	MsgMoveAck
+	// MsgMoveRefuse declines a move: Token is the version offered, Reason
+	// says why.
+	MsgMoveRefuse
+)
+
+func (t MsgType) String() string {
+	switch t {
+	case MsgAnnounce:
+		return "announce"
+	case MsgMove:
+		return "move"
+	case MsgMoveAck:
+		return "move-ack"
+	case MsgMoveRefuse:
+		return "move-refuse"
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// RefuseReason says why a move was declined.
+type RefuseReason uint8
+
+const (
+	// RefuseNone is the zero value, carried by every message but a refusal.
+	RefuseNone RefuseReason = iota
+	// RefuseHolding: the peer already holds a token (at most one per peer).
+	RefuseHolding
+	// RefuseStale: the peer knows a fresher version of the offered token,
+	// so the offer comes from a holder that has already lost it.
+	RefuseStale
+)
+
+func (r RefuseReason) String() string {
+	switch r {
+	case RefuseNone:
+		return "none"
+	case RefuseHolding:
+		return "holding"
+	case RefuseStale:
+		return "stale"
+	}
+	return fmt.Sprintf("RefuseReason(%d)", uint8(r))
+}
+
+// Message is one protocol message, in or out. The adapter maps To == "" to a
+// GossipSub publish and anything else to a stream to that peer, and fills
+// From on receipt from the authenticated sender.
+type Message struct {
+	Type   MsgType
+	From   string
+	To     string
+	Token  Token
+	Reason RefuseReason
+}
+
+// Role is what the token method makes of this peer.
+type Role uint8
+
+const (
+	// RoleClient holds no token.
+	RoleClient Role = iota
+	// RoleHolder holds a token that has not yet settled.
+	RoleHolder
+	// RoleSuperpeer has held its token for SettleAfter.
+	RoleSuperpeer
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleClient:
+		return "client"
+	case RoleHolder:
+		return "holder"
+	case RoleSuperpeer:
+		return "superpeer"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// EventKind names something that happened to this node's token, for logs,
+// counters and the simulator's metrics.
+type EventKind uint8
+
+const (
+	// EventMinted: this node minted Token (first time or after T_dead).
+	EventMinted EventKind = iota + 1
+	// EventAccepted: this node took Token in a move.
+	EventAccepted
+	// EventMoveOffered: this node offered its token as Token (to Token.Holder).
+	EventMoveOffered
+	// EventMovedAway: the offer was acked; this node dropped its token.
+	EventMovedAway
+	// EventMoveTimedOut: no ack in MoveTimeout; this node keeps its token.
+	EventMoveTimedOut
+	// EventMoveRefused: the candidate refused; this node keeps its token.
+	EventMoveRefused
+	// EventFenced: a fresher version of this node's token exists (Token);
+	// this node dropped its own.
+	EventFenced
+	// EventSettled: this node's token settled; it is a superpeer.
+	EventSettled
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventMinted:
+		return "minted"
+	case EventAccepted:
+		return "accepted"
+	case EventMoveOffered:
+		return "move-offered"
+	case EventMovedAway:
+		return "moved-away"
+	case EventMoveTimedOut:
+		return "move-timed-out"
+	case EventMoveRefused:
+		return "move-refused"
+	case EventFenced:
+		return "fenced"
+	case EventSettled:
+		return "settled"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is one EventKind with the token version it concerns.
+type Event struct {
+	Kind  EventKind
+	Token Token
+}
+
+// Ready is what one Tick or Step produced: messages to send, in order, the
+// role after it, and what happened.
+type Ready struct {
+	Messages    []Message
+	Role        Role
+	RoleChanged bool
+	Events      []Event
+}
+
+// Peer is what the node is told about another peer it believes live: a
+// Vivaldi neighbour, an attached client, or a routing-table entry. A peer
+// without a coordinate (empty Vec) still counts for XOR-closeness when a
+// token is minted, but is neither a move candidate nor a client in the
+// potential.
+type Peer struct {
+	ID    string
+	Key   Key
+	Coord vivaldi.Coord
+}
+
+// Errors returned by Step for messages that make no sense. The node's state
+// is unchanged when Step returns one; the adapter should count it by name.
+var (
+	ErrUnknownType     = errors.New("repel: unknown message type")
+	ErrTokenOutOfRange = errors.New("repel: token ID out of range")
+	ErrNotForMe        = errors.New("repel: directed message for another peer")
+	ErrNotHolder       = errors.New("repel: sender is not the holder the token names")
+	ErrBadOffer        = errors.New("repel: move offer does not name this peer as holder")
+	ErrInvalidCoord    = errors.New("repel: invalid token coordinate")
+)
+
+type tableEntry struct {
+	tok       Token
+	known     bool
+	lastHeard time.Time // when the freshest version was last heard of (or start)
+}
+
+type pendingMove struct {
+	offer    Token
+	deadline time.Time
+}
+
+type held struct {
+	tok          Token // the version this node holds; Holder is self
+	settled      bool
+	lastAnnounce time.Time
+	nextCheck    time.Time
+	lastOffered  uint64 // highest epoch this node has offered the token at
+	pending      *pendingMove
+}
+
+// Node is one peer's pure token state machine. It does no I/O, starts no
+// goroutine and reads no clock: time comes in with every call, randomness
+// from the *rand.Rand it was given, and its decisions leave in Ready. A Node
+// is not safe for concurrent use; the adapter owns it from one goroutine.
+type Node struct {
+	cfg   Config
+	id    string
+	key   Key
+	rng   *rand.Rand
+	coord vivaldi.Coord
+	peers []Peer
+
+	started  bool
+	tokens   []tableEntry
+	held     *held
+	role     Role
+	refused  map[string]time.Time // candidates that refused, until when to skip them
+	lastMint time.Time
+
+	ready Ready
+}
+
+// NewNode makes the state machine of peer id with kad key key (PeerKey(id)
+// for a libp2p peer). rng drives the jitter and candidate sampling; seed it
+// for reproducible runs.
+func NewNode(id string, key Key, cfg Config, rng *rand.Rand) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, errors.New("repel: empty peer ID")
+	}
+	if rng == nil {
+		return nil, errors.New("repel: nil rng")
+	}
+	return &Node{
+		cfg:     cfg,
+		id:      id,
+		key:     key,
+		rng:     rng,
+		tokens:  make([]tableEntry, cfg.Tokens),
+		refused: make(map[string]time.Time),
+	}, nil
+}
+
+// ID is the peer this node runs for.
+func (n *Node) ID() string { return n.id }
+
+// Role is the node's current role.
+func (n *Node) Role() Role { return n.role }
+
+// Held returns the token version this node holds, if any.
+func (n *Node) Held() (Token, bool) {
+	if n.held == nil {
+		return Token{}, false
+	}
+	t := n.held.tok
+	t.Coord = copyCoord(t.Coord)
+	return t, true
+}
+
+// Moving reports whether the node has offered its token and awaits the ack.
+func (n *Node) Moving() bool { return n.held != nil && n.held.pending != nil }
+
+// Tokens returns the freshest version the node knows of each token ID
+// (known is false for IDs never heard of).
+func (n *Node) Tokens() (toks []Token, known []bool) {
+	toks = make([]Token, len(n.tokens))
+	known = make([]bool, len(n.tokens))
+	for i, e := range n.tokens {
+		toks[i], known[i] = e.tok, e.known
+		toks[i].Coord = copyCoord(e.tok.Coord)
+	}
+	return toks, known
+}
+
+// SetCoord tells the node its own Vivaldi coordinate. A held token sits
+// where its holder is; the new position goes out with the next announcement.
+func (n *Node) SetCoord(c vivaldi.Coord) {
+	n.coord = copyCoord(c)
+	if n.held != nil {
+		n.held.tok.Coord = copyCoord(c)
+		n.tokens[n.held.tok.ID].tok.Coord = copyCoord(c)
+	}
+}
+
+// SetPeers replaces the set of peers the node believes live: its Vivaldi
+// neighbours and attached clients (with coordinates) and whatever else it
+// knows from the DHT (for minting). The node keeps the slice; the caller
+// must not modify it afterwards.
+func (n *Node) SetPeers(peers []Peer) { n.peers = peers }
+
+func (n *Node) init(now time.Time) {
+	if n.started {
+		return
+	}
+	n.started = true
+	// A fresh node has heard of no token; it gives the swarm DeadAfter to
+	// tell it before it concludes a token is missing and mints it.
+	for i := range n.tokens {
+		n.tokens[i].lastHeard = now
+	}
+}
+
+func (n *Node) takeReady() Ready {
+	r := n.ready
+	r.Role = n.role
+	n.ready = Ready{}
+	return r
+}
+
+func (n *Node) send(m Message) {
+	m.From = n.id
+	m.Token.Coord = copyCoord(m.Token.Coord)
+	n.ready.Messages = append(n.ready.Messages, m)
+}
+
+func (n *Node) event(k EventKind, t Token) {
+	t.Coord = copyCoord(t.Coord)
+	n.ready.Events = append(n.ready.Events, Event{Kind: k, Token: t})
+}
+
+func (n *Node) setRole(r Role) {
+	if n.role != r {
+		n.role = r
+		n.ready.RoleChanged = true
+	}
+}
+
+func (n *Node) jitter(d time.Duration) time.Duration {
+	return d + time.Duration(n.rng.Int64N(int64(d)/4+1))
+}
+
+// Tick advances the node's timers to now: settling, announcements, move
+// timeouts and decisions, and re-minting of tokens unheard for DeadAfter.
+func (n *Node) Tick(now time.Time) Ready {
+	n.init(now)
+	for p, until := range n.refused {
+		if !now.Before(until) {
+			delete(n.refused, p)
+		}
+	}
+	if h := n.held; h != nil {
+		if h.pending != nil && !now.Before(h.pending.deadline) {
+			// The offer may still have been taken: if so the new holder's
+			// announcement (a higher epoch) fences this copy off later. If
+			// not, this node simply keeps the token. Either way it is held.
+			n.event(EventMoveTimedOut, h.pending.offer)
+			h.pending = nil
+			h.nextCheck = now.Add(n.jitter(n.cfg.MoveInterval))
+		}
+		if !h.settled && now.Sub(h.tok.HeldSince) >= n.cfg.SettleAfter {
+			h.settled = true
+			n.setRole(RoleSuperpeer)
+			n.event(EventSettled, h.tok)
+		}
+		every := n.cfg.MovingAnnounceInterval
+		if h.settled {
+			every = n.cfg.AnnounceInterval
+		}
+		if now.Sub(h.lastAnnounce) >= every {
+			n.announce(now)
+		}
+		if h.pending == nil && !now.Before(h.nextCheck) {
+			h.nextCheck = now.Add(n.jitter(n.cfg.MoveInterval))
+			n.maybeMove(now)
+		}
+	}
+	if n.held == nil {
+		n.maybeMint(now)
+	}
+	return n.takeReady()
+}
+
+func (n *Node) announce(now time.Time) {
+	h := n.held
+	h.lastAnnounce = now
+	e := &n.tokens[h.tok.ID]
+	e.lastHeard = now
+	n.send(Message{Type: MsgAnnounce, Token: h.tok})
+}
+
+// holders is the set of peers the table names as holders of a live token.
+func (n *Node) holders(now time.Time) map[string]bool {
+	m := make(map[string]bool, len(n.tokens))
+	for _, e := range n.tokens {
+		if e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter {
+			m[e.tok.Holder] = true
+		}
+	}
+	return m
+}
+
+// maybeMint mints the first token that has been unheard for long enough if
+// this node's rank among the XOR-closest eligible peers to its name allows.
+func (n *Node) maybeMint(now time.Time) {
+	if !n.coordOK() {
+		// A token without a position would sit at the origin of the field;
+		// wait for Vivaldi to give this peer a place first.
+		return
+	}
+	holders := n.holders(now)
+	for i := range n.tokens {
+		e := &n.tokens[i]
+		silent := now.Sub(e.lastHeard)
+		if silent < n.cfg.DeadAfter {
+			continue
+		}
+		target := TokenKey(uint32(i))
+		rank := 0
+		for _, p := range n.peers {
+			if p.ID == n.id || holders[p.ID] || (e.known && p.ID == e.tok.Holder) {
+				continue
+			}
+			if closer(p.Key, n.key, target) {
+				rank++
+			}
+		}
+		if int64(silent/n.cfg.DeadAfter) <= int64(rank) {
+			continue
+		}
+		epoch := uint64(1)
+		if e.known {
+			epoch = e.tok.Epoch + 1
+		}
+		t := Token{ID: uint32(i), Epoch: epoch, Holder: n.id, HolderKey: n.key, Coord: copyCoord(n.coord), HeldSince: now}
+		n.take(now, t)
+		n.event(EventMinted, t)
+		return
+	}
+}
+
+func (n *Node) coordOK() bool { return validCoord(n.coord) }
+
+// take makes this node the holder of t and announces it at once.
+func (n *Node) take(now time.Time, t Token) {
+	t.Coord = copyCoord(n.coord)
+	n.held = &held{
+		tok:         t,
+		nextCheck:   now.Add(n.jitter(n.cfg.MoveInterval)),
+		lastOffered: t.Epoch,
+	}
+	e := &n.tokens[t.ID]
+	e.tok, e.known, e.lastHeard = t, true, now
+	n.setRole(RoleHolder)
+	n.announce(now)
+}
+
+func (n *Node) drop(k EventKind, by Token) {
+	n.held = nil
+	n.setRole(RoleClient)
+	n.event(k, by)
+}
+
+// Step feeds one received message to the node. A message that makes no
+// sense is refused with a named error and changes nothing.
+func (n *Node) Step(now time.Time, m Message) (Ready, error) {
+	n.init(now)
+	if err := n.check(m); err != nil {
+		return Ready{}, err
+	}
+	switch m.Type {
+	case MsgAnnounce:
+		n.observe(now, m.Token)
+	case MsgMove:
+		n.onMove(now, m)
+	case MsgMoveAck:
+		n.onAck(now, m)
+	case MsgMoveRefuse:
+		n.onRefuse(now, m)
+	}
+	return n.takeReady(), nil
+}
+
+func (n *Node) check(m Message) error {
+	if m.Token.ID >= uint32(n.cfg.Tokens) {
+		return fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, m.Token.ID, n.cfg.Tokens)
+	}
+	switch m.Type {
+	case MsgAnnounce:
+		if m.From != m.Token.Holder {
+			return ErrNotHolder
+		}
+	case MsgMove:
+		if m.To != n.id {
+			return ErrNotForMe
+		}
+		if m.Token.Holder != n.id || m.Token.HolderKey != n.key {
+			return ErrBadOffer
+		}
+		return nil // the offered coordinate is the old holder's; ours replaces it
+	case MsgMoveAck:
+		if m.To != n.id {
+			return ErrNotForMe
+		}
+		if m.From != m.Token.Holder {
+			return ErrNotHolder
+		}
+	case MsgMoveRefuse:
+		if m.To != n.id {
+			return ErrNotForMe
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: %d", ErrUnknownType, m.Type)
+	}
+	if !validCoord(m.Token.Coord) {
+		return ErrInvalidCoord
+	}
+	return nil
+}
+
+// observe learns of a token version, keeps the freshest per ID, and applies
+// the fencing rule to the token this node holds.
+func (n *Node) observe(now time.Time, t Token) {
+	e := &n.tokens[t.ID]
+	switch {
+	case !e.known || t.Beats(e.tok):
+		e.tok, e.known, e.lastHeard = t, true, now
+		e.tok.Coord = copyCoord(t.Coord)
+	case e.tok.sameVersion(t):
+		e.lastHeard = now
+		e.tok.Coord = copyCoord(t.Coord)
+	}
+	h := n.held
+	if h == nil || h.tok.ID != t.ID || t.sameVersion(h.tok) {
+		return
+	}
+	if t.Beats(h.tok) {
+		kind := EventFenced
+		if h.pending != nil && h.pending.offer.sameVersion(t) {
+			kind = EventMovedAway // the ack, or the new holder's announcement
+		}
+		n.drop(kind, t)
+		return
+	}
+	// Someone still holds an older version: tell everyone ours now rather
+	// than at the next interval, so the stale holder drops it sooner.
+	if now.Sub(h.lastAnnounce) > 0 {
+		n.announce(now)
+	}
+}
+
+func (n *Node) onMove(now time.Time, m Message) {
+	t := m.Token
+	if h := n.held; h != nil {
+		if h.tok.sameVersion(t) {
+			// A duplicate of the offer we took: the first ack may be lost.
+			n.send(Message{Type: MsgMoveAck, To: m.From, Token: h.tok})
+			return
+		}
+		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: RefuseHolding})
+		return
+	}
+	if e := n.tokens[t.ID]; e.known && !t.Beats(e.tok) {
+		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: RefuseStale})
+		return
+	}
+	if !n.coordOK() {
+		// Without a coordinate this peer cannot carry the token's position;
+		// it would not have been a candidate had the sender known.
+		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: RefuseStale})
+		return
+	}
+	t.HeldSince = now
+	n.take(now, t)
+	n.event(EventAccepted, n.held.tok)
+	n.send(Message{Type: MsgMoveAck, To: m.From, Token: n.held.tok})
+}
+
+func (n *Node) onAck(now time.Time, m Message) {
+	// The ack is a version held by its sender, like an announcement; if it
+	// is our pending offer, observe drops our copy.
+	n.observe(now, m.Token)
+}
+
+func (n *Node) onRefuse(now time.Time, m Message) {
+	h := n.held
+	if h == nil || h.pending == nil || !h.pending.offer.sameVersion(m.Token) || m.From != m.Token.Holder {
+		return
+	}
+	n.event(EventMoveRefused, h.pending.offer)
+	h.pending = nil
+	n.refused[m.From] = now.Add(4 * n.cfg.MoveInterval)
+	h.nextCheck = now.Add(n.jitter(n.cfg.MoveInterval))
+}
+
+// maybeMove scores the candidates and offers the token to the best one if
+// the gain is worth it.
+func (n *Node) maybeMove(now time.Time) {
+	h := n.held
+	if !n.coordOK() {
+		return
+	}
+	dims := len(n.coord.Vec)
+	usable := func(c vivaldi.Coord) bool { return validCoord(c) && len(c.Vec) == dims }
+	var others []vivaldi.Coord
+	for i, e := range n.tokens {
+		if uint32(i) == h.tok.ID || !e.known || now.Sub(e.lastHeard) >= n.cfg.DeadAfter || !usable(e.tok.Coord) {
+			continue
+		}
+		others = append(others, e.tok.Coord)
+	}
+	holders := n.holders(now)
+	var clients []vivaldi.Coord
+	var cands []Peer
+	if n.cfg.Model == Attract {
+		clients = append(clients, n.coord)
+	}
+	for _, p := range n.peers {
+		if p.ID == n.id || !usable(p.Coord) {
+			continue
+		}
+		if n.cfg.Model == Attract {
+			clients = append(clients, p.Coord)
+		}
+		if !holders[p.ID] && n.refused[p.ID].IsZero() {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	if k := n.cfg.MaxCandidates; k > 0 && len(cands) > k {
+		n.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		cands = cands[:k]
+	}
+	f := newField(&n.cfg, others, clients)
+	if n.cfg.ForceThreshold > 0 && norm(f.force(n.coord)) < n.cfg.ForceThreshold {
+		return
+	}
+	here := f.potential(n.coord)
+	best, bestP := -1, here
+	for i, c := range cands {
+		if p := f.potential(c.Coord); p < bestP {
+			best, bestP = i, p
+		}
+	}
+	minGain := n.cfg.MinGain
+	if h.settled {
+		minGain = n.cfg.SettledMinGain
+	}
+	gain := here - bestP
+	if best < 0 || gain <= 0 || gain < minGain*abs(here) {
+		return
+	}
+	to := cands[best]
+	epoch := max(h.tok.Epoch, h.lastOffered) + 1
+	h.lastOffered = epoch
+	offer := Token{ID: h.tok.ID, Epoch: epoch, Holder: to.ID, HolderKey: to.Key, Coord: copyCoord(to.Coord)}
+	h.pending = &pendingMove{offer: offer, deadline: now.Add(n.cfg.MoveTimeout)}
+	n.event(EventMoveOffered, offer)
+	n.send(Message{Type: MsgMove, To: to.ID, Token: offer})
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

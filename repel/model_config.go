@@ -1,0 +1,144 @@
+package repel
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config holds the parameters of the token method. Every node of one swarm
+// must use the same Tokens, Model, RepelPower, Lambda and MinDistance: they
+// define the potential the nodes descend together.
+type Config struct {
+	// Tokens is S, the number of tokens and so of superpeers.
+	Tokens int
+
+	// Model is the potential: Repulsion (the seed) or Attract (ours).
+	Model Model
+	// RepelPower is p in the repulsion law |F| = 1/d^p. 2 (Coulomb, φ = 1/d)
+	// repels strongly at short range and little at long range; 1 (φ = −ln d)
+	// reaches further and pushes harder toward the rim.
+	RepelPower float64
+	// Lambda weighs the repulsion term of Attract, in seconds^p: with p = 2
+	// it adds λ/d seconds of mean client RTT per pair of tokens d apart, so
+	// 1e-5 costs 1 ms at 10 ms apart and nothing that matters at 100 ms.
+	// Ignored by Repulsion.
+	Lambda float64
+	// MinDistance clamps token distances from below so two tokens on one
+	// spot repel finitely.
+	MinDistance time.Duration
+
+	// ForceThreshold gates the move decision as in the seed: a holder
+	// considers moving only when |F| passes it (Repulsion: 1/s^p; Attract:
+	// clients' unit pulls averaged, dimensionless, plus λ-weighted
+	// repulsion). 0 leaves the gate to MinGain alone.
+	ForceThreshold float64
+	// MinGain is the least relative drop in the token's potential,
+	// (P(here) − P(there)) / |P(here)|, worth a move. It must be positive:
+	// every move then lowers the system potential by a positive amount over
+	// a finite set of positions, so moves stop.
+	MinGain float64
+	// SettledMinGain replaces MinGain once the token has settled: a
+	// superpeer with clients should move only for a clear gain, not for
+	// Vivaldi jitter.
+	SettledMinGain float64
+	// MaxCandidates bounds the peers a holder scores per decision (a random
+	// sample when it knows more); 0 scores them all.
+	MaxCandidates int
+
+	// MoveInterval is how often a holder reconsiders its token's place; the
+	// first check after taking a token waits this long so the new holder
+	// hears the others first. Jittered by up to a quarter.
+	MoveInterval time.Duration
+	// MoveTimeout is how long a holder waits for the ack of a move before it
+	// gives up and keeps the token (it still holds it all along).
+	MoveTimeout time.Duration
+	// AnnounceInterval is how often a settled holder re-announces.
+	AnnounceInterval time.Duration
+	// MovingAnnounceInterval is how often an unsettled holder re-announces;
+	// a new holder also announces at once.
+	MovingAnnounceInterval time.Duration
+	// SettleAfter is T_settle: holding a token this long makes a superpeer.
+	SettleAfter time.Duration
+	// DeadAfter is T_dead: a token unheard this long is minted again by the
+	// XOR-closest live peer to its name that holds no token. The k-th
+	// closest tries after k·DeadAfter, in case the closer ones are gone too.
+	DeadAfter time.Duration
+}
+
+// DefaultConfig is tuned for peers on the Internet: announcements every 30 s
+// keep gossip traffic to one small message per token per 30 s once settled;
+// a token is declared dead after three missed announcements and some slack;
+// a minute of holding makes a superpeer, long enough that a token still
+// moving every few seconds does not flap its holders' roles.
+func DefaultConfig() Config {
+	return Config{
+		Tokens:                 8,
+		Model:                  Attract,
+		RepelPower:             2,
+		Lambda:                 1e-5,
+		MinDistance:            time.Millisecond,
+		ForceThreshold:         0,
+		MinGain:                0.01,
+		SettledMinGain:         0.05,
+		MaxCandidates:          0,
+		MoveInterval:           5 * time.Second,
+		MoveTimeout:            5 * time.Second,
+		AnnounceInterval:       30 * time.Second,
+		MovingAnnounceInterval: 5 * time.Second,
+		SettleAfter:            60 * time.Second,
+		DeadAfter:              100 * time.Second,
+	}
+}
+
+// LocalConfig is for swarms in one process or one LAN, where RTTs are
+// sub-millisecond and a test should converge in seconds.
+func LocalConfig() Config {
+	c := DefaultConfig()
+	c.MoveInterval = 200 * time.Millisecond
+	c.MoveTimeout = 200 * time.Millisecond
+	c.AnnounceInterval = time.Second
+	c.MovingAnnounceInterval = 200 * time.Millisecond
+	c.SettleAfter = 2 * time.Second
+	c.DeadAfter = 3500 * time.Millisecond
+	c.MinDistance = 10 * time.Microsecond
+	return c
+}
+
+// Validate names the first field that makes no sense.
+func (c Config) Validate() error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case c.Tokens <= 0 || int64(c.Tokens) > math.MaxUint32:
+		return fmt.Errorf("repel: Tokens %d out of range (1..2^32-1)", c.Tokens)
+	case c.Model != Repulsion && c.Model != Attract:
+		return fmt.Errorf("repel: unknown Model %v", c.Model)
+	case !finite(c.RepelPower) || c.RepelPower < 1:
+		return fmt.Errorf("repel: RepelPower %v must be ≥ 1", c.RepelPower)
+	case !finite(c.Lambda) || c.Lambda < 0:
+		return fmt.Errorf("repel: Lambda %v must be ≥ 0", c.Lambda)
+	case c.MinDistance <= 0:
+		return fmt.Errorf("repel: MinDistance %v must be positive", c.MinDistance)
+	case !finite(c.ForceThreshold) || c.ForceThreshold < 0:
+		return fmt.Errorf("repel: ForceThreshold %v must be ≥ 0", c.ForceThreshold)
+	case !finite(c.MinGain) || c.MinGain <= 0:
+		return fmt.Errorf("repel: MinGain %v must be positive (it makes moves stop)", c.MinGain)
+	case !finite(c.SettledMinGain) || c.SettledMinGain < c.MinGain:
+		return fmt.Errorf("repel: SettledMinGain %v must be ≥ MinGain", c.SettledMinGain)
+	case c.MaxCandidates < 0:
+		return fmt.Errorf("repel: MaxCandidates %d must be ≥ 0", c.MaxCandidates)
+	case c.MoveInterval <= 0:
+		return fmt.Errorf("repel: MoveInterval %v must be positive", c.MoveInterval)
+	case c.MoveTimeout <= 0:
+		return fmt.Errorf("repel: MoveTimeout %v must be positive", c.MoveTimeout)
+	case c.AnnounceInterval <= 0 || c.MovingAnnounceInterval <= 0:
+		return fmt.Errorf("repel: AnnounceInterval %v and MovingAnnounceInterval %v must be positive", c.AnnounceInterval, c.MovingAnnounceInterval)
+	case c.SettleAfter <= 0:
+		return fmt.Errorf("repel: SettleAfter %v must be positive", c.SettleAfter)
+	case c.DeadAfter <= 2*c.AnnounceInterval:
+		// A live settled token must be heard at least twice per DeadAfter,
+		// or one lost announcement gets it re-minted.
+		return fmt.Errorf("repel: DeadAfter %v must exceed 2×AnnounceInterval (%v)", c.DeadAfter, 2*c.AnnounceInterval)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package repel
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// Key is a point in the 256-bit kad-dht key space. A peer's key is the
+// SHA-256 of its peer ID bytes (what kbucket.ConvertPeerID computes); distance
+// is XOR.
+type Key [32]byte
+
+// PeerKey is the kad-dht key of a peer ID given as its raw bytes (the string
+// form of a libp2p peer.ID).
+func PeerKey(id string) Key { return sha256.Sum256([]byte(id)) }
+
+// TokenKey is the name of token i in the key space, sha256("repel-token/"+i).
+// The XOR-closest live peer to it mints the token, so every peer that sees
+// the same live set picks the same minter without talking to anyone.
+func TokenKey(i uint32) Key {
+	return sha256.Sum256([]byte("repel-token/" + strconv.FormatUint(uint64(i), 10)))
+}
+
+// closer reports whether a is XOR-closer to target than b.
+func closer(a, b, target Key) bool {
+	for i := range target {
+		da, db := a[i]^target[i], b[i]^target[i]
+		if da != db {
+			return da < db
+		}
+	}
+	return false
+}
+
+// Token is one version of a repelling token. A version is named by (ID,
+// Epoch, HolderKey); every move and every re-mint makes a new version with a
+// higher epoch, so versions are totally ordered per ID (see Beats).
+type Token struct {
+	// ID names the token, in [0, S).
+	ID uint32
+	// Epoch grows by at least one with every move and every re-mint.
+	Epoch uint64
+	// Holder is the peer that holds this version (a peer ID's bytes).
+	Holder string
+	// HolderKey is the holder's kad key; it breaks ties between two versions
+	// of one epoch (two peers that minted at once).
+	HolderKey Key
+	// Coord is the holder's Vivaldi coordinate when it last announced: the
+	// token's position in the force field.
+	Coord vivaldi.Coord
+	// HeldSince is when the holder took this version, on the holder's clock;
+	// it is informational (settling is judged by the holder alone).
+	HeldSince time.Time
+}
+
+// Beats is the fencing order: t is fresher than o if its epoch is higher, or
+// the epochs are equal and its holder key is higher. When two peers hold one
+// token the holder of the version that loses drops it, as the fencing tokens
+// of ZooKeeper- and Hadoop-style elections do; since the order is total,
+// every pair of holders resolves to exactly one.
+func (t Token) Beats(o Token) bool {
+	if t.Epoch != o.Epoch {
+		return t.Epoch > o.Epoch
+	}
+	return bytes.Compare(t.HolderKey[:], o.HolderKey[:]) > 0
+}
+
+// sameVersion reports whether t and o name the same version of one token.
+func (t Token) sameVersion(o Token) bool {
+	return t.ID == o.ID && t.Epoch == o.Epoch && t.HolderKey == o.HolderKey
+}
+
+// validCoord reports whether c can be used in the force field: a non-empty
+// vector of finite numbers and a finite, non-negative height.
+func validCoord(c vivaldi.Coord) bool {
+	if len(c.Vec) == 0 {
+		return false
+	}
+	for _, v := range c.Vec {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return !math.IsNaN(c.Height) && !math.IsInf(c.Height, 0) && c.Height >= 0
+}
+
+// copyCoord returns c with its own vector, so a caller that reuses its slice
+// cannot change a token behind the node's back.
+func copyCoord(c vivaldi.Coord) vivaldi.Coord {
+	c.Vec = append([]float64(nil), c.Vec...)
+	return c
+}
