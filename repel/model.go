@@ -333,8 +333,12 @@ func (n *Node) setRole(r Role) {
 	}
 }
 
+// jitter spreads d uniformly over [d/2, 3d/2). Two holders whose decisions
+// fall within one gossip delay of each other decide on stale views of each
+// other and can undo each other's moves; wide jitter makes that coincidence
+// unlikely to repeat, so such cycles die out instead of locking in step.
 func (n *Node) jitter(d time.Duration) time.Duration {
-	return d + time.Duration(n.rng.Int64N(int64(d)/4+1))
+	return d/2 + time.Duration(n.rng.Int64N(int64(d)+1))
 }
 
 // Tick advances the node's timers to now: settling, announcements, move

@@ -48,7 +48,7 @@ type Config struct {
 
 	// MoveInterval is how often a holder reconsiders its token's place; the
 	// first check after taking a token waits this long so the new holder
-	// hears the others first. Jittered by up to a quarter.
+	// hears the others first. Jittered uniformly over [½, 1½]×.
 	MoveInterval time.Duration
 	// MoveTimeout is how long a holder waits for the ack of a move before it
 	// gives up and keeps the token (it still holds it all along).

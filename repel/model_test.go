@@ -1,0 +1,498 @@
+package repel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+func mustNode(t *testing.T, id string, cfg Config) *Node {
+	t.Helper()
+	n, err := NewNode(id, PeerKey(id), cfg, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.SetCoord(vivaldi.Coord{Vec: []float64{0.01, 0.02}, Height: 0.001})
+	return n
+}
+
+func at(s float64) time.Time { return epoch0.Add(time.Duration(s * float64(time.Second))) }
+
+func msgs(r Ready, typ MsgType) []Message {
+	var out []Message
+	for _, m := range r.Messages {
+		if m.Type == typ {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func hasEvent(r Ready, k EventKind) bool {
+	return slices.ContainsFunc(r.Events, func(e Event) bool { return e.Kind == k })
+}
+
+func TestToken_Beats(t *testing.T) {
+	lo, hi := Key{1}, Key{2}
+	a := Token{Epoch: 3, HolderKey: hi}
+	b := Token{Epoch: 4, HolderKey: lo}
+	c := Token{Epoch: 4, HolderKey: hi}
+	if !b.Beats(a) || a.Beats(b) {
+		t.Error("higher epoch must win")
+	}
+	if !c.Beats(b) || b.Beats(c) {
+		t.Error("equal epochs: higher holder key must win")
+	}
+	if c.Beats(c) {
+		t.Error("a version must not beat itself")
+	}
+}
+
+func TestTokenKey_Stable(t *testing.T) {
+	if TokenKey(0) == TokenKey(1) {
+		t.Fatal("token names collide")
+	}
+	if TokenKey(7) != TokenKey(7) {
+		t.Fatal("token name not deterministic")
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("default: %v", err)
+	}
+	if err := LocalConfig().Validate(); err != nil {
+		t.Fatalf("local: %v", err)
+	}
+	for name, mut := range map[string]func(*Config){
+		"tokens":   func(c *Config) { c.Tokens = 0 },
+		"model":    func(c *Config) { c.Model = 9 },
+		"power":    func(c *Config) { c.RepelPower = 0.5 },
+		"lambda":   func(c *Config) { c.Lambda = math.NaN() },
+		"mingain":  func(c *Config) { c.MinGain = 0 },
+		"settled":  func(c *Config) { c.SettledMinGain = c.MinGain / 2 },
+		"dead":     func(c *Config) { c.DeadAfter = c.AnnounceInterval },
+		"interval": func(c *Config) { c.MoveInterval = 0 },
+	} {
+		c := DefaultConfig()
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: bad config accepted", name)
+		}
+	}
+}
+
+func TestNode_Step_RefusesNonsense(t *testing.T) {
+	cfg := testConfig(2, Attract)
+	n := mustNode(t, "a", cfg)
+	good := vivaldi.Coord{Vec: []float64{0, 0}, Height: 0.001}
+	for name, c := range map[string]struct {
+		m    Message
+		want error
+	}{
+		"range":     {Message{Type: MsgAnnounce, From: "b", Token: Token{ID: 2, Holder: "b", Coord: good}}, ErrTokenOutOfRange},
+		"type":      {Message{Type: 99, From: "b", Token: Token{Holder: "b", Coord: good}}, ErrUnknownType},
+		"author":    {Message{Type: MsgAnnounce, From: "c", Token: Token{Holder: "b", Coord: good}}, ErrNotHolder},
+		"coord-nan": {Message{Type: MsgAnnounce, From: "b", Token: Token{Holder: "b", Coord: vivaldi.Coord{Vec: []float64{math.NaN(), 0}}}}, ErrInvalidCoord},
+		"coord-nil": {Message{Type: MsgAnnounce, From: "b", Token: Token{Holder: "b"}}, ErrInvalidCoord},
+		"not-me":    {Message{Type: MsgMove, From: "b", To: "c", Token: Token{Holder: "c"}}, ErrNotForMe},
+		"offer":     {Message{Type: MsgMove, From: "b", To: "a", Token: Token{Holder: "a", HolderKey: Key{9}}}, ErrBadOffer},
+		"ack":       {Message{Type: MsgMoveAck, From: "b", To: "a", Token: Token{Holder: "c", Coord: good}}, ErrNotHolder},
+	} {
+		r, err := n.Step(at(1), c.m)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, err, c.want)
+		}
+		if len(r.Messages) != 0 || len(r.Events) != 0 {
+			t.Errorf("%s: refused message produced output %+v", name, r)
+		}
+	}
+	if toks, known := n.Tokens(); known[0] || known[1] {
+		t.Errorf("refused messages changed the table: %+v", toks)
+	}
+}
+
+// TestNode_SettleAndFence walks one node through minting, settling and
+// losing its token to a fresher version.
+func TestNode_SettleAndFence(t *testing.T) {
+	cfg := testConfig(1, Attract)
+	n := mustNode(t, "a", cfg)
+	if r := n.Tick(at(0)); len(r.Messages) != 0 || r.Role != RoleClient {
+		t.Fatalf("fresh node acted: %+v", r)
+	}
+	if r := n.Tick(at(9)); len(r.Messages) != 0 {
+		t.Fatalf("minted before DeadAfter: %+v", r)
+	}
+	r := n.Tick(at(10))
+	if !hasEvent(r, EventMinted) || r.Role != RoleHolder || !r.RoleChanged || len(msgs(r, MsgAnnounce)) != 1 {
+		t.Fatalf("want mint + announce at DeadAfter, got %+v", r)
+	}
+	tok, _ := n.Held()
+	if tok.Epoch != 1 || tok.Holder != "a" {
+		t.Fatalf("minted %+v", tok)
+	}
+	r = n.Tick(at(14.9))
+	if r.Role != RoleHolder {
+		t.Fatalf("settled early: %v", r.Role)
+	}
+	r = n.Tick(at(15))
+	if r.Role != RoleSuperpeer || !r.RoleChanged || !hasEvent(r, EventSettled) {
+		t.Fatalf("want superpeer after SettleAfter, got %+v", r)
+	}
+	// Settled: re-announces at AnnounceInterval, not MovingAnnounceInterval.
+	if r = n.Tick(at(16.5)); len(msgs(r, MsgAnnounce)) != 0 {
+		t.Fatalf("settled token announced too soon")
+	}
+	if r = n.Tick(at(18.1)); len(msgs(r, MsgAnnounce)) != 1 {
+		t.Fatalf("settled token did not re-announce: %+v", r)
+	}
+	// An older version elsewhere is answered with ours at once.
+	stale := Token{ID: 0, Epoch: 0, Holder: "z", HolderKey: PeerKey("z"), Coord: tok.Coord}
+	r, err := n.Step(at(18.2), Message{Type: MsgAnnounce, From: "z", Token: stale})
+	if err != nil || len(msgs(r, MsgAnnounce)) != 1 {
+		t.Fatalf("stale holder not answered: %v %+v", err, r)
+	}
+	// A fresher version fences ours off.
+	fresh := Token{ID: 0, Epoch: 2, Holder: "b", HolderKey: PeerKey("b"), Coord: tok.Coord}
+	r, err = n.Step(at(19), Message{Type: MsgAnnounce, From: "b", Token: fresh})
+	if err != nil || !hasEvent(r, EventFenced) || r.Role != RoleClient || !r.RoleChanged {
+		t.Fatalf("want fenced to client, got %v %+v", err, r)
+	}
+	if _, ok := n.Held(); ok {
+		t.Fatal("still holds after fencing")
+	}
+}
+
+func holderOf(t *testing.T, n *Node, id uint32, epoch uint64) {
+	t.Helper()
+	n.Tick(at(0))
+	tok := Token{ID: id, Epoch: epoch, Holder: n.ID(), HolderKey: PeerKey(n.ID())}
+	if _, err := n.Step(at(0), Message{Type: MsgMove, From: "x", To: n.ID(), Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.Held(); !ok {
+		t.Fatal("offer not taken")
+	}
+}
+
+func TestNode_RefusesSecondToken(t *testing.T) {
+	n := mustNode(t, "a", testConfig(2, Attract))
+	holderOf(t, n, 0, 5)
+	offer := Token{ID: 1, Epoch: 3, Holder: "a", HolderKey: PeerKey("a")}
+	r, err := n.Step(at(1), Message{Type: MsgMove, From: "b", To: "a", Token: offer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := msgs(r, MsgMoveRefuse); len(ref) != 1 || ref[0].Reason != RefuseHolding || ref[0].To != "b" {
+		t.Fatalf("want refuse(holding), got %+v", r)
+	}
+	if tok, _ := n.Held(); tok.ID != 0 {
+		t.Fatalf("holds %d, want 0", tok.ID)
+	}
+	// A duplicate of the offer it took is acked again, not refused.
+	dup := Token{ID: 0, Epoch: 5, Holder: "a", HolderKey: PeerKey("a")}
+	r, _ = n.Step(at(2), Message{Type: MsgMove, From: "x", To: "a", Token: dup})
+	if len(msgs(r, MsgMoveAck)) != 1 {
+		t.Fatalf("duplicate offer not re-acked: %+v", r)
+	}
+	// An offer older than what it knows is refused as stale.
+	m := mustNode(t, "c", testConfig(2, Attract))
+	m.Tick(at(0))
+	ann := Token{ID: 1, Epoch: 7, Holder: "d", HolderKey: PeerKey("d"), Coord: vivaldi.Coord{Vec: []float64{0, 0}}}
+	if _, err := m.Step(at(0), Message{Type: MsgAnnounce, From: "d", Token: ann}); err != nil {
+		t.Fatal(err)
+	}
+	old := Token{ID: 1, Epoch: 6, Holder: "c", HolderKey: PeerKey("c")}
+	r, _ = m.Step(at(1), Message{Type: MsgMove, From: "e", To: "c", Token: old})
+	if ref := msgs(r, MsgMoveRefuse); len(ref) != 1 || ref[0].Reason != RefuseStale {
+		t.Fatalf("want refuse(stale), got %+v", r)
+	}
+}
+
+// TestNode_LostAck: the old holder keeps the token until the ack; when the
+// ack is lost it times out still holding, and the new holder's announcement
+// fences it off, leaving exactly one holder and no gap.
+func TestNode_LostAck(t *testing.T) {
+	cfg := testConfig(1, Repulsion)
+	a, b := mustNode(t, "a", cfg), mustNode(t, "b", cfg)
+	holderOf(t, a, 0, 1)
+	held, _ := a.Held()
+	// Drive a's decision by hand: an offer to b.
+	offer := Token{ID: 0, Epoch: 2, Holder: "b", HolderKey: PeerKey("b")}
+	a.held.pending = &pendingMove{offer: offer, deadline: at(1)}
+	a.held.lastOffered = 2
+	b.Tick(at(0))
+	r, err := b.Step(at(0.5), Message{Type: MsgMove, From: "a", To: "b", Token: offer})
+	if err != nil || len(msgs(r, MsgMoveAck)) != 1 || len(msgs(r, MsgAnnounce)) != 1 {
+		t.Fatalf("b: %v %+v", err, r)
+	}
+	// The ack is lost. a times out and keeps its token.
+	r = a.Tick(at(1))
+	if !hasEvent(r, EventMoveTimedOut) {
+		t.Fatalf("a: want timeout, got %+v", r)
+	}
+	if tok, ok := a.Held(); !ok || !tok.sameVersion(held) {
+		t.Fatal("a lost its token on timeout")
+	}
+	// b's announcement arrives: fencing resolves to b.
+	ann := msgs(b.Tick(at(2)), MsgAnnounce)
+	if len(ann) != 1 {
+		t.Fatal("b did not re-announce")
+	}
+	r, _ = a.Step(at(2), ann[0])
+	if !hasEvent(r, EventFenced) {
+		t.Fatalf("a: want fenced, got %+v", r)
+	}
+	if _, ok := a.Held(); ok {
+		t.Fatal("a still holds")
+	}
+	if tok, ok := b.Held(); !ok || tok.Epoch != 2 {
+		t.Fatal("b lost the token")
+	}
+}
+
+// TestCluster_MintsAtClosest: on a fresh swarm with one view, token i is
+// minted once, by the XOR-closest peer to its name that holds no token.
+func TestCluster_MintsAtClosest(t *testing.T) {
+	nw := newNetwork(t, testConfig(4, Attract), 12, 7)
+	nw.round(0)
+	var first = map[uint32]string{}
+	for i := 0; i < 60 && len(first) < 4; i++ {
+		nw.now = nw.now.Add(250 * time.Millisecond)
+		for _, id := range nw.live() {
+			r := nw.nodes[id].Tick(nw.now)
+			for _, e := range r.Events {
+				if e.Kind == EventMinted {
+					if _, dup := first[e.Token.ID]; dup {
+						t.Fatalf("token %d minted twice", e.Token.ID)
+					}
+					first[e.Token.ID] = id
+				}
+			}
+			nw.absorb(id, r)
+		}
+		nw.quiesce()
+	}
+	if len(first) != 4 {
+		t.Fatalf("minted %d tokens, want 4", len(first))
+	}
+	taken := map[string]bool{}
+	for id := uint32(0); id < 4; id++ {
+		best := ""
+		for _, p := range nw.ids {
+			if taken[p] {
+				continue
+			}
+			if best == "" || closer(PeerKey(p), PeerKey(best), TokenKey(id)) {
+				best = p
+			}
+		}
+		if first[id] != best {
+			t.Errorf("token %d minted by %s, XOR-closest free peer is %s", id, first[id], best)
+		}
+		taken[first[id]] = true
+	}
+}
+
+// TestCluster_FaultyNetwork is the property test: over many seeds, with
+// messages dropped, duplicated and reordered, no token is ever lost (checked
+// after every step by network.check) and a peer never holds two; once the
+// faults stop, the swarm ends with exactly S tokens, one holder each, and
+// every node agrees who holds them.
+func TestCluster_FaultyNetwork(t *testing.T) {
+	seeds := 40
+	if testing.Short() {
+		seeds = 8
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		model := Model(seed % 2)
+		nw := newNetwork(t, testConfig(4, model), 16, seed)
+		nw.drop, nw.dup, nw.reorder = 0.2, 0.1, true
+		for range 240 { // 60 s of faults
+			nw.round(250 * time.Millisecond)
+		}
+		nw.drop, nw.dup, nw.reorder = 0, 0, false
+		ok := false
+		for range 400 {
+			nw.round(250 * time.Millisecond)
+			if nw.exactlyS() && !nw.anyMoving() {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			t.Fatalf("seed %d (%v): no single holder per token after faults stopped: %v", seed, model, nw.holders())
+		}
+		// Past one announce round everyone agrees.
+		for range 20 {
+			nw.round(250 * time.Millisecond)
+		}
+		if err := nw.agree(); err != nil {
+			t.Fatalf("seed %d (%v): %v", seed, model, err)
+		}
+	}
+}
+
+func (nw *network) anyMoving() bool {
+	for _, id := range nw.live() {
+		if nw.nodes[id].Moving() {
+			return true
+		}
+	}
+	return false
+}
+
+// agree checks that every live node's table names the actual holder of
+// every token.
+func (nw *network) agree() error {
+	h := nw.holders()
+	for _, id := range nw.live() {
+		toks, known := nw.nodes[id].Tokens()
+		for i := range toks {
+			if !known[i] || len(h[uint32(i)]) != 1 || toks[i].Holder != h[uint32(i)][0] {
+				return errorf("%s thinks token %d is at %q (known %v), holders %v", id, i, toks[i].Holder, known[i], h[uint32(i)])
+			}
+		}
+	}
+	return nil
+}
+
+// TestCluster_PotentialNeverRises: in a static space, with moves taken one at
+// a time on a fresh view, the system potential never rises, every move
+// lowers it, and the moves stop.
+func TestCluster_PotentialNeverRises(t *testing.T) {
+	for _, model := range []Model{Repulsion, Attract} {
+		for seed := uint64(1); seed <= 8; seed++ {
+			cfg := testConfig(5, model)
+			nw := newNetwork(t, cfg, 40, seed)
+			for range 200 {
+				nw.round(250 * time.Millisecond)
+				if nw.exactlyS() {
+					break
+				}
+			}
+			nw.quiesce()
+			if !nw.exactlyS() {
+				t.Fatalf("%v seed %d: tokens not minted", model, seed)
+			}
+			phi := SystemPotential(cfg, nw.tokenCoords(), nw.allCoords())
+			start, lastMove, moves := phi, nw.now, nw.moves
+			for i := 0; nw.now.Sub(lastMove) < 10*cfg.MoveInterval; i++ {
+				if i > 4000 {
+					t.Fatalf("%v seed %d: moves do not stop (%d moves)", model, seed, nw.moves-moves)
+				}
+				nw.now = nw.now.Add(100 * time.Millisecond)
+				for _, id := range nw.live() { // one node at a time, then deliver everything
+					nw.absorb(id, nw.nodes[id].Tick(nw.now))
+					before := nw.moves
+					nw.quiesce()
+					if !nw.exactlyS() {
+						t.Fatalf("%v seed %d: %v", model, seed, nw.holders())
+					}
+					p := SystemPotential(cfg, nw.tokenCoords(), nw.allCoords())
+					if p > phi+1e-12*math.Abs(phi) {
+						t.Fatalf("%v seed %d: potential rose %g → %g", model, seed, phi, p)
+					}
+					if nw.moves > before {
+						if !(p < phi) {
+							t.Fatalf("%v seed %d: a move did not lower the potential (%g → %g)", model, seed, phi, p)
+						}
+						lastMove = nw.now
+					}
+					phi = p
+				}
+			}
+			n := nw.moves - moves
+			if n > 200 {
+				t.Errorf("%v seed %d: %d moves for 5 tokens", model, seed, n)
+			}
+			if nw.events[EventFenced] != 0 {
+				t.Errorf("%v seed %d: %d fencings on a perfect network", model, seed, nw.events[EventFenced])
+			}
+			t.Logf("%v seed %d: %d moves, potential %.4g → %.4g", model, seed, n, start, phi)
+		}
+	}
+}
+
+// TestCluster_Recovery: after the swarm settles, holders vanish; the
+// XOR-closest live free peers mint their tokens again with a higher epoch,
+// no token is ever held twice (outside a move awaiting its ack), and the
+// swarm ends with exactly S settled tokens.
+func TestCluster_Recovery(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := testConfig(4, Model(seed%2))
+		nw := newNetwork(t, cfg, 20, seed)
+		settled := func() bool {
+			if !nw.exactlyS() {
+				return false
+			}
+			for _, id := range nw.live() {
+				if _, ok := nw.nodes[id].Held(); ok && nw.nodes[id].Role() != RoleSuperpeer {
+					return false
+				}
+			}
+			return true
+		}
+		nw.runUntil(t, 600, settled, "settle")
+		// Kill two holders.
+		var victims []string
+		old := map[uint32]uint64{}
+		for id, hs := range nw.holders() {
+			if len(victims) < 2 {
+				victims = append(victims, hs[0])
+				tok, _ := nw.nodes[hs[0]].Held()
+				old[id] = tok.Epoch
+			}
+		}
+		for _, v := range victims {
+			nw.kill(v)
+		}
+		nw.tellPeers()
+		nw.runUntil(t, 1200, settled, "recover")
+		for id, e := range old {
+			tok, _ := nw.nodes[nw.holders()[id][0]].Held()
+			if tok.Epoch <= e {
+				t.Errorf("seed %d: token %d back at epoch %d ≤ %d", seed, id, tok.Epoch, e)
+			}
+		}
+		if nw.events[EventFenced] != 0 {
+			t.Errorf("seed %d: %d fencings on a perfect network", seed, nw.events[EventFenced])
+		}
+	}
+}
+
+// runUntil runs perfect rounds until cond, checking that no token is held by
+// two peers unless one of them is awaiting the ack of its move.
+func (nw *network) runUntil(t *testing.T, rounds int, cond func() bool, what string) {
+	t.Helper()
+	for range rounds {
+		nw.round(250 * time.Millisecond)
+		for id, hs := range nw.holders() {
+			still := 0
+			for _, h := range hs {
+				if !nw.nodes[h].Moving() {
+					still++
+				}
+			}
+			if still > 1 {
+				t.Fatalf("t=%v: token %d held by %v", nw.now.Sub(epoch0), id, hs)
+			}
+		}
+		if cond() {
+			return
+		}
+	}
+	var state []string
+	for _, id := range nw.live() {
+		if tok, ok := nw.nodes[id].Held(); ok {
+			state = append(state, fmt.Sprintf("%s:%d@%d/%v/moving=%v", id, tok.ID, tok.Epoch, nw.nodes[id].Role(), nw.nodes[id].Moving()))
+		}
+	}
+	t.Fatalf("%s: not reached in %d rounds; holders %v; events %v", what, rounds, state, nw.events)
+}
