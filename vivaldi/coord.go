@@ -25,3 +25,55 @@ func (c Coord) DistanceTo(o Coord) float64 {
 	}
 	return math.Sqrt(sum) + c.Height + o.Height
 }
+
+// MaxDimensions bounds the Euclidean part of a coordinate that we accept, so
+// a peer cannot make us allocate or compute over a huge vector.
+const MaxDimensions = 32
+
+// MaxComponent bounds every component, height and error of a coordinate we
+// accept (seconds, or dimensionless for Error). Real coordinates stay within
+// a few RTTs of the origin, and RTTs are at most 10 s; a finite but huge
+// value would overflow a distance to Inf, so it is refused like Inf.
+const MaxComponent = 1000
+
+// NewCoord is the origin in dims dimensions with the given height and error.
+func NewCoord(dims int, height, err float64) Coord {
+	return Coord{Vec: make([]float64, dims), Height: height, Error: err}
+}
+
+// Clone is a deep copy: Coord holds a slice, and handing out our own would
+// let a caller change our state.
+func (c Coord) Clone() Coord {
+	c.Vec = append([]float64(nil), c.Vec...)
+	return c
+}
+
+// Check reports why c is not a coordinate we would store or accept: a NaN or
+// infinite component (ErrNonFinite), a component, height or error beyond
+// MaxComponent or a negative height or error (ErrOutOfRange), or more than
+// MaxDimensions dimensions (ErrDimensions).
+func (c Coord) Check() error {
+	if len(c.Vec) == 0 || len(c.Vec) > MaxDimensions {
+		return ErrDimensions
+	}
+	for _, v := range c.Vec {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return ErrNonFinite
+		}
+		if math.Abs(v) > MaxComponent {
+			return ErrOutOfRange
+		}
+	}
+	for _, v := range [...]float64{c.Height, c.Error} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return ErrNonFinite
+		}
+		if v < 0 || v > MaxComponent {
+			return ErrOutOfRange
+		}
+	}
+	return nil
+}
+
+// IsValid is Check() == nil.
+func (c Coord) IsValid() bool { return c.Check() == nil }

@@ -1,0 +1,407 @@
+package vivaldi
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Errors Update refuses a sample with. Each is counted in Stats.
+var (
+	ErrNonFinite  = errors.New("vivaldi: coordinate has a NaN or infinite component")
+	ErrOutOfRange = errors.New("vivaldi: coordinate component out of range")
+	ErrDimensions = errors.New("vivaldi: coordinate dimensions do not match")
+	ErrRTTRange   = errors.New("vivaldi: RTT not in (0, 10s]")
+)
+
+// MaxRTT is the longest RTT a sample may have: nothing on Earth is further,
+// and a longer one is a stalled stream, not a distance.
+const MaxRTT = 10 * time.Second
+
+// zero is where a distance is treated as none: two coordinates closer than a
+// microsecond have no usable direction between them.
+const zero = 1e-6
+
+// Stats counts what Update has done. Refused samples leave the state alone.
+type Stats struct {
+	Updates          uint64 // samples applied
+	RefusedNonFinite uint64 // remote coordinate had NaN/Inf
+	RefusedRange     uint64 // remote coordinate out of range
+	RefusedDims      uint64 // remote coordinate of other dimensions
+	RefusedRTT       uint64 // RTT ≤ 0 or > MaxRTT
+	Resets           uint64 // own state went invalid and was reset
+}
+
+// Client is one node's Vivaldi state. It is safe for concurrent use: one
+// mutex guards everything and getters return copies.
+type Client struct {
+	mu     sync.Mutex
+	cfg    Config
+	rng    *rand.Rand
+	coord  Coord
+	filter map[string]*filterState
+	tick   uint64    // update counter, orders filter entries by recency
+	refs   []float64 // recent filtered RTTs, for the RelativeForce reference
+	refIdx int
+	stats  Stats
+}
+
+type filterState struct {
+	samples []float64 // ring of the last LatencyFilterSize RTTs, seconds
+	next    int
+	last    uint64  // tick of the last update, for eviction and decay
+	coord   Coord   // the peer's coordinate at its last sample
+	rtt     float64 // its filtered RTT then, seconds
+}
+
+// refWindow is how many recent RTTs the RelativeForce reference is the
+// median of.
+const refWindow = 32
+
+// NewClient starts a node at the origin with maximal error. rng breaks ties
+// when two coordinates coincide (it is used by no one else, so the same seed
+// and the same samples give the same coordinates); nil seeds one from 1.
+func NewClient(cfg Config, rng *rand.Rand) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if rng == nil {
+		rng = rand.New(rand.NewSource(1))
+	}
+	return &Client{
+		cfg:    cfg,
+		rng:    rng,
+		coord:  NewCoord(cfg.Dimensions, cfg.HeightMin, cfg.ErrorMax),
+		filter: make(map[string]*filterState),
+	}, nil
+}
+
+// Config returns the client's configuration.
+func (c *Client) Config() Config { return c.cfg }
+
+// GetCoordinate returns a copy of the node's coordinate.
+func (c *Client) GetCoordinate() Coord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.coord.Clone()
+}
+
+// SetCoordinate replaces the node's coordinate, e.g. with one persisted
+// across a restart. It is checked like a remote one.
+func (c *Client) SetCoordinate(co Coord) error {
+	if err := co.Check(); err != nil {
+		return err
+	}
+	if len(co.Vec) != c.cfg.Dimensions {
+		return ErrDimensions
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.coord = co.Clone()
+	return nil
+}
+
+// DistanceTo is the predicted RTT to a node at o.
+func (c *Client) DistanceTo(o Coord) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.coord.DistanceTo(o)
+	if math.IsNaN(d) || d < 0 {
+		return 0
+	}
+	return time.Duration(d * float64(time.Second))
+}
+
+// ForgetNode drops the latency filter of a peer that has gone.
+func (c *Client) ForgetNode(peer string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.filter, peer)
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Update feeds one RTT sample to peer, whose coordinate is remote, and moves
+// this node's coordinate. A sample with an invalid coordinate or RTT is
+// refused with ErrNonFinite, ErrOutOfRange, ErrDimensions or ErrRTTRange
+// (wrapped), counted, and changes nothing.
+func (c *Client) Update(peer string, remote Coord, rtt time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := remote.Check(); err != nil {
+		switch err {
+		case ErrNonFinite:
+			c.stats.RefusedNonFinite++
+		case ErrDimensions:
+			c.stats.RefusedDims++
+		default:
+			c.stats.RefusedRange++
+		}
+		return fmt.Errorf("update from %q: %w", peer, err)
+	}
+	if len(remote.Vec) != len(c.coord.Vec) {
+		c.stats.RefusedDims++
+		return fmt.Errorf("update from %q: %w: %d, want %d", peer, ErrDimensions, len(remote.Vec), len(c.coord.Vec))
+	}
+	if rtt <= 0 || rtt > MaxRTT {
+		c.stats.RefusedRTT++
+		return fmt.Errorf("update from %q: %w: %v", peer, ErrRTTRange, rtt)
+	}
+	c.tick++
+	r, f := c.latencyFilter(peer, rtt.Seconds())
+	f.coord, f.rtt = remote.Clone(), r
+	c.updateVivaldi(remote, r)
+	c.updateGravity()
+	if c.coord.Check() != nil {
+		// Cannot happen with finite, bounded inputs short of a bug, but a
+		// NaN stored here would spread to every peer that samples us.
+		c.stats.Resets++
+		c.coord = NewCoord(c.cfg.Dimensions, c.cfg.HeightMin, c.cfg.ErrorMax)
+		return nil
+	}
+	c.stats.Updates++
+	return nil
+}
+
+// latencyFilter records s for peer and returns the median of its recent
+// samples. Lock held.
+func (c *Client) latencyFilter(peer string, s float64) (float64, *filterState) {
+	n := c.cfg.LatencyFilterSize
+	f, ok := c.filter[peer]
+	if !ok {
+		if len(c.filter) >= c.cfg.MaxFilterPeers {
+			c.evictOldestLocked()
+		}
+		f = &filterState{samples: make([]float64, 0, n)}
+		c.filter[peer] = f
+	}
+	f.last = c.tick
+	if n <= 1 {
+		return s, f
+	}
+	if len(f.samples) < n {
+		f.samples = append(f.samples, s)
+	} else {
+		f.samples[f.next] = s
+		f.next = (f.next + 1) % n
+	}
+	var buf [64]float64
+	sorted := append(buf[:0], f.samples...)
+	sort.Float64s(sorted)
+	return sorted[len(sorted)/2], f
+}
+
+func (c *Client) evictOldestLocked() {
+	var oldest string
+	var at uint64 = math.MaxUint64
+	for p, f := range c.filter {
+		if f.last < at {
+			oldest, at = p, f.last
+		}
+	}
+	delete(c.filter, oldest)
+}
+
+// reference is the median of the node's recent RTTs: the scale against
+// which RelativeForce calls a link short or long. Lock held.
+func (c *Client) reference(r float64) float64 {
+	if len(c.refs) < refWindow {
+		c.refs = append(c.refs, r)
+	} else {
+		c.refs[c.refIdx] = r
+		c.refIdx = (c.refIdx + 1) % refWindow
+	}
+	var buf [refWindow]float64
+	sorted := append(buf[:0], c.refs...)
+	sort.Float64s(sorted)
+	return sorted[len(sorted)/2]
+}
+
+// updateVivaldi is the rule of [1] figure 3 with height vectors (section
+// 5.5) and the adaptive timestep. Lock held.
+func (c *Client) updateVivaldi(o Coord, rtt float64) {
+	cfg := &c.cfg
+	if rtt < zero {
+		rtt = zero
+	}
+	dist := c.coord.DistanceTo(o)
+	wrong := math.Abs(dist-rtt) / rtt
+
+	// Weight by confidence: a node sure of itself moves little, one that
+	// hears from a sure peer moves much.
+	total := c.coord.Error + o.Error
+	if total < zero {
+		total = zero
+	}
+	w := c.coord.Error / total
+
+	cc := cfg.CC
+	if cfg.CCStart > cfg.CC {
+		frac := math.Min(1, c.coord.Error/cfg.ErrorMax)
+		cc = cfg.CC + (cfg.CCStart-cfg.CC)*frac
+	}
+
+	c.coord.Error = cfg.CE*w*wrong + c.coord.Error*(1-cfg.CE*w)
+	if c.coord.Error > cfg.ErrorMax {
+		c.coord.Error = cfg.ErrorMax
+	}
+
+	var ref float64
+	if cfg.RelativeForce > 0 {
+		ref = c.reference(rtt)
+	}
+	settled := c.coord.Error < cfg.SettledError
+	if settled && cfg.NeighborWindow > 0 && c.coord.vecDistance(o) > zero {
+		c.applyNeighborForce(cc, ref)
+		return
+	}
+	force := cc * w * (rtt - dist)
+	if settled && cfg.RelativeForce > 0 {
+		force *= c.relScale(ref, rtt)
+	}
+	c.applyForce(force, o)
+}
+
+// relScale is the RelativeForce factor for a link of rtt seconds.
+func (c *Client) relScale(ref, rtt float64) float64 {
+	s := math.Pow(ref/rtt, c.cfg.RelativeForce)
+	return math.Max(0.25, math.Min(4, s))
+}
+
+// applyNeighborForce moves the node by the decay-weighted mean of the forces
+// from every peer sampled in the last NeighborWindow updates, each at its
+// last coordinate and filtered RTT ([2] section 5.2, neighbour decay). One
+// sample is a noisy estimate of where the node should be; the mean over its
+// recent neighbours is a far steadier one, so the node stops jittering
+// around its best position. Lock held.
+func (c *Client) applyNeighborForce(cc, ref float64) {
+	win := float64(c.cfg.NeighborWindow)
+	dims := len(c.coord.Vec)
+	move := make([]float64, dims)
+	var moveH, wsum float64
+	for _, f := range c.filter {
+		age := float64(c.tick - f.last)
+		if age >= win || f.coord.Vec == nil {
+			continue
+		}
+		decay := (win - age) / win
+		o := f.coord
+		var mag float64
+		for i := range o.Vec {
+			d := c.coord.Vec[i] - o.Vec[i]
+			mag += d * d
+		}
+		mag = math.Sqrt(mag)
+		h := c.coord.Height + o.Height
+		dist := mag + h
+		if dist < zero || mag < zero {
+			continue
+		}
+		total := c.coord.Error + o.Error
+		if total < zero {
+			total = zero
+		}
+		w := c.coord.Error / total
+		force := w * (f.rtt - dist)
+		if ref > 0 {
+			force *= c.relScale(ref, f.rtt)
+		}
+		for i := range o.Vec {
+			move[i] += decay * force * (c.coord.Vec[i] - o.Vec[i]) / dist
+		}
+		moveH += decay * force * h / dist
+		wsum += decay
+	}
+	if wsum == 0 {
+		return
+	}
+	for i := range move {
+		c.coord.Vec[i] += cc * move[i] / wsum
+	}
+	c.coord.Height += cc * moveH / wsum
+	if c.coord.Height < c.cfg.HeightMin {
+		c.coord.Height = c.cfg.HeightMin
+	}
+}
+
+// applyForce moves the node by force seconds along the height vector from o
+// to it: the Euclidean part takes the share |x_i − x_j|/dist, the height the
+// share (h_i + h_j)/dist, so the predicted distance changes by exactly force.
+// Lock held.
+func (c *Client) applyForce(force float64, o Coord) {
+	diff := make([]float64, len(c.coord.Vec))
+	var mag float64
+	for i := range diff {
+		diff[i] = c.coord.Vec[i] - o.Vec[i]
+		mag += diff[i] * diff[i]
+	}
+	mag = math.Sqrt(mag)
+	if mag < zero {
+		// Coincident: pick a random direction, or nobody ever leaves the
+		// origin where everyone starts.
+		mag = 0
+		for i := range diff {
+			diff[i] = c.rng.Float64() - 0.5
+			mag += diff[i] * diff[i]
+		}
+		mag = math.Sqrt(mag)
+		if mag < zero {
+			diff[0], mag = 1, 1
+		}
+		for i := range diff {
+			diff[i] /= mag
+		}
+		for i := range c.coord.Vec {
+			c.coord.Vec[i] += force * diff[i]
+		}
+		return
+	}
+	h := c.coord.Height + o.Height
+	norm := mag + h
+	for i := range c.coord.Vec {
+		c.coord.Vec[i] += force * diff[i] / norm
+	}
+	c.coord.Height += force * h / norm
+	if c.coord.Height < c.cfg.HeightMin {
+		c.coord.Height = c.cfg.HeightMin
+	}
+}
+
+// updateGravity pulls the node towards the origin ([2] section 5.3).
+// Lock held.
+func (c *Client) updateGravity() {
+	if c.cfg.GravityRho <= 0 {
+		return
+	}
+	var mag float64
+	for _, v := range c.coord.Vec {
+		mag += v * v
+	}
+	mag = math.Sqrt(mag)
+	if mag < zero {
+		return
+	}
+	pull := (mag / c.cfg.GravityRho) * (mag / c.cfg.GravityRho)
+	for i := range c.coord.Vec {
+		c.coord.Vec[i] -= pull * c.coord.Vec[i] / mag
+	}
+}
+
+// vecDistance is the Euclidean distance of the vectors, without heights.
+func (c Coord) vecDistance(o Coord) float64 {
+	var sum float64
+	for i := range c.Vec {
+		d := c.Vec[i] - o.Vec[i]
+		sum += d * d
+	}
+	return math.Sqrt(sum)
+}

@@ -1,0 +1,157 @@
+package vivaldi
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Config tunes the Vivaldi model. Every distance is in seconds of RTT, as in
+// Coord. The references are:
+//
+//	[1] Dabek, Cox, Kaashoek, Morris. "Vivaldi: A Decentralized Network
+//	    Coordinate System." SIGCOMM 2004.
+//	[2] Ledlie, Gardner, Seltzer. "Network Coordinates in the Wild." NSDI 2007.
+//	[3] hashicorp/serf, package coordinate (our yardstick), whose defaults are
+//	    8 dimensions, ce = cc = 0.25, filter 3, rho 150.
+//
+// The defaults were tuned once, on the PlanetLab and Seattle matrices with
+// seed 1 and checked on other seeds and on generated matrices; they are one
+// configuration for every matrix (see experiments/vivaldieval).
+type Config struct {
+	// Dimensions of the Euclidean part of a coordinate (the height comes on
+	// top). [2] found little gain past 4–5 dimensions on PlanetLab; serf uses 8.
+	Dimensions int
+
+	// ErrorMax is the error estimate of a node that has not measured anything
+	// yet, and the cap on it (dimensionless, a relative error). [1], [3]: 1.5.
+	ErrorMax float64
+
+	// CE bounds how far one sample moves the error estimate (dimensionless,
+	// [1] section 3.4: 0.25). Smaller values average the error over more
+	// samples and make the weights below steadier.
+	CE float64
+
+	// CC bounds how far one sample moves the coordinate towards its ideal
+	// position (dimensionless fraction of the residual, [1] section 3.4: 0.25).
+	CC float64
+
+	// CCStart is the timestep used while the node's own error is at ErrorMax;
+	// it falls towards CC as the error falls (linearly in error/ErrorMax).
+	// Everybody starts at the origin, where small steps waste the first rounds
+	// inching outwards; big steps while the error is high and small ones once
+	// it is low give both fast convergence and a quiet steady state. Our
+	// addition; 0 means CC throughout.
+	CCStart float64
+
+	// HeightMin is the least height (seconds). Heights model access links and
+	// are never negative; a small floor keeps a node from sitting on the
+	// Euclidean plane where the height gradient vanishes. [3]: 10 µs.
+	HeightMin float64
+
+	// LatencyFilterSize is the number of recent RTT samples per peer whose
+	// median is used as the RTT ([2] section 4: a moving median rejects the
+	// rare huge sample that otherwise throws a coordinate across the space).
+	// 1 disables the filter.
+	LatencyFilterSize int
+
+	// MaxFilterPeers bounds the peers the latency filter remembers, so a
+	// stream of fresh peer IDs cannot grow memory without bound; past it the
+	// least recently updated peer is forgotten.
+	MaxFilterPeers int
+
+	// GravityRho pulls coordinates towards the origin with a force of
+	// (|x|/rho)^2 seconds per update ([2] section 5.3), which stops the whole
+	// system drifting away over months. Seconds; 0 disables gravity.
+	GravityRho float64
+
+	// RelativeForce scales the pull of a sample by (ref/rtt)^RelativeForce,
+	// clamped to [1/4, 4], where ref is the median RTT this node has seen.
+	// Plain Vivaldi minimises squared absolute error, so a long link pulls
+	// harder than a short one; we are judged on relative error, where a
+	// short link matters as much. Our addition; 0 is plain Vivaldi.
+	RelativeForce float64
+
+	// NeighborWindow, when > 0, moves the node by the mean force of every
+	// peer sampled in its last NeighborWindow updates (weights falling
+	// linearly with age) instead of by the newest sample alone: neighbour
+	// decay of [2] section 5.2. Updates; 0 disables it.
+	NeighborWindow int
+
+	// SettledError is the error estimate below which a node counts as
+	// settled, and NeighborWindow and RelativeForce apply. Early on every
+	// coordinate moves fast, so a remembered one is stale and the newest
+	// sample alone is the better guide; and the coarse layout is set by the
+	// long links, which RelativeForce would hold back. Dimensionless.
+	SettledError float64
+}
+
+// DefaultConfig is the configuration for a libp2p swarm on the Internet. It
+// is DefaultWANConfig.
+func DefaultConfig() Config { return DefaultWANConfig() }
+
+// DefaultWANConfig is tuned on measured Internet matrices (PlanetLab, Seattle).
+func DefaultWANConfig() Config {
+	return Config{
+		Dimensions:        6,
+		ErrorMax:          1.5,
+		CE:                0.25,
+		CC:                0.25,
+		CCStart:           1.0,
+		HeightMin:         10e-6,
+		LatencyFilterSize: 3,
+		MaxFilterPeers:    1024,
+		GravityRho:        150,
+		RelativeForce:     1,
+		NeighborWindow:    64,
+		SettledError:      0.5,
+	}
+}
+
+// DefaultLANConfig is for peers on one site or in one process, where RTTs are
+// sub-millisecond and dominated by scheduling jitter: a longer filter, and
+// two dimensions are plenty.
+func DefaultLANConfig() Config {
+	c := DefaultWANConfig()
+	c.Dimensions = 2
+	c.LatencyFilterSize = 5
+	return c
+}
+
+// Validate reports the first field that is out of range.
+func (c Config) Validate() error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("vivaldi: Config.%s = %v: %s", field, v, want)
+	}
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case c.Dimensions < 1 || c.Dimensions > MaxDimensions:
+		return bad("Dimensions", c.Dimensions, fmt.Sprintf("must be in [1, %d]", MaxDimensions))
+	case !finite(c.ErrorMax) || c.ErrorMax <= 0:
+		return bad("ErrorMax", c.ErrorMax, "must be > 0")
+	case !finite(c.CE) || c.CE <= 0 || c.CE > 1:
+		return bad("CE", c.CE, "must be in (0, 1]")
+	case !finite(c.CC) || c.CC <= 0 || c.CC > 1:
+		return bad("CC", c.CC, "must be in (0, 1]")
+	case !finite(c.CCStart) || c.CCStart < 0 || c.CCStart > 2:
+		return bad("CCStart", c.CCStart, "must be in [0, 2]")
+	case !finite(c.HeightMin) || c.HeightMin < 0 || c.HeightMin > 1:
+		return bad("HeightMin", c.HeightMin, "must be in [0, 1] s")
+	case c.LatencyFilterSize < 1 || c.LatencyFilterSize > 64:
+		return bad("LatencyFilterSize", c.LatencyFilterSize, "must be in [1, 64]")
+	case c.MaxFilterPeers < 1:
+		return bad("MaxFilterPeers", c.MaxFilterPeers, "must be ≥ 1")
+	case !finite(c.GravityRho) || c.GravityRho < 0:
+		return bad("GravityRho", c.GravityRho, "must be ≥ 0 s")
+	case c.NeighborWindow < 0 || c.NeighborWindow > 4096:
+		return bad("NeighborWindow", c.NeighborWindow, "must be in [0, 4096]")
+	case !finite(c.SettledError) || c.SettledError < 0:
+		return bad("SettledError", c.SettledError, "must be ≥ 0")
+	case !finite(c.RelativeForce) || c.RelativeForce < 0 || c.RelativeForce > 2:
+		return bad("RelativeForce", c.RelativeForce, "must be in [0, 2]")
+	}
+	return nil
+}
+
+// ErrConfig is wrapped by NewClient's error for an invalid Config.
+var ErrConfig = errors.New("vivaldi: invalid config")
