@@ -66,10 +66,12 @@ func GreedyKMedian(rtts latency.RTTs, S int) []int {
 
 // GreedyKMedianSampled is GreedyKMedian with superpeers drawn only from a
 // uniform sample of m candidate peers (every peer still counts as a client).
-// It cuts the first round from n² to m·n look-ups; with m of a few thousand
-// the cost stays within a few percent of the full greedy on Internet-like
-// spaces, because a random sample of that size already has a peer close to
-// every good facility. m ≥ n is the full greedy.
+// It cuts the first round from n² to m·n look-ups. A random sample of
+// candidates already holds a peer close to every good facility, so little is
+// lost: on a clustered synthetic space of 10 000 peers, m = 1000 gave a cost
+// 0.5%, 2.6% and 5.2% above the full greedy for S = 8, 32 and 100, in an
+// eighth to a tenth of the time (see BenchmarkGreedyKMedianSampled). Raise m
+// with S. m ≥ n is the full greedy.
 func GreedyKMedianSampled(rtts latency.RTTs, S, m int, rng *rand.Rand) []int {
 	n := rtts.Len()
 	if m >= n {
