@@ -1,0 +1,84 @@
+package vivaldieval
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// TestTune prints ours vs serf for a config given in VIVALDI_TUNE
+// ("dims=4,cc=0.25,..."); it is how the defaults were chosen and is skipped
+// unless that variable is set.
+func TestTune(t *testing.T) {
+	spec, ok := os.LookupEnv("VIVALDI_TUNE")
+	if !ok {
+		t.Skip("set VIVALDI_TUNE to run")
+	}
+	cfg := vivaldi.DefaultConfig()
+	seed, rounds, sched, noserf := int64(1), 500, "random", os.Getenv("NOSERF") != ""
+	mats := []string{"planetlab-490", "seattle-99"}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		f, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case "dims":
+			cfg.Dimensions = int(f)
+		case "cc":
+			cfg.CC = f
+		case "ce":
+			cfg.CE = f
+		case "ccstart":
+			cfg.CCStart = f
+		case "filter":
+			cfg.LatencyFilterSize = int(f)
+		case "rho":
+			cfg.GravityRho = f
+		case "win":
+			cfg.NeighborWindow = int(f)
+		case "nerr":
+			cfg.SettledError = f
+		case "rel":
+			cfg.RelativeForce = f
+		case "seed":
+			seed = int64(f)
+		case "rounds":
+			rounds = int(f)
+		case "sched":
+			sched = v
+		case "mat":
+			mats = strings.Split(v, "+")
+		case "":
+		default:
+			t.Fatalf("unknown key %q", k)
+		}
+	}
+	for _, name := range mats {
+		var m latency.RTTs
+		var err error
+		switch name {
+		case "clusters":
+			m = latency.NewSynthetic(400, seed, latency.SyntheticConfig{Clusters: 8})
+		case "heavytail":
+			m = latency.NewSynthetic(400, seed, latency.SyntheticConfig{HeavyTail: true})
+		default:
+			m, err = latency.Open(name)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Run(Options{Matrix: m, Name: name, Rounds: rounds, Schedule: sched, Seed: seed, Config: &cfg, NoSerf: noserf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%-14s", name)
+		for _, c := range r.Checkpoints {
+			line += fmt.Sprintf(" r%d %.3f/%.3f (%.3f/%.3f)", c.Round, c.Median, c.P90, c.SerfMedian, c.SerfP90)
+		}
+		fmt.Println(line)
+	}
+}
