@@ -129,7 +129,8 @@ type resultsFile struct {
 // time, Go version, params, results and the files written so far, indented.
 // params must encode as a JSON object with a "seed" field (any case), or
 // ErrNoSeed is returned and nothing is written. Struct fields keep their
-// order and json tags; NaN and ±Inf become null.
+// order and json tags; NaN and ±Inf become null. Call it last, so that the
+// list of files is complete; calling it again rewrites the file.
 func (r *Run) WriteResults(params, results any) error {
 	p, err := toJSONValue(reflect.ValueOf(params))
 	if err != nil {
