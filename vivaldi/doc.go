@@ -1,0 +1,23 @@
+// Package vivaldi gives every peer a network coordinate whose distance to
+// another peer's predicts the RTT between them, without anyone measuring
+// every pair.
+//
+// The model (config.go, client.go, coord.go) is pure Go with no libp2p
+// import, shaped like hashicorp/serf's coordinate package: a Client takes
+// RTT samples with Update and moves its Coord by the rule of Dabek et al.
+// (SIGCOMM 2004: adaptive timestep, height vectors), with Ledlie et al.'s
+// (NSDI 2007) latency filter, gravity and neighbour decay, plus two
+// additions that measurably help on real matrices (see
+// experiments/vivaldieval): a big timestep while a node's error is high, and
+// a force scaled by the link's relative length once it has settled. Update
+// refuses bad input (NaN or Inf, wrong dimensions, RTTs outside (0, 10 s])
+// with named errors and counts it, so no NaN ever reaches a stored
+// coordinate: one would spread to every peer that samples us.
+//
+// The protocol (protocol.go, options.go, wire.go, pb/) runs the exchange on
+// a libp2p host as /superpeer/vivaldi/1.0.0: the caller sends its
+// coordinate, the callee answers with its own, and the caller times the
+// exchange as the RTT sample. Frames are varint-length-prefixed protobuf
+// capped at MaxMessageSize; a bad frame resets the stream and is counted in
+// Service.Drops under a named reason.
+package vivaldi
