@@ -47,6 +47,8 @@ type Client struct {
 	tick   uint64    // update counter, orders filter entries by recency
 	refs   []float64 // recent filtered RTTs, for the RelativeForce reference
 	refIdx int
+	window []slot // ring of the last NeighborWindow updates, in order
+	winIdx int
 	stats  Stats
 }
 
@@ -56,6 +58,13 @@ type filterState struct {
 	last    uint64  // tick of the last update, for eviction and decay
 	coord   Coord   // the peer's coordinate at its last sample
 	rtt     float64 // its filtered RTT then, seconds
+	gone    bool    // forgotten or evicted: out of the neighbour window too
+}
+
+// slot is one of the last NeighborWindow updates: which peer, and when.
+type slot struct {
+	f    *filterState
+	tick uint64
 }
 
 // refWindow is how many recent RTTs the RelativeForce reference is the
@@ -120,7 +129,10 @@ func (c *Client) DistanceTo(o Coord) time.Duration {
 func (c *Client) ForgetNode(peer string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.filter, peer)
+	if f, ok := c.filter[peer]; ok {
+		f.gone = true
+		delete(c.filter, peer)
+	}
 }
 
 // Stats returns the counters.
@@ -159,6 +171,14 @@ func (c *Client) Update(peer string, remote Coord, rtt time.Duration) error {
 	c.tick++
 	r, f := c.latencyFilter(peer, rtt.Seconds())
 	f.coord, f.rtt = remote.Clone(), r
+	if w := c.cfg.NeighborWindow; w > 0 {
+		if len(c.window) < w {
+			c.window = append(c.window, slot{f, c.tick})
+		} else {
+			c.window[c.winIdx] = slot{f, c.tick}
+			c.winIdx = (c.winIdx + 1) % w
+		}
+	}
 	c.updateVivaldi(remote, r)
 	c.updateGravity()
 	if c.coord.Check() != nil {
@@ -208,7 +228,10 @@ func (c *Client) evictOldestLocked() {
 			oldest, at = p, f.last
 		}
 	}
-	delete(c.filter, oldest)
+	if f, ok := c.filter[oldest]; ok {
+		f.gone = true
+		delete(c.filter, oldest)
+	}
 }
 
 // reference is the median of the node's recent RTTs: the scale against
@@ -288,9 +311,15 @@ func (c *Client) applyNeighborForce(cc, ref float64) {
 	dims := len(c.coord.Vec)
 	move := make([]float64, dims)
 	var moveH, wsum float64
-	for _, f := range c.filter {
-		age := float64(c.tick - f.last)
-		if age >= win || f.coord.Vec == nil {
+	// The ring, not the map: the sum must run in the same order every time
+	// or the same samples give different coordinates.
+	for _, sl := range c.window {
+		f := sl.f
+		if f.gone || f.last != sl.tick || f.coord.Vec == nil {
+			continue // forgotten, or counted at its newer slot
+		}
+		age := float64(c.tick - sl.tick)
+		if age >= win {
 			continue
 		}
 		decay := (win - age) / win
