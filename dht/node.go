@@ -34,6 +34,7 @@ type config struct {
 	refreshPeriod time.Duration
 	lookupTimeout time.Duration
 	extra         []kaddht.Option
+	reuseStreams  bool
 }
 
 // Option configures a Node.
@@ -168,6 +169,9 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		kaddht.DisableProviders(),
 		kaddht.DisableValues(),
 	}
+	if !cfg.reuseStreams {
+		kopts = append(kopts, kaddht.WithCustomMessageSender(newOneShotSender))
+	}
 	if cfg.autoRefresh {
 		kopts = append(kopts, kaddht.RoutingTableRefreshPeriod(cfg.refreshPeriod))
 	} else {
@@ -237,7 +241,36 @@ func (n *Node) Bootstrap(ctx context.Context, peers ...peer.AddrInfo) error {
 	if connected == 0 {
 		return nil
 	}
+	// kad-dht adds a connected peer to its routing table only once identify
+	// has confirmed it speaks the DHT protocol; a refresh before that finds
+	// an empty table.
+	if err := n.waitRoutingTable(ctx, bootstrapWait); err != nil {
+		return err
+	}
 	return n.Refresh(ctx)
+}
+
+// bootstrapWait bounds how long Bootstrap waits for a connected peer to
+// enter the routing table.
+const bootstrapWait = 30 * time.Second
+
+// waitRoutingTable waits until the routing table holds at least one peer.
+func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration) error {
+	if n.kad.RoutingTable().Size() > 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for n.kad.RoutingTable().Size() == 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("dht: no bootstrap peer entered the routing table (do they run the DHT under %s?): %w", n.cfg.prefix, ctx.Err())
+		}
+	}
+	return nil
 }
 
 // Refresh runs one kad-dht routing-table refresh and waits for it.

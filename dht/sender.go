@@ -1,0 +1,84 @@
+package dht
+
+import (
+	"context"
+	"fmt"
+
+	kadpb "github.com/libp2p/go-libp2p-kad-dht/pb"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio/pbio"
+)
+
+// oneShotSender sends each kad-dht request on a stream of its own and closes
+// it after the answer. kad-dht's own sender keeps one stream open per peer it
+// ever asked, and the answering side keeps a goroutine reading each of them:
+// with thousands of peers in one process those idle streams (three
+// goroutines apiece) were most of the memory. Stream opening costs no round
+// trip here (multistream negotiation is pipelined with the first message),
+// so the only price is a little framing.
+type oneShotSender struct {
+	h      host.Host
+	protos []protocol.ID
+}
+
+func newOneShotSender(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
+	return &oneShotSender{h: h, protos: protos}
+}
+
+func (m *oneShotSender) OnDisconnect(context.Context, peer.ID) {}
+
+func (m *oneShotSender) open(ctx context.Context, p peer.ID, mes *kadpb.Message) (network.Stream, func() bool, error) {
+	s, err := m.h.NewStream(ctx, p, m.protos...)
+	if err != nil {
+		return nil, nil, err
+	}
+	// mocknet ignores deadlines: a cancelled request resets its stream.
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(mes); err != nil {
+		stop()
+		_ = s.Reset()
+		return nil, nil, err
+	}
+	return s, stop, nil
+}
+
+func (m *oneShotSender) SendRequest(ctx context.Context, p peer.ID, mes *kadpb.Message) (*kadpb.Message, error) {
+	s, stop, err := m.open(ctx, p, mes)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	_ = s.CloseWrite()
+	reply := new(kadpb.Message)
+	if err := pbio.NewDelimitedReader(s, network.MessageSizeMax).ReadMsg(reply); err != nil {
+		_ = s.Reset()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("kad answer from %s: %w", p, err)
+	}
+	_ = s.Close()
+	return reply, nil
+}
+
+func (m *oneShotSender) SendMessage(ctx context.Context, p peer.ID, mes *kadpb.Message) error {
+	s, stop, err := m.open(ctx, p, mes)
+	if err != nil {
+		return err
+	}
+	stop()
+	return s.Close()
+}
+
+// ReuseStreams keeps kad-dht's own message sender, which holds one stream
+// open per peer it has asked (fewer stream openings, far more goroutines).
+func ReuseStreams() Option {
+	return func(c *config) error {
+		c.reuseStreams = true
+		return nil
+	}
+}
+

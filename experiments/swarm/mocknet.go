@@ -1,0 +1,83 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+)
+
+// linker creates mocknet links on first use. mocknet refuses a dial between
+// peers that have no link, and LinkAll makes n² links up front (10^8 at
+// n = 10 000); a swarm only ever uses the few hundred links each DHT node
+// really dials, so each is made when first needed, with the latency of that
+// pair from the swarm's RTT space.
+type linker struct {
+	mn    mocknet.Mocknet
+	index map[peer.ID]int
+	rtt   func(i, j int) float64 // ms
+
+	mu     sync.Mutex
+	linked map[[2]int]struct{}
+	links  int
+}
+
+func (l *linker) ensure(a, b peer.ID) error {
+	if a == b {
+		return nil
+	}
+	i, ok1 := l.index[a]
+	j, ok2 := l.index[b]
+	if !ok1 || !ok2 {
+		return fmt.Errorf("swarm: peer %s is not in the swarm", b)
+	}
+	if i > j {
+		i, j = j, i
+	}
+	pair := [2]int{i, j}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.linked[pair]; ok {
+		return nil
+	}
+	link, err := l.mn.LinkPeers(a, b)
+	if err != nil {
+		return err
+	}
+	// mocknet delays every write by Latency in each direction: one way is
+	// half the RTT.
+	oneWay := time.Duration(l.rtt(i, j) / 2 * float64(time.Millisecond))
+	link.SetOptions(mocknet.LinkOptions{Latency: oneWay})
+	l.linked[pair] = struct{}{}
+	l.links++
+	return nil
+}
+
+// lazyHost is a mocknet host that links to a peer before dialling it. Every
+// protocol on the peer is given this host, so all dials pass through it.
+type lazyHost struct {
+	host.Host
+	l *linker
+}
+
+func (h *lazyHost) Connect(ctx context.Context, pi peer.AddrInfo) error {
+	if err := h.l.ensure(h.ID(), pi.ID); err != nil {
+		return err
+	}
+	return h.Host.Connect(ctx, pi)
+}
+
+func (h *lazyHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	if h.Network().Connectedness(p) != network.Connected {
+		if err := h.l.ensure(h.ID(), p); err != nil {
+			return nil, err
+		}
+	}
+	return h.Host.NewStream(ctx, p, pids...)
+}

@@ -1,0 +1,384 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+)
+
+// Config describes a swarm.
+type Config struct {
+	// N is the number of peers.
+	N int
+	// Seed drives everything random: peer identities, placement,
+	// bootstrap choices, lookup keys. The same seed gives the same peers.
+	Seed int64
+	// RTT is the peers' latency space: RTT(i, j) in ms for i, j < N, every
+	// pair known (use latency.Place over a filled matrix).
+	RTT latency.RTTs
+	// HostOf maps a peer to its host in the underlying matrix, for the
+	// report; nil means peer i is host i.
+	HostOf func(i int) int
+	// BootstrapPeers is how many earlier peers each peer first connects to
+	// (default 3).
+	BootstrapPeers int
+	// Parallel bounds how many peers bootstrap or refresh at once (default
+	// 256). Joining is bound by link latency, not CPU, so many at once pay.
+	Parallel int
+	// NodeOptions are given to every dht.Node.
+	NodeOptions []dht.Option
+	// Progress, if set, is told how far each stage has come.
+	Progress func(stage string, done, total int)
+}
+
+// Peer is one member of the swarm.
+type Peer struct {
+	Index int
+	Host  host.Host
+	Node  *dht.Node
+	Key   dht.Key
+}
+
+// Swarm is n real libp2p hosts in one process over mocknet, each running a
+// dht.Node, with every link's latency taken from the RTT space.
+type Swarm struct {
+	cfg   Config
+	mn    mocknet.Mocknet
+	link  *linker
+	Peers []*Peer
+	index map[peer.ID]int
+	rng   *rand.Rand
+
+	BuildTime    time.Duration
+	ConvergeTime time.Duration
+}
+
+// identity derives peer i's key pair from the seed, so that a swarm rerun
+// with the same seed has the same peer IDs and therefore the same keys.
+func identity(seed int64, i int) (crypto.PrivKey, error) {
+	r := rand.New(rand.NewSource(seed*1_000_003 + int64(i)))
+	sk, _, err := crypto.GenerateEd25519Key(r)
+	return sk, err
+}
+
+// addr gives peer i an address in 100::/64, the IPv6 discard prefix: mocknet
+// never sends anything, and nothing could leave the machine if it did.
+func addr(i int) ma.Multiaddr {
+	ip := net.ParseIP("100::")
+	ip[12], ip[13], ip[14], ip[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
+	return ma.StringCast("/ip6/" + ip.String() + "/tcp/4001")
+}
+
+// New builds the hosts and their DHT nodes. Nobody is connected yet: call
+// Join, then WaitConverged.
+func New(ctx context.Context, cfg Config) (*Swarm, error) {
+	if cfg.N < 2 {
+		return nil, fmt.Errorf("swarm: need at least 2 peers, have %d", cfg.N)
+	}
+	if cfg.RTT == nil || cfg.RTT.Len() < cfg.N {
+		return nil, errors.New("swarm: the RTT space must cover every peer")
+	}
+	if cfg.BootstrapPeers <= 0 {
+		cfg.BootstrapPeers = 3
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 256
+	}
+	if cfg.HostOf == nil {
+		cfg.HostOf = func(i int) int { return i }
+	}
+	start := time.Now()
+	s := &Swarm{
+		cfg:   cfg,
+		mn:    mocknet.New(),
+		index: make(map[peer.ID]int, cfg.N),
+		rng:   rand.New(rand.NewSource(cfg.Seed)),
+	}
+	s.link = &linker{mn: s.mn, index: s.index, rtt: cfg.RTT.RTT, linked: map[[2]int]struct{}{}}
+	for i := 0; i < cfg.N; i++ {
+		sk, err := identity(cfg.Seed, i)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		h, err := s.mn.AddPeer(sk, addr(i))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+		}
+		if _, dup := s.index[h.ID()]; dup {
+			s.Close()
+			return nil, fmt.Errorf("swarm: peer %d has the ID of another peer", i)
+		}
+		s.index[h.ID()] = i
+		lh := &lazyHost{Host: h, l: s.link}
+		node, err := dht.New(ctx, lh, cfg.NodeOptions...)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+		}
+		s.Peers = append(s.Peers, &Peer{Index: i, Host: lh, Node: node, Key: node.Key()})
+		s.progress("build", i+1, cfg.N)
+	}
+	s.BuildTime = time.Since(start)
+	return s, nil
+}
+
+func (s *Swarm) progress(stage string, done, total int) {
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(stage, done, total)
+	}
+}
+
+// Index is the swarm index of a peer, or -1.
+func (s *Swarm) Index(p peer.ID) int {
+	if i, ok := s.index[p]; ok {
+		return i
+	}
+	return -1
+}
+
+// RTT is the matrix RTT between two swarm peers in ms.
+func (s *Swarm) RTT(i, j int) float64 { return s.cfg.RTT.RTT(i, j) }
+
+// HostOf is the matrix host of peer i.
+func (s *Swarm) HostOf(i int) int { return s.cfg.HostOf(i) }
+
+// Links is how many mocknet links the swarm has made.
+func (s *Swarm) Links() int {
+	s.link.mu.Lock()
+	defer s.link.mu.Unlock()
+	return s.link.links
+}
+
+func (s *Swarm) info(i int) peer.AddrInfo {
+	h := s.Peers[i].Host
+	return peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
+}
+
+// Join bootstraps every peer: peer i connects to a few random peers that
+// joined before it, then refreshes its routing table, as a peer joining a
+// live network does. Up to Parallel peers bootstrap at once.
+func (s *Swarm) Join(ctx context.Context) error {
+	start := time.Now()
+	defer func() { s.BuildTime += time.Since(start) }()
+	boot := make([][]peer.AddrInfo, len(s.Peers))
+	for i := 1; i < len(s.Peers); i++ {
+		for b := 0; b < s.cfg.BootstrapPeers && b < i; b++ {
+			boot[i] = append(boot[i], s.info(s.rng.Intn(i)))
+		}
+	}
+	var done atomic.Int64
+	return s.forEach(ctx, func(ctx context.Context, p *Peer) error {
+		defer func() { s.progress("join", int(done.Add(1)), len(s.Peers)) }()
+		if p.Index == 0 {
+			return nil
+		}
+		if err := p.Node.Bootstrap(ctx, boot[p.Index]...); err != nil {
+			return fmt.Errorf("swarm: peer %d bootstrap: %w", p.Index, err)
+		}
+		return nil
+	}, s.Peers)
+}
+
+// forEach runs f for the given peers, Parallel at a time, and returns the
+// first error.
+func (s *Swarm) forEach(ctx context.Context, f func(context.Context, *Peer) error, peers []*Peer) error {
+	sem := make(chan struct{}, s.cfg.Parallel)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, p := range peers {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return ctx.Err()
+		}
+		wg.Add(1)
+		go func(p *Peer) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(ctx, p); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}(p)
+	}
+	wg.Wait()
+	return first
+}
+
+// Nearest is, for every peer, the index of the peer whose key is
+// XOR-closest to its own (computed from all keys).
+func (s *Swarm) Nearest() []int {
+	keys := make([]dht.Key, len(s.Peers))
+	for i, p := range s.Peers {
+		keys[i] = p.Key
+	}
+	return NearestKeys(keys)
+}
+
+// ClosestTo is the index of the peer whose key is XOR-closest to target,
+// over all peers except those in skip.
+func (s *Swarm) ClosestTo(target dht.Key, skip func(i int) bool) int {
+	best := -1
+	for i, p := range s.Peers {
+		if skip != nil && skip(i) {
+			continue
+		}
+		if best < 0 || target.Closer(p.Key, s.Peers[best].Key) {
+			best = i
+		}
+	}
+	return best
+}
+
+// missingNearest lists the peers whose routing table lacks their
+// XOR-nearest peer.
+func (s *Swarm) missingNearest() []*Peer {
+	nearest := s.Nearest()
+	var out []*Peer
+	for i, p := range s.Peers {
+		if p.Node.RoutingTable().Find(s.Peers[nearest[i]].Host.ID()) == "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// LookupCheck is the outcome of a batch of lookups of random keys.
+type LookupCheck struct {
+	Tried int `json:"tried"`
+	Exact int `json:"exact"`
+}
+
+// CheckLookups runs tries lookups of random keys from random peers and counts
+// those whose first answer is the true XOR-closest peer over all keys. With
+// raw true they use dht.Node.Closest on random points of the key space (the
+// node itself a candidate); otherwise kad-dht's own GetClosestPeers on random
+// names (the asking node excluded, as kad-dht never returns itself).
+func (s *Swarm) CheckLookups(ctx context.Context, tries int, raw bool, rng *rand.Rand) LookupCheck {
+	type job struct {
+		from int
+		name string
+	}
+	jobs := make([]job, tries)
+	for t := range jobs {
+		jobs[t] = job{from: rng.Intn(len(s.Peers)), name: "lookup-check/" + strconv.FormatInt(rng.Int63(), 36)}
+	}
+	var exact atomic.Int64
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(j job) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			target := dht.KeyOfName(j.name)
+			from := s.Peers[j.from]
+			var got []peer.ID
+			var err error
+			want := -1
+			if raw {
+				got, err = from.Node.Closest(ctx, target, 1)
+				want = s.ClosestTo(target, nil)
+			} else {
+				got, err = from.Node.LookupName(ctx, j.name)
+				want = s.ClosestTo(target, func(i int) bool { return i == j.from })
+			}
+			if err == nil && len(got) > 0 && got[0] == s.Peers[want].Host.ID() {
+				exact.Add(1)
+			}
+		}(j)
+	}
+	wg.Wait()
+	return LookupCheck{Tried: tries, Exact: int(exact.Load())}
+}
+
+// WaitConverged refreshes until the overlay is converged: every peer's
+// routing table holds its XOR-nearest peer and a batch of random raw-key
+// lookups are all exact. It gives up after maxRounds refresh rounds.
+func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
+	start := time.Now()
+	defer func() { s.ConvergeTime += time.Since(start) }()
+	rng := rand.New(rand.NewSource(s.cfg.Seed + 1))
+	for round := 0; ; round++ {
+		missing := s.missingNearest()
+		s.progress("converge", len(s.Peers)-len(missing), len(s.Peers))
+		if len(missing) == 0 {
+			if c := s.CheckLookups(ctx, 20, true, rng); c.Exact == c.Tried {
+				return nil
+			}
+			// Every peer knows its nearest, yet a lookup missed: refresh all.
+			missing = s.Peers
+		}
+		if round >= maxRounds {
+			return fmt.Errorf("swarm: not converged after %d refresh rounds: %d peers lack their nearest peer", round, len(missing))
+		}
+		if err := s.forEach(ctx, func(ctx context.Context, p *Peer) error {
+			// A failed refresh is not fatal: the next round tries again.
+			_ = p.Node.Refresh(ctx)
+			return nil
+		}, missing); err != nil {
+			return err
+		}
+	}
+}
+
+// Close stops every node and the mock network.
+func (s *Swarm) Close() {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for _, p := range s.Peers {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(p *Peer) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			p.Node.Close()
+			p.Host.Close()
+		}(p)
+	}
+	wg.Wait()
+	s.mn.Close()
+}
+
+// RSS is the process's resident set size in bytes, from /proc (0 elsewhere).
+func RSS() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}
+
+// Goroutines is the number of live goroutines.
+func Goroutines() int { return runtime.NumGoroutine() }

@@ -1,0 +1,88 @@
+package swarm
+
+import (
+	"context"
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+)
+
+// planetlabSwarm builds and converges n peers over the shipped PlanetLab
+// matrix.
+func planetlabSwarm(t *testing.T, n int, seed int64) (*Swarm, *latency.Placement) {
+	t.Helper()
+	m, err := latency.Builtin(latency.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := latency.Place(m.Filled(), n, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	s, err := New(ctx, Config{N: n, Seed: seed, RTT: pl, HostOf: pl.Host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitConverged(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	return s, pl
+}
+
+func TestSwarm_LookupsExact(t *testing.T) {
+	s, _ := planetlabSwarm(t, 100, 1)
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(2))
+	if c := s.CheckLookups(ctx, 50, false, rng); c.Exact != c.Tried {
+		t.Errorf("kad-dht lookups: %d of %d exact", c.Exact, c.Tried)
+	}
+	if c := s.CheckLookups(ctx, 50, true, rng); c.Exact != c.Tried {
+		t.Errorf("raw-key lookups: %d of %d exact", c.Exact, c.Tried)
+	}
+}
+
+func TestSwarm_PingRTTMatchesMatrix(t *testing.T) {
+	s, pl := planetlabSwarm(t, 60, 3)
+	rng := rand.New(rand.NewSource(4))
+	for _, p := range s.Peers {
+		ping.NewPingService(p.Host)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for k := 0; k < 20; k++ {
+		i, j := rng.Intn(len(s.Peers)), rng.Intn(len(s.Peers))
+		if i == j {
+			k--
+			continue
+		}
+		// The least of three pings, as RTT probes do: the first also opens
+		// the stream, and a busy machine only ever adds delay.
+		pctx, pcancel := context.WithCancel(ctx)
+		results := ping.Ping(pctx, s.Peers[i].Host, s.Peers[j].Host.ID())
+		best := time.Duration(math.MaxInt64)
+		for r := 0; r < 3; r++ {
+			res := <-results
+			if res.Error != nil {
+				t.Fatalf("ping %d→%d: %v", i, j, res.Error)
+			}
+			best = min(best, res.RTT)
+		}
+		pcancel()
+		got := float64(best) / float64(time.Millisecond)
+		want := pl.RTT(i, j)
+		if math.Abs(got-want) > 0.10*want+2 {
+			t.Errorf("ping %d→%d: RTT %.2f ms, matrix says %.2f ms", i, j, got, want)
+		}
+	}
+}
