@@ -29,7 +29,7 @@ const (
 	// maxClosestCount caps how many peers one answer carries.
 	maxClosestCount = 40
 	// maxAddrsPerPeer caps the addresses taken per peer from an answer.
-	maxAddrsPerPeer = 8
+	maxAddrsPerPeer      = 8
 	closestStreamTimeout = 10 * time.Second
 )
 

@@ -81,4 +81,3 @@ func ReuseStreams() Option {
 		return nil
 	}
 }
-
