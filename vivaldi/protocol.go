@@ -168,6 +168,11 @@ func (s *Service) handle(st network.Stream) {
 	s.served++
 	s.peers[st.Conn().RemotePeer()] = remote
 	s.mu.Unlock()
+	// Let the caller close first, once it has the reply. Closing at once
+	// is allowed, but some transports (mocknet) flush on close ahead of
+	// the link delay, and the caller's RTT sample would come out short.
+	var one [1]byte
+	_, _ = st.Read(one[:])
 }
 
 // Sample exchanges coordinates with p, feeds the timed RTT to the model and

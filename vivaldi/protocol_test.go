@@ -1,0 +1,256 @@
+package vivaldi
+
+import (
+	"context"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func mockHosts(t *testing.T, n int) (mocknet.Mocknet, []host.Host) {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	hs := make([]host.Host, n)
+	for i := range hs {
+		h, err := mn.GenPeer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	return mn, hs
+}
+
+func newService(t *testing.T, h host.Host, opts ...Option) *Service {
+	t.Helper()
+	s, err := NewService(h, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestNewService_Options(t *testing.T) {
+	_, hs := mockHosts(t, 1)
+	badCfg := DefaultConfig()
+	badCfg.CC = 0
+	for name, opt := range map[string]Option{
+		"WithInterval":     WithInterval(-time.Second),
+		"WithTimeout":      WithTimeout(0),
+		"WithPeerSource":   WithPeerSource(nil),
+		"WithNearFraction": WithNearFraction(math.NaN()),
+		"WithNearCount":    WithNearCount(0),
+		"WithConfig":       WithConfig(badCfg),
+	} {
+		_, err := NewService(hs[0], opt)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: err = %v, want one naming the option", name, err)
+		}
+	}
+	if _, err := NewService(nil); err == nil {
+		t.Error("nil host accepted")
+	}
+}
+
+// rawExchange opens a stream to p, writes b and reads until EOF or reset.
+func rawExchange(t *testing.T, from host.Host, p peer.ID, b []byte) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := from.NewStream(ctx, p, ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_ = st.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := st.Write(b); err != nil {
+		return err
+	}
+	_ = st.CloseWrite()
+	_, err = io.ReadAll(st)
+	return err
+}
+
+func TestService_DropsBadRequests(t *testing.T) {
+	_, hs := mockHosts(t, 2)
+	cfg := DefaultConfig()
+	cfg.Dimensions = 3
+	a := newService(t, hs[0], WithConfig(cfg), WithInterval(0), WithSeed(1))
+	bad := badFrames()
+	bad[DropDecode+"/truncated"] = append(uvarint(10), 1, 2)
+	for name, b := range bad {
+		if err := rawExchange(t, hs[1], hs[0].ID(), b); err == nil {
+			// A refused request gets no reply: the stream is reset.
+			t.Errorf("%s: request answered", name)
+		}
+	}
+	want := map[string]uint64{
+		DropOversize: 1, DropDecode: 2, DropNoCoord: 1,
+		DropNonFinite: 1, DropOutOfRange: 1, DropDimensions: 1,
+	}
+	waitFor(t, 5*time.Second, "drops counted", func() bool {
+		d := a.Drops()
+		for k, v := range want {
+			if d[k] != v {
+				return false
+			}
+		}
+		return true
+	})
+	if a.Stats().Served != 0 {
+		t.Fatalf("served %d bad requests", a.Stats().Served)
+	}
+	// And the service keeps answering good requests.
+	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
+	for i := 0; i < 3; i++ {
+		if _, err := b.Sample(context.Background(), hs[0].ID()); err != nil {
+			t.Fatalf("good sample %d: %v", i, err)
+		}
+	}
+	waitFor(t, 5*time.Second, "3 requests served", func() bool { return a.Stats().Served == 3 })
+	if got := b.Client().Stats().Updates; got != 3 {
+		t.Fatalf("b applied %d samples, want 3", got)
+	}
+	if _, ok := a.PeerCoordinate(hs[1].ID()); !ok {
+		t.Fatal("a did not record b's coordinate")
+	}
+}
+
+func TestService_DropsBadReply(t *testing.T) {
+	_, hs := mockHosts(t, 2)
+	cfg := DefaultConfig()
+	cfg.Dimensions = 3
+	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
+	// a is a liar: it answers every request with a NaN coordinate.
+	hs[0].SetStreamHandler(ProtocolID, func(st network.Stream) {
+		defer st.Close()
+		if _, err := ReadCoord(st, 3); err != nil {
+			st.Reset()
+			return
+		}
+		st.Write(badFrames()[DropNonFinite])
+	})
+	if _, err := b.Sample(context.Background(), hs[0].ID()); err == nil {
+		t.Fatal("NaN reply accepted")
+	}
+	if d := b.Drops()[DropNonFinite]; d != 1 {
+		t.Fatalf("drops[%s] = %d, want 1", DropNonFinite, d)
+	}
+	if c := b.Coordinate(); !c.IsValid() || b.Client().Stats().Updates != 0 {
+		t.Fatalf("bad reply reached the model: %v %+v", c, b.Client().Stats())
+	}
+	if st := b.Stats(); st.SampleFailure != 1 || st.Samples != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestService_Live runs the real protocol between 50 mocknet peers whose
+// links carry a PlanetLab placement's latencies, and waits until the median
+// relative error of their coordinates is under 0.25.
+func TestService_Live(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live swarm")
+	}
+	const n = 50
+	// Latencies are a quarter of PlanetLab's: relative error does not care
+	// about scale, and the test runs four times faster.
+	const scale = 0.25
+	m, err := latency.Builtin("planetlab-490")
+	if err != nil {
+		t.Fatal(err)
+	}
+	place, err := latency.Place(m.Filled(), n, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtt := func(i, j int) time.Duration {
+		return time.Duration(place.RTT(i, j) * scale * float64(time.Millisecond))
+	}
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	hs := make([]host.Host, n)
+	for i := range hs {
+		if hs[i], err = mn.GenPeer(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			l, err := mn.LinkPeers(hs[i].ID(), hs[j].ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetOptions(mocknet.LinkOptions{Latency: rtt(i, j) / 2})
+		}
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	svcs := make([]*Service, n)
+	for i := range svcs {
+		svcs[i] = newService(t, hs[i], WithInterval(5*time.Millisecond), WithSeed(int64(i+1)))
+	}
+	liveError := func() (median, p90 float64) {
+		coords := make([]Coord, n)
+		for i, s := range svcs {
+			coords[i] = s.Coordinate()
+		}
+		var errs []float64
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				truth := rtt(i, j).Seconds()
+				errs = append(errs, math.Abs(coords[i].DistanceTo(coords[j])-truth)/truth)
+			}
+		}
+		sort.Float64s(errs)
+		return errs[len(errs)/2], errs[len(errs)*9/10]
+	}
+	start := time.Now()
+	var med, p90 float64
+	waitFor(t, 45*time.Second, "median relative error < 0.25", func() bool {
+		med, p90 = liveError()
+		return med < 0.25
+	})
+	var samples, drops uint64
+	for _, s := range svcs {
+		samples += s.Stats().Samples
+		for _, d := range s.Drops() {
+			drops += d
+		}
+	}
+	t.Logf("median %.3f p90 %.3f after %v, %d samples (%.0f per peer), %d drops",
+		med, p90, time.Since(start).Round(time.Millisecond), samples, float64(samples)/n, drops)
+	if drops != 0 {
+		t.Fatalf("%d frames dropped between honest peers", drops)
+	}
+}
