@@ -234,6 +234,23 @@ func score(m latency.RTTs, predict func(i, j int) float64) (median, p90 float64)
 	return Quantile(errs, 0.5), Quantile(errs, 0.9)
 }
 
+// LiveError is the median and 90th-percentile relative error of a set of
+// coordinates (say, every live peer's Service.Coordinate(), peer i placed on
+// row i) against the RTTs m in ms, over all pairs with a known RTT. It is the
+// figure Run reports, for swarms of real peers.
+func LiveError(coords []vivaldi.Coord, m latency.RTTs) (median, p90 float64) {
+	n := min(len(coords), m.Len())
+	return score(prefix{m, n}, func(i, j int) float64 { return coords[i].DistanceTo(coords[j]) })
+}
+
+// prefix is the first n hosts of an RTTs.
+type prefix struct {
+	latency.RTTs
+	n int
+}
+
+func (p prefix) Len() int { return p.n }
+
 // Quantile is the q-quantile of xs (nearest rank, on a sorted copy); NaN for
 // none.
 func Quantile(xs []float64, q float64) float64 {
