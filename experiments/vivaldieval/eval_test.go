@@ -139,7 +139,7 @@ func TestLiveError(t *testing.T) {
 	}
 	// Pairs: (0,1) exact, (0,2) 30 vs 20 ms: 0.5, (1,2) 20 vs 10 ms: 1.
 	med, p90 := LiveError(coords, m)
-	if med != 0.5 || p90 != 1 {
+	if math.Abs(med-0.5) > 1e-9 || math.Abs(p90-1) > 1e-9 {
 		t.Fatalf("LiveError = %v, %v, want 0.5, 1", med, p90)
 	}
 }
