@@ -116,6 +116,28 @@ func (f *field) potential(x vivaldi.Coord) float64 {
 	return cost + f.lambda*f.repulsion(x)
 }
 
+// share is the part of the potential at x that the token answers for, the
+// yardstick of MinGain. For Repulsion that is its whole potential. For
+// Attract it is the RTT of the clients it serves (those nearer to x than to
+// any other token, summed and divided by all clients as the potential is):
+// measured against the system's whole cost, a token serving 1/S of the
+// clients could only ever move for a gain S times larger than intended.
+func (f *field) share(x vivaldi.Coord) float64 {
+	if f.model == Repulsion {
+		return f.potential(x)
+	}
+	var cost float64
+	for i, c := range f.clients {
+		if d := c.DistanceTo(x); d < f.dOther[i] {
+			cost += d
+		}
+	}
+	if len(f.clients) > 0 {
+		cost /= float64(len(f.clients))
+	}
+	return cost
+}
+
 // force is −∇potential in the Euclidean part of the space (heights cannot
 // move: they are the access links of the peers). For Attract the client
 // term pulls with unit strength toward each client the token serves (the

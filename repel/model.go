@@ -651,7 +651,7 @@ func (n *Node) maybeMove(now time.Time) {
 		minGain = n.cfg.SettledMinGain
 	}
 	gain := here - bestP
-	if best < 0 || gain <= 0 || gain < minGain*abs(here) {
+	if best < 0 || gain <= 0 || gain < minGain*abs(f.share(n.coord)) {
 		return
 	}
 	to := cands[best]

@@ -33,8 +33,10 @@ type Config struct {
 	// clients' unit pulls averaged, dimensionless, plus λ-weighted
 	// repulsion). 0 leaves the gate to MinGain alone.
 	ForceThreshold float64
-	// MinGain is the least relative drop in the token's potential,
-	// (P(here) − P(there)) / |P(here)|, worth a move. It must be positive:
+	// MinGain is the least drop in the token's potential worth a move,
+	// relative to the token's own share of it: for Repulsion its whole
+	// potential, for Attract the RTT of the clients it serves (so 0.01 means
+	// "improves my clients' RTT by about 1%"). It must be positive:
 	// every move then lowers the system potential by a positive amount over
 	// a finite set of positions, so moves stop.
 	MinGain float64
@@ -76,7 +78,7 @@ func DefaultConfig() Config {
 		Tokens:                 8,
 		Model:                  Attract,
 		RepelPower:             2,
-		Lambda:                 1e-5,
+		Lambda:                 0,
 		MinDistance:            time.Millisecond,
 		ForceThreshold:         0,
 		MinGain:                0.01,
