@@ -48,6 +48,7 @@ type field struct {
 	minDist float64
 	others  []vivaldi.Coord
 	clients []vivaldi.Coord
+	wsum    float64   // number of clients
 	dOther  []float64 // per client: distance to the nearest other token (+Inf if none)
 }
 
@@ -61,6 +62,7 @@ func newField(cfg *Config, others, clients []vivaldi.Coord) *field {
 	}
 	if cfg.Model == Attract {
 		f.clients = clients
+		f.wsum = float64(len(clients))
 		f.dOther = make([]float64, len(clients))
 		for i, c := range clients {
 			best := math.Inf(1)
@@ -110,8 +112,8 @@ func (f *field) potential(x vivaldi.Coord) float64 {
 	for i, c := range f.clients {
 		cost += math.Min(c.DistanceTo(x), f.dOther[i])
 	}
-	if len(f.clients) > 0 {
-		cost /= float64(len(f.clients))
+	if f.wsum > 0 {
+		cost /= f.wsum
 	}
 	return cost + f.lambda*f.repulsion(x)
 }
@@ -132,8 +134,8 @@ func (f *field) share(x vivaldi.Coord) float64 {
 			cost += d
 		}
 	}
-	if len(f.clients) > 0 {
-		cost /= float64(len(f.clients))
+	if f.wsum > 0 {
+		cost /= f.wsum
 	}
 	return cost
 }
@@ -148,10 +150,9 @@ func (f *field) force(x vivaldi.Coord) []float64 {
 	rep := 1.0
 	if f.model == Attract {
 		rep = f.lambda
-		n := float64(len(f.clients))
 		for i, c := range f.clients {
 			if c.DistanceTo(x) < f.dOther[i] {
-				addScaled(out, unitVec(c.Vec, x.Vec), 1/n)
+				addScaled(out, unitVec(c.Vec, x.Vec), 1/f.wsum)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package repel
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -361,6 +362,10 @@ func (n *Node) Tick(now time.Time) Ready {
 		}
 		if !h.settled && now.Sub(h.tok.HeldSince) >= n.cfg.SettleAfter {
 			h.settled = true
+			// A token that rested here has cooled down: its next move
+			// needs only SettledMinGain again.
+			h.tok.Moves = 0
+			n.tokens[h.tok.ID].tok.Moves = 0
 			n.setRole(RoleSuperpeer)
 			n.event(EventSettled, h.tok)
 		}
@@ -646,21 +651,43 @@ func (n *Node) maybeMove(now time.Time) {
 			best, bestP = i, p
 		}
 	}
-	minGain := n.cfg.MinGain
-	if h.settled {
-		minGain = n.cfg.SettledMinGain
-	}
 	gain := here - bestP
-	if best < 0 || gain <= 0 || gain < minGain*abs(f.share(n.coord)) {
+	if best < 0 || gain <= 0 || gain < n.minGain(h)*n.gainScale(f, here) {
 		return
 	}
 	to := cands[best]
 	epoch := max(h.tok.Epoch, h.lastOffered) + 1
 	h.lastOffered = epoch
-	offer := Token{ID: h.tok.ID, Epoch: epoch, Holder: to.ID, HolderKey: to.Key, Coord: copyCoord(to.Coord)}
+	offer := Token{ID: h.tok.ID, Epoch: epoch, Holder: to.ID, HolderKey: to.Key, Coord: copyCoord(to.Coord), Moves: h.tok.Moves + 1}
 	h.pending = &pendingMove{offer: offer, deadline: now.Add(n.cfg.MoveTimeout)}
 	n.event(EventMoveOffered, offer)
 	n.send(Message{Type: MsgMove, To: to.ID, Token: offer})
+}
+
+// minGain is the relative gain the next move of the held token needs: the
+// base threshold, doubled for every CoolingMoves moves the token has made
+// since it last settled. Holders judge candidates from their own views
+// (their own samples of peers, their own slightly different coordinates), so
+// there is no single potential they all descend; cooling bounds how long
+// they can pass a token around on disagreements. With the gain scale below
+// no move can pass once the factor exceeds Tokens, so an unsettled token
+// moves at most CoolingMoves·log2(Tokens/MinGain) times.
+func (n *Node) minGain(h *held) float64 {
+	g := n.cfg.MinGain
+	if h.settled {
+		g = n.cfg.SettledMinGain
+	}
+	if n.cfg.CoolingMoves > 0 && h.tok.Moves > 0 {
+		g *= math.Exp2(float64(h.tok.Moves) / float64(n.cfg.CoolingMoves))
+	}
+	return g
+}
+
+// gainScale is what MinGain is relative to: the token's own share of the
+// potential, but at least an even split of it among the tokens, so that a
+// token that serves nobody yet (share 0) still needs a real gain to move.
+func (n *Node) gainScale(f *field, here float64) float64 {
+	return max(abs(f.share(n.coord)), abs(here)/float64(n.cfg.Tokens))
 }
 
 func abs(x float64) float64 {

@@ -44,6 +44,11 @@ type Config struct {
 	// superpeer with clients should move only for a clear gain, not for
 	// Vivaldi jitter.
 	SettledMinGain float64
+	// CoolingMoves: every this many moves since the token last settled
+	// double the gain its next move needs. In one static view the potential
+	// alone makes moves stop; across holders whose views differ it does not,
+	// and cooling bounds the moves anyway. 0 disables cooling.
+	CoolingMoves int
 	// MaxCandidates bounds the peers a holder scores per decision (a random
 	// sample when it knows more); 0 scores them all.
 	MaxCandidates int
@@ -83,6 +88,7 @@ func DefaultConfig() Config {
 		ForceThreshold:         0,
 		MinGain:                0.01,
 		SettledMinGain:         0.05,
+		CoolingMoves:           16,
 		MaxCandidates:          0,
 		MoveInterval:           5 * time.Second,
 		MoveTimeout:            5 * time.Second,
@@ -127,6 +133,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: MinGain %v must be positive (it makes moves stop)", c.MinGain)
 	case !finite(c.SettledMinGain) || c.SettledMinGain < c.MinGain:
 		return fmt.Errorf("repel: SettledMinGain %v must be ≥ MinGain", c.SettledMinGain)
+	case c.CoolingMoves < 0:
+		return fmt.Errorf("repel: CoolingMoves %d must be ≥ 0", c.CoolingMoves)
 	case c.MaxCandidates < 0:
 		return fmt.Errorf("repel: MaxCandidates %d must be ≥ 0", c.MaxCandidates)
 	case c.MoveInterval <= 0:

@@ -56,6 +56,9 @@ type Token struct {
 	// HeldSince is when the holder took this version, on the holder's clock;
 	// it is informational (settling is judged by the holder alone).
 	HeldSince time.Time
+	// Moves counts the moves since the token last settled; it sets how much
+	// gain the next move needs (see Config.CoolingMoves).
+	Moves uint32
 }
 
 // Beats is the fencing order: t is fresher than o if its epoch is higher, or

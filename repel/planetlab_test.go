@@ -180,10 +180,10 @@ func (s *plSim) setViews() {
 		}
 	}
 	for i, nd := range s.nodes {
-		set := map[int]bool{}
+		set := map[int]bool{i: true}
 		var view []Peer
 		for _, j := range append(slices.Clone(s.nbrs[i]), attached[i]...) {
-			if !set[j] && j != i {
+			if !set[j] {
 				set[j] = true
 				view = append(view, s.peer(j))
 			}
