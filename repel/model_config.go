@@ -68,8 +68,9 @@ type Config struct {
 	// SettleAfter is T_settle: holding a token this long makes a superpeer.
 	SettleAfter time.Duration
 	// DeadAfter is T_dead: a token unheard this long is minted again by the
-	// XOR-closest live peer to its name that holds no token. The k-th
-	// closest tries after k·DeadAfter, in case the closer ones are gone too.
+	// XOR-closest live peer to its name that holds no token. The next
+	// closest tries after 2·DeadAfter, the next after 3·DeadAfter, and so
+	// on, in case the closer ones are gone too.
 	DeadAfter time.Duration
 }
 

@@ -26,6 +26,7 @@ type network struct {
 
 	drop, dup float64 // per copy
 	reorder   bool
+	group     map[string]int // when set, messages cross no group boundary
 
 	minted map[uint32]bool // token IDs ever minted
 	events map[EventKind]int
@@ -102,6 +103,30 @@ func (nw *network) tellPeers() {
 
 func (nw *network) kill(id string) { nw.dead[id] = true }
 
+// partition splits the live peers into two halves that cannot talk, and
+// tells each side that the other is gone; heal undoes it.
+func (nw *network) partition() {
+	nw.group = map[string]int{}
+	live := nw.live()
+	for i, id := range live {
+		nw.group[id] = i % 2
+	}
+	for _, id := range live {
+		var peers []Peer
+		for _, p := range live {
+			if nw.group[p] == nw.group[id] {
+				peers = append(peers, Peer{ID: p, Key: PeerKey(p), Coord: nw.coord[p]})
+			}
+		}
+		nw.nodes[id].SetPeers(peers)
+	}
+}
+
+func (nw *network) heal() {
+	nw.group = nil
+	nw.tellPeers()
+}
+
 func (nw *network) live() []string {
 	var out []string
 	for _, id := range nw.ids {
@@ -164,6 +189,9 @@ func (nw *network) deliver() {
 		}
 		for _, d := range dst {
 			if nw.dead[d] || nw.rng.Float64() < nw.drop {
+				continue
+			}
+			if nw.group != nil && nw.group[d] != nw.group[m.From] {
 				continue
 			}
 			ds = append(ds, delivery{d, m})
