@@ -281,6 +281,38 @@ func (n *Node) Tokens() (toks []Token, known []bool) {
 	return toks, known
 }
 
+// LiveTokens returns the freshest known version of every token heard of
+// within DeadAfter: the superpeers (or superpeers-to-be) a client may attach
+// to, each with its holder's coordinate.
+func (n *Node) LiveTokens(now time.Time) []Token {
+	var out []Token
+	for _, e := range n.tokens {
+		if e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter {
+			t := e.tok
+			t.Coord = copyCoord(t.Coord)
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ValidateAnnounce is the check a GossipSub topic validator should apply
+// before a message reaches any node: from (the signed author) must be the
+// holder the token names, the ID in range, the coordinate valid. Step applies
+// it too; doing it in the validator stops bad announcements spreading.
+func ValidateAnnounce(cfg Config, from string, t Token) error {
+	if t.ID >= uint32(cfg.Tokens) {
+		return fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, t.ID, cfg.Tokens)
+	}
+	if from != t.Holder {
+		return ErrNotHolder
+	}
+	if !validCoord(t.Coord) {
+		return ErrInvalidCoord
+	}
+	return nil
+}
+
 // SetCoord tells the node its own Vivaldi coordinate. A held token sits
 // where its holder is; the new position goes out with the next announcement.
 func (n *Node) SetCoord(c vivaldi.Coord) {

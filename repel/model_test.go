@@ -113,6 +113,12 @@ func TestNode_Step_RefusesNonsense(t *testing.T) {
 			t.Errorf("%s: refused message produced output %+v", name, r)
 		}
 	}
+	if err := ValidateAnnounce(cfg, "b", Token{ID: 1, Holder: "b", Coord: good}); err != nil {
+		t.Errorf("ValidateAnnounce refused a good announcement: %v", err)
+	}
+	if err := ValidateAnnounce(cfg, "c", Token{ID: 1, Holder: "b", Coord: good}); !errors.Is(err, ErrNotHolder) {
+		t.Errorf("ValidateAnnounce: got %v, want ErrNotHolder", err)
+	}
 	if toks, known := n.Tokens(); known[0] || known[1] {
 		t.Errorf("refused messages changed the table: %+v", toks)
 	}
@@ -136,6 +142,9 @@ func TestNode_SettleAndFence(t *testing.T) {
 	tok, _ := n.Held()
 	if tok.Epoch != 1 || tok.Holder != "a" {
 		t.Fatalf("minted %+v", tok)
+	}
+	if lt := n.LiveTokens(at(10)); len(lt) != 1 || lt[0].Holder != "a" {
+		t.Fatalf("LiveTokens = %+v", lt)
 	}
 	r = n.Tick(at(14.9))
 	if r.Role != RoleHolder {
