@@ -48,6 +48,7 @@ type Stats struct {
 	ClosestServed atomic.Uint64 // closest requests answered
 	ClosestSent   atomic.Uint64 // closest requests sent
 	ClosestFailed atomic.Uint64 // closest requests that got no valid answer
+	KadSent       atomic.Uint64 // kad-dht requests sent (with the one-shot sender)
 
 	mu    sync.Mutex
 	drops map[string]uint64

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	kaddht "github.com/libp2p/go-libp2p-kad-dht"
+	kadpb "github.com/libp2p/go-libp2p-kad-dht/pb"
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -169,8 +170,11 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		kaddht.DisableProviders(),
 		kaddht.DisableValues(),
 	}
+	stats := &Stats{}
 	if !cfg.reuseStreams {
-		kopts = append(kopts, kaddht.WithCustomMessageSender(newOneShotSender))
+		kopts = append(kopts, kaddht.WithCustomMessageSender(func(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
+			return &oneShotSender{h: h, protos: protos, stats: stats}
+		}))
 	}
 	if cfg.autoRefresh {
 		kopts = append(kopts, kaddht.RoutingTableRefreshPeriod(cfg.refreshPeriod))
@@ -183,7 +187,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		return nil, fmt.Errorf("dht: kad-dht: %w", err)
 	}
 	nctx, cancel := context.WithCancel(ctx)
-	n := &Node{h: h, kad: kad, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: &Stats{}}
+	n := &Node{h: h, kad: kad, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: stats}
 	if cfg.gossip {
 		ps, err := pubsub.NewGossipSub(nctx, h, cfg.gossipOpts...)
 		if err != nil {
@@ -218,10 +222,39 @@ func (n *Node) RoutingTable() *kb.RoutingTable { return n.kad.RoutingTable() }
 // Stats are the node's counters.
 func (n *Node) Stats() *Stats { return n.stats }
 
-// Bootstrap connects to the configured bootstrap peers and any given here,
-// then fills the routing table with one refresh round. It succeeds when at
-// least one bootstrap peer answered (or none were given).
+// Bootstrap joins the network (see Join) and then refreshes every bucket
+// of the routing table, as kad-dht does at start. It succeeds when at least
+// one bootstrap peer answered (or none were given).
 func (n *Node) Bootstrap(ctx context.Context, peers ...peer.AddrInfo) error {
+	joined, err := n.join(ctx, peers)
+	if err != nil || !joined {
+		return err
+	}
+	return n.Refresh(ctx)
+}
+
+// Join connects to the configured bootstrap peers and any given here, waits
+// for one of them to enter the routing table, and looks up the node's own
+// key: the Kademlia join, which finds the node's neighbours and makes it
+// known to them. Buckets far from the node fill as other peers query it.
+// It costs about log n lookups' worth of messages instead of a refresh of
+// every bucket, which is what lets thousands of peers join in one process.
+func (n *Node) Join(ctx context.Context, peers ...peer.AddrInfo) error {
+	joined, err := n.join(ctx, peers)
+	if err != nil || !joined {
+		return err
+	}
+	return n.SelfLookup(ctx)
+}
+
+// SelfLookup looks up the node's own key with kad-dht, adding the peers it
+// meets to the routing table.
+func (n *Node) SelfLookup(ctx context.Context) error {
+	_, err := n.LookupName(ctx, string(n.h.ID()))
+	return err
+}
+
+func (n *Node) join(ctx context.Context, peers []peer.AddrInfo) (bool, error) {
 	all := append(append([]peer.AddrInfo(nil), n.cfg.bootstrap...), peers...)
 	var connected int
 	var errs []error
@@ -236,18 +269,15 @@ func (n *Node) Bootstrap(ctx context.Context, peers ...peer.AddrInfo) error {
 		connected++
 	}
 	if len(all) > 0 && connected == 0 {
-		return fmt.Errorf("dht: no bootstrap peer answered: %w", errors.Join(errs...))
+		return false, fmt.Errorf("dht: no bootstrap peer answered: %w", errors.Join(errs...))
 	}
 	if connected == 0 {
-		return nil
+		return false, nil
 	}
 	// kad-dht adds a connected peer to its routing table only once identify
-	// has confirmed it speaks the DHT protocol; a refresh before that finds
+	// has confirmed it speaks the DHT protocol; a lookup before that finds
 	// an empty table.
-	if err := n.waitRoutingTable(ctx, bootstrapWait); err != nil {
-		return err
-	}
-	return n.Refresh(ctx)
+	return true, n.waitRoutingTable(ctx, bootstrapWait)
 }
 
 // bootstrapWait bounds how long Bootstrap waits for a connected peer to

@@ -22,15 +22,13 @@ import (
 type oneShotSender struct {
 	h      host.Host
 	protos []protocol.ID
-}
-
-func newOneShotSender(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
-	return &oneShotSender{h: h, protos: protos}
+	stats  *Stats
 }
 
 func (m *oneShotSender) OnDisconnect(context.Context, peer.ID) {}
 
 func (m *oneShotSender) open(ctx context.Context, p peer.ID, mes *kadpb.Message) (network.Stream, func() bool, error) {
+	m.stats.KadSent.Add(1)
 	s, err := m.h.NewStream(ctx, p, m.protos...)
 	if err != nil {
 		return nil, nil, err

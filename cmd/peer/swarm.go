@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -89,8 +90,20 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	lookups := fs.Int("lookups", 100, "random-key lookups to check after convergence")
 	rounds := fs.Int("max-rounds", 20, "refresh rounds before giving up on convergence")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *n < 2 {
 		return fmt.Errorf("%w: --n %d: need at least 2 peers", errUsage, *n)
@@ -144,6 +157,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "converge         %.1f s\n", rep.ConvergeSeconds)
 	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(rep.N))
 	fmt.Fprintf(stdout, "goroutines       %d, %.1f per peer\n", rep.Goroutines, float64(rep.Goroutines)/float64(rep.N))
+	fmt.Fprintf(stdout, "kad requests     %d, %.0f per peer\n", s.KadMessages(), float64(s.KadMessages())/float64(rep.N))
 	fmt.Fprintf(stdout, "kad lookups      %d of %d exact\n", rep.Lookup.Exact, rep.Lookup.Tried)
 	fmt.Fprintf(stdout, "raw-key lookups  %d of %d exact\n", rep.RawLookup.Exact, rep.RawLookup.Tried)
 	if *jsonOut != "" {

@@ -43,7 +43,11 @@ type Config struct {
 	// Parallel bounds how many peers bootstrap or refresh at once (default
 	// 256). Joining is bound by link latency, not CPU, so many at once pay.
 	Parallel int
-	// NodeOptions are given to every dht.Node.
+	// NodeOptions are given to every dht.Node, after the swarm's own
+	// default: no periodic routing-table refresh. A refresh looks up a random
+	// key in every bucket; thousands of peers refreshing at once spend the
+	// machine on it, and the swarm converges by self-lookups instead
+	// (WaitConverged). Pass dht.RoutingTableRefresh to turn it back on.
 	NodeOptions []dht.Option
 	// Progress, if set, is told how far each stage has come.
 	Progress func(stage string, done, total int)
@@ -130,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 		}
 		s.index[h.ID()] = i
 		lh := &lazyHost{Host: h, l: s.link}
-		node, err := dht.New(ctx, lh, cfg.NodeOptions...)
+		node, err := dht.New(ctx, lh, append([]dht.Option{dht.RoutingTableRefresh(0)}, cfg.NodeOptions...)...)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
@@ -174,9 +178,9 @@ func (s *Swarm) info(i int) peer.AddrInfo {
 	return peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
 }
 
-// Join bootstraps every peer: peer i connects to a few random peers that
-// joined before it, then refreshes its routing table, as a peer joining a
-// live network does. Up to Parallel peers bootstrap at once.
+// Join joins every peer: peer i connects to a few random peers that joined
+// before it and looks up its own key (dht.Node.Join), as a peer joining a
+// live network does. Up to Parallel peers join at once.
 func (s *Swarm) Join(ctx context.Context) error {
 	start := time.Now()
 	defer func() { s.BuildTime += time.Since(start) }()
@@ -192,7 +196,7 @@ func (s *Swarm) Join(ctx context.Context) error {
 		if p.Index == 0 {
 			return nil
 		}
-		if err := p.Node.Bootstrap(ctx, boot[p.Index]...); err != nil {
+		if err := p.Node.Join(ctx, boot[p.Index]...); err != nil {
 			return fmt.Errorf("swarm: peer %d bootstrap: %w", p.Index, err)
 		}
 		return nil
@@ -318,9 +322,9 @@ func (s *Swarm) CheckLookups(ctx context.Context, tries int, raw bool, rng *rand
 	return LookupCheck{Tried: tries, Exact: int(exact.Load())}
 }
 
-// WaitConverged refreshes until the overlay is converged: every peer's
+// WaitConverged repeats self-lookups until the overlay is converged: every peer's
 // routing table holds its XOR-nearest peer and a batch of random raw-key
-// lookups are all exact. It gives up after maxRounds refresh rounds.
+// lookups are all exact. It gives up after maxRounds rounds.
 func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 	start := time.Now()
 	defer func() { s.ConvergeTime += time.Since(start) }()
@@ -332,20 +336,29 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 			if c := s.CheckLookups(ctx, 20, true, rng); c.Exact == c.Tried {
 				return nil
 			}
-			// Every peer knows its nearest, yet a lookup missed: refresh all.
+			// Every peer knows its nearest, yet a lookup missed: all look again.
 			missing = s.Peers
 		}
 		if round >= maxRounds {
 			return fmt.Errorf("swarm: not converged after %d refresh rounds: %d peers lack their nearest peer", round, len(missing))
 		}
 		if err := s.forEach(ctx, func(ctx context.Context, p *Peer) error {
-			// A failed refresh is not fatal: the next round tries again.
-			_ = p.Node.Refresh(ctx)
+			// A failed lookup is not fatal: the next round tries again.
+			_ = p.Node.SelfLookup(ctx)
 			return nil
 		}, missing); err != nil {
 			return err
 		}
 	}
+}
+
+// KadMessages is the number of kad-dht requests all peers have sent.
+func (s *Swarm) KadMessages() uint64 {
+	var total uint64
+	for _, p := range s.Peers {
+		total += p.Node.Stats().KadSent.Load()
+	}
+	return total
 }
 
 // Close stops every node and the mock network.
