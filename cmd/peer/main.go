@@ -37,8 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "peer: unknown command %q\n", args[0])
 		usage(stderr)
+		fmt.Fprintf(stderr, "peer: unknown command %q\n", args[0])
 		return 2
 	}
 	if err := c.run(args[1:], stdout, stderr); err != nil {

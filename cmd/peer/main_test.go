@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// buildPeer compiles the command once per test binary.
+var buildPeer = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "peer-cmd")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "peer")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", &buildError{string(out)}
+	}
+	return bin, nil
+})
+
+type buildError struct{ out string }
+
+func (e *buildError) Error() string { return "go build: " + e.out }
+
+// proc is a running `peer run` whose log lines are collected.
+type proc struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	cond  *sync.Cond
+}
+
+func startPeer(t *testing.T, args ...string) *proc {
+	t.Helper()
+	bin, err := buildPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: exec.Command(bin, append([]string{"run"}, args...)...)}
+	p.cond = sync.NewCond(&p.mu)
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = p.cmd.Stdout
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.cond.Broadcast()
+			p.mu.Unlock()
+		}
+		p.mu.Lock()
+		p.lines = append(p.lines, "<exit>")
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("log of %v:\n%s", p.cmd.Args, strings.Join(p.lines, "\n"))
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+// waitLine waits for a log line containing all of want and returns it.
+func (p *proc) waitLine(t *testing.T, timeout time.Duration, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	stop := time.AfterFunc(timeout, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop.Stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := 0; ; {
+		for ; i < len(p.lines); i++ {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(p.lines[i], w)
+			}
+			if ok {
+				return p.lines[i]
+			}
+			if p.lines[i] == "<exit>" {
+				t.Fatalf("%v exited before logging %q", p.cmd.Args, want)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v: no log line with %q within %v", p.cmd.Args, want, timeout)
+		}
+		p.cond.Wait()
+	}
+}
+
+func TestRun_ThreePeersFindEachOtherOverTCP(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--listen", "/ip4/127.0.0.1/tcp/0", "--refresh", "2s"}
+	p1 := startPeer(t, append(common, "--key", filepath.Join(dir, "k1"))...)
+	line := p1.waitLine(t, 30*time.Second, "listening on /ip4/127.0.0.1/tcp/")
+	addr1 := line[strings.Index(line, "/ip4/"):]
+	id1 := addr1[strings.LastIndex(addr1, "/")+1:]
+
+	p2 := startPeer(t, append(common, "--key", filepath.Join(dir, "k2"), "--bootstrap", addr1)...)
+	p3 := startPeer(t, append(common, "--key", filepath.Join(dir, "k3"), "--bootstrap", addr1, "--http", "127.0.0.1:0")...)
+	id := func(p *proc) string {
+		l := p.waitLine(t, 30*time.Second, "peer 12D3")
+		return strings.Fields(l)[len(strings.Fields(l))-1]
+	}
+	id2, id3 := id(p2), id(p3)
+	for _, c := range []struct {
+		p      *proc
+		others []string
+	}{{p1, []string{id2, id3}}, {p2, []string{id1, id3}}, {p3, []string{id1, id2}}} {
+		for _, o := range c.others {
+			c.p.waitLine(t, 60*time.Second, "found peer "+o)
+		}
+	}
+
+	// The status endpoint lists both other peers.
+	l := p3.waitLine(t, 10*time.Second, "status on http://")
+	url := l[strings.Index(l, "http://"):]
+	resp, err := httpGet(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st status
+	if err := json.Unmarshal(resp, &st); err != nil {
+		t.Fatalf("status %s: %v", resp, err)
+	}
+	if st.ID != id3 || len(st.RoutingTable) != 2 {
+		t.Errorf("status: id %s (want %s), routing table %v (want 2 peers)", st.ID, id3, st.RoutingTable)
+	}
+
+	// The identity persists: a restarted peer keeps its ID.
+	if b, err := os.ReadFile(filepath.Join(dir, "k1")); err != nil || len(b) == 0 {
+		t.Fatalf("identity key not written: %v", err)
+	}
+}
+
+func TestRun_KeepsIdentityAcrossRestarts(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "id.key")
+	args := []string{"--listen", "/ip4/127.0.0.1/tcp/0", "--key", key}
+	first := startPeer(t, args...).waitLine(t, 30*time.Second, "peer 12D3")
+	second := startPeer(t, args...).waitLine(t, 30*time.Second, "peer 12D3")
+	if strings.Fields(first)[len(strings.Fields(first))-1] != strings.Fields(second)[len(strings.Fields(second))-1] {
+		t.Errorf("identity changed across restarts: %q vs %q", first, second)
+	}
+}
+
+func TestCLI_BadInputIsAOneLineError(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.tsv")
+	if err := os.WriteFile(bad, []byte("0\t1\n1\t0\t5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	garbageKey := filepath.Join(dir, "garbage.key")
+	if err := os.WriteFile(garbageKey, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"nope"}, 2, "unknown command"},
+		{[]string{"swarm", "--n", "x"}, 2, "invalid value"},
+		{[]string{"swarm", "--n", "1"}, 2, "at least 2 peers"},
+		{[]string{"swarm", "--latency", filepath.Join(dir, "missing.tsv")}, 1, "no such file"},
+		{[]string{"swarm", "--latency", bad}, 1, "line 2"},
+		{[]string{"swarm", "--latency", "synthetic:bogus"}, 2, "unknown synthetic option"},
+		{[]string{"swarm", "stray"}, 2, "unexpected argument"},
+		{[]string{"run", "--listen", "garbage"}, 2, "--listen"},
+		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, 2, "/p2p/"},
+		{[]string{"run", "--key", garbageKey, "--listen", "/ip4/127.0.0.1/tcp/0"}, 1, "identity key"},
+	}
+	for _, c := range cases {
+		var out, errb bytes.Buffer
+		code := run(c.args, &out, &errb)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", c.args, code, c.code, errb.String())
+		}
+		last := lastLine(errb.String())
+		if !strings.Contains(last, c.want) || !strings.HasPrefix(last, "peer") {
+			t.Errorf("%v: last stderr line %q, want a 'peer ...' error containing %q", c.args, last, c.want)
+		}
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestSwarm_SmallRunWritesReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	var out, errb bytes.Buffer
+	if code := run([]string{"swarm", "--n", "40", "--seed", "5", "--latency", "synthetic", "--lookups", "20", "--json", path}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep swarmReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.N != 40 || rep.Seed != 5 || len(rep.Peers) != 40 || rep.Lookup.Tried != 20 || rep.Lookup.Exact != 20 {
+		t.Errorf("report: n %d seed %d peers %d lookup %+v", rep.N, rep.Seed, len(rep.Peers), rep.Lookup)
+	}
+	if !strings.Contains(out.String(), "seed 5") {
+		t.Errorf("the seed is not printed: %q", out.String())
+	}
+	seen := map[string]bool{}
+	for _, p := range rep.Peers {
+		if len(p.Key) != 64 || seen[p.ID] {
+			t.Errorf("peer %+v: bad key or duplicate id", p)
+		}
+		seen[p.ID] = true
+	}
+}
+
+func httpGet(url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
