@@ -287,11 +287,24 @@ func (c *Client) updateVivaldi(o Coord, rtt float64) {
 		c.applyNeighborForce(cc, ref)
 		return
 	}
-	force := cc * w * (rtt - dist)
+	res := rtt - dist
+	if settled {
+		res = c.clip(res, rtt)
+	}
+	force := cc * w * res
 	if settled && cfg.RelativeForce > 0 {
 		force *= c.relScale(ref, rtt)
 	}
 	c.applyForce(force, o)
+}
+
+// clip bounds a residual of a link of rtt seconds to ±ResidualClip·rtt.
+func (c *Client) clip(res, rtt float64) float64 {
+	if c.cfg.ResidualClip <= 0 {
+		return res
+	}
+	lim := c.cfg.ResidualClip * rtt
+	return math.Max(-lim, math.Min(lim, res))
 }
 
 // relScale is the RelativeForce factor for a link of rtt seconds.
@@ -340,7 +353,7 @@ func (c *Client) applyNeighborForce(cc, ref float64) {
 			total = zero
 		}
 		w := c.coord.Error / total
-		force := w * (f.rtt - dist)
+		force := w * c.clip(f.rtt-dist, f.rtt)
 		if ref > 0 {
 			force *= c.relScale(ref, f.rtt)
 		}

@@ -72,6 +72,12 @@ type Config struct {
 	// short link matters as much. Our addition; 0 is plain Vivaldi.
 	RelativeForce float64
 
+	// ResidualClip bounds the residual of a settled node's sample to
+	// ±ResidualClip·rtt. A pair that breaks the triangle inequality can
+	// never be embedded; unbounded, its residual pulls at everyone for
+	// ever. Dimensionless; 0 disables it.
+	ResidualClip float64
+
 	// NeighborWindow, when > 0, moves the node by the mean force of every
 	// peer sampled in its last NeighborWindow updates (weights falling
 	// linearly with age) instead of by the newest sample alone: neighbour
@@ -93,18 +99,19 @@ func DefaultConfig() Config { return DefaultWANConfig() }
 // DefaultWANConfig is tuned on measured Internet matrices (PlanetLab, Seattle).
 func DefaultWANConfig() Config {
 	return Config{
-		Dimensions:        6,
+		Dimensions:        8,
 		ErrorMax:          1.5,
-		CE:                0.25,
-		CC:                0.25,
+		CE:                0.15,
+		CC:                0.75,
 		CCStart:           1.0,
 		HeightMin:         10e-6,
 		LatencyFilterSize: 3,
 		MaxFilterPeers:    1024,
 		GravityRho:        150,
-		RelativeForce:     1,
+		SettledError:      0.7,
 		NeighborWindow:    64,
-		SettledError:      0.5,
+		RelativeForce:     1,
+		ResidualClip:      0.5,
 	}
 }
 
@@ -147,6 +154,8 @@ func (c Config) Validate() error {
 		return bad("NeighborWindow", c.NeighborWindow, "must be in [0, 4096]")
 	case !finite(c.SettledError) || c.SettledError < 0:
 		return bad("SettledError", c.SettledError, "must be ≥ 0")
+	case !finite(c.ResidualClip) || c.ResidualClip < 0:
+		return bad("ResidualClip", c.ResidualClip, "must be ≥ 0")
 	case !finite(c.RelativeForce) || c.RelativeForce < 0 || c.RelativeForce > 2:
 		return bad("RelativeForce", c.RelativeForce, "must be in [0, 2]")
 	}

@@ -20,7 +20,7 @@ func TestTune(t *testing.T) {
 		t.Skip("set VIVALDI_TUNE to run")
 	}
 	cfg := vivaldi.DefaultConfig()
-	seed, rounds, sched, noserf := int64(1), 500, "random", os.Getenv("NOSERF") != ""
+	seed, rounds, sched, noserf, jitter := int64(1), 500, "random", os.Getenv("NOSERF") != "", 0.0
 	mats := []string{"planetlab-490", "seattle-99"}
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, _ := strings.Cut(kv, "=")
@@ -42,6 +42,10 @@ func TestTune(t *testing.T) {
 			cfg.NeighborWindow = int(f)
 		case "nerr":
 			cfg.SettledError = f
+		case "clip":
+			cfg.ResidualClip = f
+		case "jitter":
+			jitter = f
 		case "rel":
 			cfg.RelativeForce = f
 		case "seed":
@@ -71,7 +75,7 @@ func TestTune(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := Run(Options{Matrix: m, Name: name, Rounds: rounds, Schedule: sched, Seed: seed, Config: &cfg, NoSerf: noserf})
+		r, err := Run(Options{Matrix: m, Name: name, Rounds: rounds, Schedule: sched, Seed: seed, Config: &cfg, NoSerf: noserf, Jitter: jitter})
 		if err != nil {
 			t.Fatal(err)
 		}
