@@ -73,6 +73,9 @@ type Swarm struct {
 
 	BuildTime    time.Duration
 	ConvergeTime time.Duration
+	// JoinLookupFailures counts joins whose self-lookup failed after the
+	// peer had connected (left to WaitConverged to mend).
+	JoinLookupFailures atomic.Int64
 }
 
 // identity derives peer i's key pair from the seed, so that a swarm rerun
@@ -196,8 +199,15 @@ func (s *Swarm) Join(ctx context.Context) error {
 		if p.Index == 0 {
 			return nil
 		}
-		if err := p.Node.Join(ctx, boot[p.Index]...); err != nil {
-			return fmt.Errorf("swarm: peer %d bootstrap: %w", p.Index, err)
+		err := p.Node.Join(ctx, boot[p.Index]...)
+		if err != nil && ctx.Err() == nil && p.Node.RoutingTable().Size() > 0 {
+			// Connected, but the self-lookup failed: WaitConverged looks
+			// again for every peer that still lacks its neighbours.
+			s.JoinLookupFailures.Add(1)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("swarm: peer %d join: %w", p.Index, err)
 		}
 		return nil
 	}, s.Peers)
