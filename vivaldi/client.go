@@ -357,10 +357,17 @@ func (c *Client) applyNeighborForce(cc, ref float64) {
 		if ref > 0 {
 			force *= c.relScale(ref, f.rtt)
 		}
-		for i := range o.Vec {
-			move[i] += decay * force * (c.coord.Vec[i] - o.Vec[i]) / dist
+		if hs := c.cfg.HeightShare; hs > 0 {
+			for i := range o.Vec {
+				move[i] += decay * (1 - hs) * force * (c.coord.Vec[i] - o.Vec[i]) / mag
+			}
+			moveH += decay * hs * force
+		} else {
+			for i := range o.Vec {
+				move[i] += decay * force * (c.coord.Vec[i] - o.Vec[i]) / dist
+			}
+			moveH += decay * force * h / dist
 		}
-		moveH += decay * force * h / dist
 		wsum += decay
 	}
 	if wsum == 0 {
@@ -409,10 +416,17 @@ func (c *Client) applyForce(force float64, o Coord) {
 	}
 	h := c.coord.Height + o.Height
 	norm := mag + h
-	for i := range c.coord.Vec {
-		c.coord.Vec[i] += force * diff[i] / norm
+	if hs := c.cfg.HeightShare; hs > 0 && c.coord.Error < c.cfg.SettledError {
+		for i := range c.coord.Vec {
+			c.coord.Vec[i] += (1 - hs) * force * diff[i] / mag
+		}
+		c.coord.Height += hs * force
+	} else {
+		for i := range c.coord.Vec {
+			c.coord.Vec[i] += force * diff[i] / norm
+		}
+		c.coord.Height += force * h / norm
 	}
-	c.coord.Height += force * h / norm
 	if c.coord.Height < c.cfg.HeightMin {
 		c.coord.Height = c.cfg.HeightMin
 	}

@@ -263,7 +263,7 @@ func TestPerformance_Line(t *testing.T) {
 	truth := square(10, func(i, j int) float64 { return math.Abs(float64(i-j)) * spacing })
 	avg, max, _ := simulate(t, DefaultConfig(), truth, 1000)
 	t.Logf("line: avg %.4f max %.4f", avg, max)
-	if avg > 0.01 || max > 0.05 {
+	if avg > 0.005 || max > 0.02 {
 		t.Fatalf("line: avg %.4f max %.4f out of spec", avg, max)
 	}
 }
@@ -278,7 +278,7 @@ func TestPerformance_Grid(t *testing.T) {
 	})
 	avg, max, _ := simulate(t, DefaultConfig(), truth, 1000)
 	t.Logf("grid: avg %.4f max %.4f", avg, max)
-	if avg > 0.01 || max > 0.06 {
+	if avg > 0.005 || max > 0.03 {
 		t.Fatalf("grid: avg %.4f max %.4f out of spec", avg, max)
 	}
 }
@@ -294,7 +294,7 @@ func TestPerformance_Split(t *testing.T) {
 	})
 	avg, max, _ := simulate(t, DefaultConfig(), truth, 1000)
 	t.Logf("split: avg %.4f max %.4f", avg, max)
-	if avg > 0.05 || max > 0.5 {
+	if avg > 0.025 || max > 0.3 {
 		t.Fatalf("split: avg %.4f max %.4f out of spec", avg, max)
 	}
 }
@@ -330,7 +330,7 @@ func TestPerformance_Height(t *testing.T) {
 	if hs[len(hs)/2] > 0.05*radius {
 		t.Fatalf("median ring height %.4f, want ≤ %.4f", hs[len(hs)/2], 0.05*radius)
 	}
-	if avg > 0.02 || max > 0.15 {
+	if avg > 0.005 || max > 0.02 {
 		t.Fatalf("height: avg %.4f max %.4f out of spec", avg, max)
 	}
 }

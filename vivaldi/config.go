@@ -72,6 +72,16 @@ type Config struct {
 	// short link matters as much. Our addition; 0 is plain Vivaldi.
 	RelativeForce float64
 
+	// HeightShare, when > 0, splits a settled node's move between its
+	// height (this share of the force) and its vector (the rest, along the
+	// unit vector), as the gradient of the squared error does: both have
+	// gradient norm 1. The height-vector rule of [1] gives the height only
+	// its share h/(|x|+h) of the distance, so a small height grows only
+	// slowly, and nodes that share an access link (two LANs, say) push
+	// apart in the plane instead. Early on we keep [1]'s rule, which
+	// settles faster. Dimensionless, in [0, 1).
+	HeightShare float64
+
 	// ResidualClip bounds the residual of a settled node's sample to
 	// ±ResidualClip·rtt. A pair that breaks the triangle inequality can
 	// never be embedded; unbounded, its residual pulls at everyone for
@@ -112,6 +122,7 @@ func DefaultWANConfig() Config {
 		NeighborWindow:    64,
 		RelativeForce:     1,
 		ResidualClip:      0.5,
+		HeightShare:       0.2,
 	}
 }
 
@@ -154,6 +165,8 @@ func (c Config) Validate() error {
 		return bad("NeighborWindow", c.NeighborWindow, "must be in [0, 4096]")
 	case !finite(c.SettledError) || c.SettledError < 0:
 		return bad("SettledError", c.SettledError, "must be ≥ 0")
+	case !finite(c.HeightShare) || c.HeightShare < 0 || c.HeightShare >= 1:
+		return bad("HeightShare", c.HeightShare, "must be in [0, 1)")
 	case !finite(c.ResidualClip) || c.ResidualClip < 0:
 		return bad("ResidualClip", c.ResidualClip, "must be ≥ 0")
 	case !finite(c.RelativeForce) || c.RelativeForce < 0 || c.RelativeForce > 2:

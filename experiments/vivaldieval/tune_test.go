@@ -46,6 +46,8 @@ func TestTune(t *testing.T) {
 			cfg.ResidualClip = f
 		case "jitter":
 			jitter = f
+		case "hs":
+			cfg.HeightShare = f
 		case "rel":
 			cfg.RelativeForce = f
 		case "seed":
