@@ -141,35 +141,47 @@ func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]pee
 		n.stats.ClosestFailed.Add(1)
 		return nil, fmt.Errorf("closest answer from %s: %w", p, err)
 	}
-	out := make([]peer.ID, 0, len(resp.Peers))
+	peers := decodeClosest(&resp, n.stats.drop)
 	ps := n.h.Peerstore()
+	out := make([]peer.ID, 0, len(peers))
+	for _, ai := range peers {
+		if ai.ID != n.h.ID() && len(ai.Addrs) > 0 {
+			ps.AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+		}
+		out = append(out, ai.ID)
+	}
+	return out, nil
+}
+
+// decodeClosest validates an answer: at most maxClosestCount peers with at
+// most maxAddrsPerPeer addresses each; a peer whose ID does not parse and an
+// address that does not parse are dropped and counted.
+func decodeClosest(resp *pb.ClosestResponse, drop func(reason string)) []peer.AddrInfo {
+	out := make([]peer.AddrInfo, 0, min(len(resp.Peers), maxClosestCount))
 	for i, bp := range resp.Peers {
 		if i >= maxClosestCount {
 			break
 		}
 		id, err := peer.IDFromBytes(bp.Id)
 		if err != nil {
-			n.stats.drop(DropBadPeer)
+			drop(DropBadPeer)
 			continue
 		}
-		var addrs []ma.Multiaddr
+		ai := peer.AddrInfo{ID: id}
 		for j, b := range bp.Addrs {
 			if j >= maxAddrsPerPeer {
 				break
 			}
 			a, err := ma.NewMultiaddrBytes(b)
 			if err != nil {
-				n.stats.drop(DropBadAddress)
+				drop(DropBadAddress)
 				continue
 			}
-			addrs = append(addrs, a)
+			ai.Addrs = append(ai.Addrs, a)
 		}
-		if id != n.h.ID() && len(addrs) > 0 {
-			ps.AddAddrs(id, addrs, peerstore.TempAddrTTL)
-		}
-		out = append(out, id)
+		out = append(out, ai)
 	}
-	return out, nil
+	return out
 }
 
 // Closest finds the count live peers XOR-closest to a raw target of the key

@@ -1,0 +1,208 @@
+package dht
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/dht/pb"
+)
+
+// testNetwork builds n nodes on a fully linked mocknet and joins them in a chain
+// of random earlier peers.
+func testNetwork(t *testing.T, n int, opts ...Option) []*Node {
+	t.Helper()
+	mn, err := mocknet.FullMeshLinked(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	var nodes []*Node
+	for _, h := range mn.Hosts() {
+		node, err := New(ctx, h, append([]Option{RoutingTableRefresh(0)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		nodes = append(nodes, node)
+	}
+	rng := rand.New(rand.NewSource(1))
+	for i := 1; i < n; i++ {
+		b := nodes[rng.Intn(i)]
+		if err := nodes[i].Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+			t.Fatalf("node %d join: %v", i, err)
+		}
+	}
+	// A second round of self-lookups lets the early joiners meet the late.
+	for _, node := range nodes {
+		if err := node.SelfLookup(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+func closestNode(nodes []*Node, target Key) *Node {
+	best := nodes[0]
+	for _, n := range nodes[1:] {
+		if target.Closer(n.Key(), best.Key()) {
+			best = n
+		}
+	}
+	return best
+}
+
+func TestNode_ClosestFindsTheTrueClosestPeer(t *testing.T) {
+	nodes := testNetwork(t, 40)
+	rng := rand.New(rand.NewSource(2))
+	ctx := context.Background()
+	for i := 0; i < 40; i++ {
+		var target Key
+		rng.Read(target[:])
+		from := nodes[rng.Intn(len(nodes))]
+		got, err := from.Closest(ctx, target, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := closestNode(nodes, target).ID(); got[0] != want {
+			t.Errorf("lookup %d: closest %s, want %s", i, got[0], want)
+		}
+		for j := 1; j < len(got); j++ {
+			if target.Closer(KeyOf(got[j]), KeyOf(got[j-1])) {
+				t.Errorf("lookup %d: answer not sorted by distance", i)
+			}
+		}
+	}
+	// A node's own key: it is its own closest peer.
+	if got, err := nodes[5].Closest(ctx, nodes[5].Key(), 1); err != nil || got[0] != nodes[5].ID() {
+		t.Errorf("Closest(own key) = %v, %v; want the node itself", got, err)
+	}
+	if _, err := nodes[0].Closest(ctx, Key{}, 0); err == nil {
+		t.Error("Closest with count 0 succeeded")
+	}
+}
+
+func TestNode_LookupNameUsesKadDHT(t *testing.T) {
+	nodes := testNetwork(t, 30)
+	ctx := context.Background()
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf("name-%d", i)
+		from := nodes[i]
+		got, err := from.LookupName(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		others := make([]*Node, 0, len(nodes)-1)
+		for _, n := range nodes {
+			if n != from {
+				others = append(others, n)
+			}
+		}
+		if want := closestNode(others, KeyOfName(name)).ID(); len(got) == 0 || got[0] != want {
+			t.Errorf("%s: got %v first, want %s", name, got, want)
+		}
+	}
+	if nodes[0].Stats().KadSent.Load() == 0 {
+		t.Error("kad requests are not counted")
+	}
+}
+
+func TestNode_NetworkSizeSmallNetworkIsExact(t *testing.T) {
+	nodes := testNetwork(t, 12)
+	for i, n := range nodes {
+		if got := n.NetworkSize(); got != 12 {
+			t.Errorf("node %d: network size %d, want 12 (routing table %d)", i, got, n.RoutingTable().Size())
+		}
+	}
+}
+
+func TestNode_BadClosestFramesAreCountedAndServiceGoesOn(t *testing.T) {
+	nodes := testNetwork(t, 3)
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	send := func(raw []byte) {
+		s, err := a.Host().NewStream(ctx, b.ID(), ClosestProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		s.Write(raw)
+		s.CloseWrite()
+		buf := make([]byte, 1)
+		s.Read(buf) // the server resets: wait for it to finish with us
+	}
+	send([]byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff})                      // not a protobuf
+	send(append([]byte{0xc8, 0x01}, make([]byte, 200)...))               // over the cap
+	bad, _ := proto.Marshal(&pb.ClosestRequest{Target: []byte{1, 2, 3}}) // short target
+	send(append([]byte{byte(len(bad))}, bad...))
+	drops := b.Stats().Drops()
+	if drops[DropDecode] != 2 || drops[DropBadTarget] != 1 {
+		t.Errorf("drops %v, want decode 2 and bad-target 1", drops)
+	}
+	// The node still answers a good request.
+	got, err := a.ask(ctx, b.ID(), a.Key(), 5)
+	if err != nil || len(got) == 0 {
+		t.Errorf("after bad frames: %v, %v", got, err)
+	}
+}
+
+func TestDecodeClosest_DropsBadPeersAndAddresses(t *testing.T) {
+	good, _ := peer.Decode("12D3KooWHCYgZzzBHF134pSTEcF3jL4ALD9yKdyHk1vErxKKdaHC")
+	resp := &pb.ClosestResponse{Peers: []*pb.Peer{
+		{Id: []byte(good), Addrs: [][]byte{{0xff, 0xff}, mustAddr(t, "/ip4/127.0.0.1/tcp/1")}},
+		{Id: []byte("nonsense")},
+	}}
+	counts := map[string]int{}
+	out := decodeClosest(resp, func(r string) { counts[r]++ })
+	if len(out) != 1 || out[0].ID != good || len(out[0].Addrs) != 1 {
+		t.Errorf("decoded %v", out)
+	}
+	if counts[DropBadPeer] != 1 || counts[DropBadAddress] != 1 {
+		t.Errorf("drops %v", counts)
+	}
+}
+
+func mustAddr(t *testing.T, s string) []byte {
+	t.Helper()
+	a, err := peer.AddrInfoFromString(s + "/p2p/12D3KooWHCYgZzzBHF134pSTEcF3jL4ALD9yKdyHk1vErxKKdaHC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Addrs[0].Bytes()
+}
+
+// FuzzClosest feeds arbitrary bytes to both decoders of the closest
+// protocol: the server's request reader and the client's answer reader.
+func FuzzClosest(f *testing.F) {
+	req, _ := proto.Marshal(&pb.ClosestRequest{Target: make([]byte, 32), Count: 20})
+	f.Add(append([]byte{byte(len(req))}, req...))
+	resp, _ := proto.Marshal(&pb.ClosestResponse{Peers: []*pb.Peer{{Id: []byte("x"), Addrs: [][]byte{{4, 127, 0, 0, 1}}}}})
+	f.Add(append([]byte{byte(len(resp))}, resp...))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r pb.ClosestRequest
+		_ = pbio.NewDelimitedReader(bytesReader(b), maxClosestRequest).ReadMsg(&r)
+		var a pb.ClosestResponse
+		if err := pbio.NewDelimitedReader(bytesReader(b), maxClosestResponse).ReadMsg(&a); err != nil {
+			return
+		}
+		out := decodeClosest(&a, func(string) {})
+		if len(out) > maxClosestCount {
+			t.Fatalf("%d peers decoded, cap %d", len(out), maxClosestCount)
+		}
+		for _, ai := range out {
+			if len(ai.Addrs) > maxAddrsPerPeer || ai.ID.Validate() != nil {
+				t.Fatalf("decoded a bad peer %v", ai)
+			}
+		}
+	})
+}
