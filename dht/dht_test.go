@@ -140,7 +140,7 @@ func TestNode_BadClosestFramesAreCountedAndServiceGoesOn(t *testing.T) {
 		buf := make([]byte, 1)
 		s.Read(buf) // the server resets: wait for it to finish with us
 	}
-	send([]byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff})                      // not a protobuf
+	send([]byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff})                     // not a protobuf
 	send(append([]byte{0xc8, 0x01}, make([]byte, 200)...))               // over the cap
 	bad, _ := proto.Marshal(&pb.ClosestRequest{Target: []byte{1, 2, 3}}) // short target
 	send(append([]byte{byte(len(bad))}, bad...))
