@@ -1,0 +1,154 @@
+package superpeer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/superpeer-overlay/superpeer/dht"
+)
+
+// MaxPrefixBits bounds k: 2^32 groups are far more superpeers than any
+// network has.
+const MaxPrefixBits = 32
+
+// Prefix is the reserved-ID-bits scheme: the key space is cut into groups by
+// the top bits of a key, and the superpeer of a peer is the live peer
+// XOR-closest to its group key (the group's prefix followed by zeros) — the
+// group member with the smallest remaining bits.
+//
+// Lo et al. reserve k = ⌈log2 S⌉ bits, giving 2^k groups: up to twice the S
+// superpeers asked for. A Prefix built by Exact keeps k bits for some groups
+// and k−1 for the others (a prefix code), so that there are exactly S groups;
+// a group of k−1 bits covers twice the key space of one of k bits, so no
+// group's expected load passes 2× the mean. Pow2 is the seed's scheme.
+type Prefix struct {
+	k     int // bits of the longest group prefix
+	split int // how many (k−1)-bit prefixes are split into two k-bit groups
+	s     int // groups
+}
+
+// Pow2 is the seed's scheme: k reserved bits, 2^k groups.
+func Pow2(k int) (Prefix, error) {
+	if k < 0 || k > MaxPrefixBits {
+		return Prefix{}, fmt.Errorf("superpeer: %d reserved bits not in [0, %d]", k, MaxPrefixBits)
+	}
+	if k == 0 {
+		return Prefix{s: 1}, nil
+	}
+	return Prefix{k: k, split: 1 << (k - 1), s: 1 << k}, nil
+}
+
+// BitsFor is k = ⌈log2 S⌉.
+func BitsFor(s int) int {
+	if s <= 1 {
+		return 0
+	}
+	return bits.Len(uint(s - 1))
+}
+
+// Exact makes exactly S groups with prefixes of ⌈log2 S⌉ and ⌈log2 S⌉−1 bits.
+func Exact(s int) (Prefix, error) {
+	if s < 1 || s > 1<<MaxPrefixBits {
+		return Prefix{}, fmt.Errorf("superpeer: %d superpeers not in [1, 2^%d]", s, MaxPrefixBits)
+	}
+	k := BitsFor(s)
+	if k == 0 {
+		return Prefix{s: 1}, nil
+	}
+	half := 1 << (k - 1)
+	return Prefix{k: k, split: s - half, s: s}, nil
+}
+
+// Groups is the number of groups, the superpeer count when all are occupied.
+func (p Prefix) Groups() int { return p.s }
+
+// Bits is k, the length of the longest group prefix.
+func (p Prefix) Bits() int { return p.k }
+
+// top returns the first n bits of key as an integer (n ≤ 32).
+func top(key dht.Key, n int) uint64 {
+	if n == 0 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(key[:8]) >> (64 - n)
+}
+
+// Group is the group index of key, in [0, Groups()).
+func (p Prefix) Group(key dht.Key) int {
+	if p.k == 0 {
+		return 0
+	}
+	t := int(top(key, p.k-1))
+	if t < p.split {
+		return 2*t + int(top(key, p.k)&1)
+	}
+	return 2*p.split + (t - p.split)
+}
+
+// Depth is the prefix length of group g in bits.
+func (p Prefix) Depth(g int) int {
+	if p.k == 0 {
+		return 0
+	}
+	if g < 2*p.split {
+		return p.k
+	}
+	return p.k - 1
+}
+
+// GroupKey is group g's prefix followed by zeros: the key whose XOR-closest
+// live peer is the group's superpeer.
+func (p Prefix) GroupKey(g int) dht.Key {
+	var key dht.Key
+	if p.k == 0 {
+		return key
+	}
+	var prefix uint64
+	depth := p.Depth(g)
+	if depth == p.k {
+		prefix = uint64(g)
+	} else {
+		prefix = uint64(p.split + (g - 2*p.split))
+	}
+	binary.BigEndian.PutUint64(key[:8], prefix<<(64-depth))
+	return key
+}
+
+// SuperpeerKey is key AND the mask of its group: sk(p) = key(p) AND mask.
+func (p Prefix) SuperpeerKey(key dht.Key) dht.Key { return p.GroupKey(p.Group(key)) }
+
+// Share is the fraction of the key space that group g covers.
+func (p Prefix) Share(g int) float64 { return math.Ldexp(1, -p.Depth(g)) }
+
+// ExpectedCount is the expected number of occupied groups, and so of
+// superpeers, among n peers with uniformly random keys:
+// Σ_g 1 − (1 − share_g)^n. For the seed's scheme it is 2^k·(1 − (1 − 2^−k)^n).
+func (p Prefix) ExpectedCount(n int) float64 {
+	occupied := func(share float64) float64 { return -math.Expm1(float64(n) * math.Log1p(-share)) }
+	if p.k == 0 {
+		return occupied(1)
+	}
+	deep := 2 * p.split
+	return float64(deep)*occupied(math.Ldexp(1, -p.k)) + float64(p.s-deep)*occupied(math.Ldexp(1, -(p.k-1)))
+}
+
+// GroupsByDistance lists every group other than g, nearest first by the XOR
+// distance of their group keys: the order in which a client refused by its
+// own superpeer tries the others.
+func (p Prefix) GroupsByDistance(g int) []int {
+	own := p.GroupKey(g)
+	out := make([]int, 0, p.s-1)
+	for h := 0; h < p.s; h++ {
+		if h != g {
+			out = append(out, h)
+		}
+	}
+	keys := make(map[int]dht.Key, len(out))
+	for _, h := range out {
+		keys[h] = p.GroupKey(h)
+	}
+	sortInts(out, func(a, b int) bool { return own.Closer(keys[a], keys[b]) })
+	return out
+}
