@@ -73,7 +73,8 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithPeerSource supplies the candidate peers to sample (e.g. the DHT routing
-// table). Without it the service takes the host's connected peers.
+// table). Without it, or when it returns none, the service takes the host's
+// connected peers, or failing those the peers in its peerstore.
 func WithPeerSource(f func() []peer.ID) Option {
 	return func(cfg *config) error {
 		if f == nil {

@@ -22,6 +22,10 @@ const ProtocolID protocol.ID = "/superpeer/vivaldi/1.0.0"
 
 var log = logging.Logger("vivaldi")
 
+// maxPeerCoords bounds the coordinates the service remembers, so callers
+// with fresh peer IDs cannot grow its memory without bound.
+const maxPeerCoords = 4096
+
 // Service runs the coordinate exchange on a host: it answers requests with
 // its coordinate and, on an interval, samples a peer, timing the exchange as
 // the RTT and feeding its Client.
@@ -166,7 +170,7 @@ func (s *Service) handle(st network.Stream) {
 	}
 	s.mu.Lock()
 	s.served++
-	s.peers[st.Conn().RemotePeer()] = remote
+	s.rememberLocked(st.Conn().RemotePeer(), remote)
 	s.mu.Unlock()
 	// Let the caller close first, once it has the reply. Closing at once
 	// is allowed, but some transports (mocknet) flush on close ahead of
@@ -218,12 +222,24 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 		return 0, fmt.Errorf("vivaldi: reply from %s: %w", p, err)
 	}
 	s.mu.Lock()
-	s.peers[p] = remote.Clone()
+	s.rememberLocked(p, remote)
 	s.mu.Unlock()
 	if err := s.client.Update(p.String(), remote, rtt); err != nil {
 		return rtt, err
 	}
 	return rtt, nil
+}
+
+// rememberLocked records p's coordinate, forgetting an arbitrary other peer
+// when full. Lock held.
+func (s *Service) rememberLocked(p peer.ID, c Coord) {
+	if _, ok := s.peers[p]; !ok && len(s.peers) >= maxPeerCoords {
+		for q := range s.peers {
+			delete(s.peers, q)
+			break
+		}
+	}
+	s.peers[p] = c
 }
 
 // ForgetPeer drops what the service knows of p (gone for good).
@@ -258,14 +274,20 @@ func (s *Service) loop() {
 	}
 }
 
-// candidates are the peers we may sample: the peer source, or the host's
-// connected peers.
+// candidates are the peers we may sample: the peer source, or else the
+// host's connected peers, or else the peers in its peerstore.
 func (s *Service) candidates() []peer.ID {
 	var ps []peer.ID
 	if s.cfg.peerSource != nil {
 		ps = s.cfg.peerSource()
-	} else {
+	}
+	if len(ps) == 0 {
 		ps = s.h.Network().Peers()
+	}
+	if len(ps) == 0 {
+		// Nobody connected: peers we know an address of, the ones a
+		// bootstrap or an earlier run left in the peerstore.
+		ps = s.h.Peerstore().PeersWithAddrs()
 	}
 	out := ps[:0:0]
 	for _, p := range ps {

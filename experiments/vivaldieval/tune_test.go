@@ -22,6 +22,7 @@ func TestTune(t *testing.T) {
 	cfg := vivaldi.DefaultConfig()
 	seed, rounds, sched, noserf, jitter := int64(1), 500, "random", os.Getenv("NOSERF") != "", 0.0
 	mats := []string{"planetlab-490", "seattle-99"}
+	nseeds := 1
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, _ := strings.Cut(kv, "=")
 		f, _ := strconv.ParseFloat(v, 64)
@@ -52,6 +53,8 @@ func TestTune(t *testing.T) {
 			cfg.RelativeForce = f
 		case "seed":
 			seed = int64(f)
+		case "seeds":
+			nseeds = int(f)
 		case "rounds":
 			rounds = int(f)
 		case "sched":
@@ -77,12 +80,25 @@ func TestTune(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := Run(Options{Matrix: m, Name: name, Rounds: rounds, Schedule: sched, Seed: seed, Config: &cfg, NoSerf: noserf, Jitter: jitter})
-		if err != nil {
-			t.Fatal(err)
+		var sum []Checkpoint
+		for k := 0; k < nseeds; k++ {
+			r, err := Run(Options{Matrix: m, Name: name, Rounds: rounds, Schedule: sched, Seed: seed + int64(k), Config: &cfg, NoSerf: noserf, Jitter: jitter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum == nil {
+				sum = make([]Checkpoint, len(r.Checkpoints))
+			}
+			for i, c := range r.Checkpoints {
+				sum[i].Round = c.Round
+				sum[i].Median += c.Median / float64(nseeds)
+				sum[i].P90 += c.P90 / float64(nseeds)
+				sum[i].SerfMedian += c.SerfMedian / float64(nseeds)
+				sum[i].SerfP90 += c.SerfP90 / float64(nseeds)
+			}
 		}
 		line := fmt.Sprintf("%-14s", name)
-		for _, c := range r.Checkpoints {
+		for _, c := range sum {
 			line += fmt.Sprintf(" r%d %.3f/%.3f (%.3f/%.3f)", c.Round, c.Median, c.P90, c.SerfMedian, c.SerfP90)
 		}
 		fmt.Println(line)
