@@ -249,8 +249,10 @@ func (c *Client) reference(r float64) float64 {
 	return sorted[len(sorted)/2]
 }
 
-// updateVivaldi is the rule of [1] figure 3 with height vectors (section
-// 5.5) and the adaptive timestep. Lock held.
+// updateVivaldi is the update of [1] (adaptive timestep weighted by both
+// error estimates, height vectors), with our early timestep and, once the
+// node has settled, the neighbour mean, relative force and residual clip.
+// Lock held.
 func (c *Client) updateVivaldi(o Coord, rtt float64) {
 	cfg := &c.cfg
 	if rtt < zero {
@@ -315,7 +317,7 @@ func (c *Client) relScale(ref, rtt float64) float64 {
 
 // applyNeighborForce moves the node by the decay-weighted mean of the forces
 // from every peer sampled in the last NeighborWindow updates, each at its
-// last coordinate and filtered RTT ([2] section 5.2, neighbour decay). One
+// last coordinate and filtered RTT ([2]'s neighbour decay). One
 // sample is a noisy estimate of where the node should be; the mean over its
 // recent neighbours is a far steadier one, so the node stops jittering
 // around its best position. Lock held.
@@ -432,7 +434,7 @@ func (c *Client) applyForce(force float64, o Coord) {
 	}
 }
 
-// updateGravity pulls the node towards the origin ([2] section 5.3).
+// updateGravity pulls the node towards the origin ([2]'s gravity).
 // Lock held.
 func (c *Client) updateGravity() {
 	if c.cfg.GravityRho <= 0 {

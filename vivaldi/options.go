@@ -88,7 +88,7 @@ func WithPeerSource(f func() []peer.ID) Option {
 // WithNearFraction sets the share of samples taken from the peers nearest to
 // us by coordinate (default 0.5); the rest go to a random candidate. Near
 // samples place a node precisely among its neighbours, random ones keep the
-// global layout right ([1] section 5.4 shows both are needed).
+// global layout right: [1] shows that near-only neighbour sets distort it.
 func WithNearFraction(f float64) Option {
 	return func(cfg *config) error {
 		if !(f >= 0 && f <= 1) {
