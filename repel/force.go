@@ -48,8 +48,24 @@ type field struct {
 	minDist float64
 	others  []vivaldi.Coord
 	clients []vivaldi.Coord
-	wsum    float64   // number of clients
+	weights []float64 // per client, nil for all 1
+	wsum    float64   // Σ weights
 	dOther  []float64 // per client: distance to the nearest other token (+Inf if none)
+}
+
+func (f *field) weight(i int) float64 {
+	if f.weights == nil {
+		return 1
+	}
+	return f.weights[i]
+}
+
+// setWeights makes client i stand for w[i] clients (a digest point).
+func (f *field) setWeights(w []float64) {
+	f.weights, f.wsum = w, 0
+	for _, x := range w {
+		f.wsum += x
+	}
 }
 
 func newField(cfg *Config, others, clients []vivaldi.Coord) *field {
@@ -110,7 +126,7 @@ func (f *field) potential(x vivaldi.Coord) float64 {
 	}
 	var cost float64
 	for i, c := range f.clients {
-		cost += math.Min(c.DistanceTo(x), f.dOther[i])
+		cost += f.weight(i) * math.Min(c.DistanceTo(x), f.dOther[i])
 	}
 	if f.wsum > 0 {
 		cost /= f.wsum
@@ -131,7 +147,7 @@ func (f *field) share(x vivaldi.Coord) float64 {
 	var cost float64
 	for i, c := range f.clients {
 		if d := c.DistanceTo(x); d < f.dOther[i] {
-			cost += d
+			cost += f.weight(i) * d
 		}
 	}
 	if f.wsum > 0 {
@@ -152,7 +168,7 @@ func (f *field) force(x vivaldi.Coord) []float64 {
 		rep = f.lambda
 		for i, c := range f.clients {
 			if c.DistanceTo(x) < f.dOther[i] {
-				addScaled(out, unitVec(c.Vec, x.Vec), 1/f.wsum)
+				addScaled(out, unitVec(c.Vec, x.Vec), f.weight(i)/f.wsum)
 			}
 		}
 	}

@@ -172,6 +172,10 @@ type Peer struct {
 	ID    string
 	Key   Key
 	Coord vivaldi.Coord
+	// Attached marks a client attached to this node (as the holder of its
+	// token): those are the clients the token serves, summarised in the
+	// token's digest.
+	Attached bool
 }
 
 // Errors returned by Step for messages that make no sense. The node's state
@@ -183,6 +187,7 @@ var (
 	ErrNotHolder       = errors.New("repel: sender is not the holder the token names")
 	ErrBadOffer        = errors.New("repel: move offer does not name this peer as holder")
 	ErrInvalidCoord    = errors.New("repel: invalid token coordinate")
+	ErrInvalidDigest   = errors.New("repel: invalid client digest")
 )
 
 type tableEntry struct {
@@ -261,9 +266,7 @@ func (n *Node) Held() (Token, bool) {
 	if n.held == nil {
 		return Token{}, false
 	}
-	t := n.held.tok
-	t.Coord = copyCoord(t.Coord)
-	return t, true
+	return copyToken(n.held.tok), true
 }
 
 // Moving reports whether the node has offered its token and awaits the ack.
@@ -275,8 +278,7 @@ func (n *Node) Tokens() (toks []Token, known []bool) {
 	toks = make([]Token, len(n.tokens))
 	known = make([]bool, len(n.tokens))
 	for i, e := range n.tokens {
-		toks[i], known[i] = e.tok, e.known
-		toks[i].Coord = copyCoord(e.tok.Coord)
+		toks[i], known[i] = copyToken(e.tok), e.known
 	}
 	return toks, known
 }
@@ -288,9 +290,7 @@ func (n *Node) LiveTokens(now time.Time) []Token {
 	var out []Token
 	for _, e := range n.tokens {
 		if e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter {
-			t := e.tok
-			t.Coord = copyCoord(t.Coord)
-			out = append(out, t)
+			out = append(out, copyToken(e.tok))
 		}
 	}
 	return out
@@ -309,6 +309,9 @@ func ValidateAnnounce(cfg Config, from string, t Token) error {
 	}
 	if !validCoord(t.Coord) {
 		return ErrInvalidCoord
+	}
+	if !validDigest(t.Digest) {
+		return ErrInvalidDigest
 	}
 	return nil
 }
@@ -350,12 +353,12 @@ func (n *Node) takeReady() Ready {
 
 func (n *Node) send(m Message) {
 	m.From = n.id
-	m.Token.Coord = copyCoord(m.Token.Coord)
+	m.Token = copyToken(m.Token)
 	n.ready.Messages = append(n.ready.Messages, m)
 }
 
 func (n *Node) event(k EventKind, t Token) {
-	t.Coord = copyCoord(t.Coord)
+	t = copyToken(t)
 	n.ready.Events = append(n.ready.Events, Event{Kind: k, Token: t})
 }
 
@@ -422,9 +425,87 @@ func (n *Node) Tick(now time.Time) Ready {
 func (n *Node) announce(now time.Time) {
 	h := n.held
 	h.lastAnnounce = now
+	h.tok.Digest = n.digest()
 	e := &n.tokens[h.tok.ID]
 	e.lastHeard = now
+	e.tok.Digest = copyDigest(h.tok.Digest)
 	n.send(Message{Type: MsgAnnounce, Token: h.tok})
+}
+
+// digest summarises the attached clients in at most DigestSize points:
+// farthest-point picks (starting from the client nearest the holder) spread
+// the points over the clients' extent, and each point weighs as many
+// clients as are nearest to it, so a far crowd counts for its size.
+func (n *Node) digest() []Sample {
+	k := n.cfg.DigestSize
+	if k == 0 || !n.coordOK() {
+		return nil
+	}
+	var cs []Peer
+	for _, p := range n.peers {
+		if p.Attached && p.ID != n.id && validCoord(p.Coord) && len(p.Coord.Vec) == len(n.coord.Vec) {
+			cs = append(cs, p)
+		}
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	// dist[i]: distance from client i to the nearest pick so far.
+	dist := make([]float64, len(cs))
+	first := 0
+	for i, c := range cs {
+		dist[i] = c.Coord.DistanceTo(n.coord)
+		if dist[i] < dist[first] {
+			first = i
+		}
+	}
+	// A picked client's distance is set to −1: with heights its distance to
+	// itself is not 0, so it could otherwise be picked again.
+	picks := []int{first}
+	for i := range cs {
+		dist[i] = cs[i].Coord.DistanceTo(cs[first].Coord)
+	}
+	dist[first] = -1
+	for len(picks) < min(k, len(cs)) {
+		far := 0
+		for i := range cs {
+			if dist[i] > dist[far] {
+				far = i
+			}
+		}
+		if dist[far] < 0 {
+			break
+		}
+		picks = append(picks, far)
+		dist[far] = -1
+		for i := range cs {
+			if dist[i] >= 0 {
+				dist[i] = min(dist[i], cs[i].Coord.DistanceTo(cs[far].Coord))
+			}
+		}
+	}
+	out := make([]Sample, len(picks))
+	for j, i := range picks {
+		out[j] = Sample{ID: cs[i].ID, Key: cs[i].Key, Coord: copyCoord(cs[i].Coord)}
+	}
+	pick := make(map[int]int, len(picks)) // client index → its digest point
+	for j, i := range picks {
+		pick[i] = j
+	}
+	for i, c := range cs {
+		// A picked client counts for its own point, for the same reason.
+		best, ok := pick[i]
+		if !ok {
+			bd := math.Inf(1)
+			for j := range out {
+				if d := c.Coord.DistanceTo(out[j].Coord); d < bd {
+					best, bd = j, d
+				}
+			}
+		}
+		out[best].Weight++
+	}
+	return out
 }
 
 // holders is the set of peers the table names as holders of a live token.
@@ -554,6 +635,9 @@ func (n *Node) check(m Message) error {
 	if !validCoord(m.Token.Coord) {
 		return ErrInvalidCoord
 	}
+	if !validDigest(m.Token.Digest) {
+		return ErrInvalidDigest
+	}
 	return nil
 }
 
@@ -563,11 +647,11 @@ func (n *Node) observe(now time.Time, t Token) {
 	e := &n.tokens[t.ID]
 	switch {
 	case !e.known || t.Beats(e.tok):
-		e.tok, e.known, e.lastHeard = t, true, now
-		e.tok.Coord = copyCoord(t.Coord)
+		e.tok, e.known, e.lastHeard = copyToken(t), true, now
 	case e.tok.sameVersion(t):
+		// Same version, newer news: position, digest, moves.
 		e.lastHeard = now
-		e.tok.Coord = copyCoord(t.Coord)
+		e.tok = copyToken(t)
 	}
 	h := n.held
 	if h == nil || h.tok.ID != t.ID || t.sameVersion(h.tok) {
@@ -610,6 +694,7 @@ func (n *Node) onMove(now time.Time, m Message) {
 		return
 	}
 	t.HeldSince = now
+	t.Digest = nil // the old holder's clients are not ours
 	n.take(now, t)
 	n.event(EventAccepted, n.held.tok)
 	n.send(Message{Type: MsgMoveAck, To: m.From, Token: n.held.tok})
@@ -650,19 +735,44 @@ func (n *Node) maybeMove(now time.Time) {
 	}
 	holders := n.holders(now)
 	var clients []vivaldi.Coord
+	var weights []float64
 	var cands []Peer
 	if n.cfg.Model == Attract {
-		clients = append(clients, n.coord)
+		clients, weights = append(clients, n.coord), append(weights, 1)
 	}
+	at := map[string]int{n.id: 0} // client index of a peer already counted
 	for _, p := range n.peers {
-		if p.ID == n.id || !usable(p.Coord) {
+		if _, dup := at[p.ID]; dup || !usable(p.Coord) {
 			continue
 		}
 		if n.cfg.Model == Attract {
-			clients = append(clients, p.Coord)
+			at[p.ID] = len(clients)
+			clients, weights = append(clients, p.Coord), append(weights, 1)
 		}
 		if !holders[p.ID] && n.refused[p.ID].IsZero() {
 			cands = append(cands, p)
+		}
+	}
+	// The other tokens' digests: their clients in outline, as clients of
+	// the potential and as places to move to. A point this node already
+	// counts as a peer gets the rest of its weight added there.
+	for i, e := range n.tokens {
+		if n.cfg.Model != Attract || uint32(i) == h.tok.ID || !e.known || now.Sub(e.lastHeard) >= n.cfg.DeadAfter {
+			continue
+		}
+		for _, sm := range e.tok.Digest {
+			if !usable(sm.Coord) {
+				continue
+			}
+			if j, dup := at[sm.ID]; dup {
+				weights[j] += max(sm.Weight-1, 0)
+				continue
+			}
+			at[sm.ID] = len(clients)
+			clients, weights = append(clients, sm.Coord), append(weights, sm.Weight)
+			if !holders[sm.ID] && n.refused[sm.ID].IsZero() {
+				cands = append(cands, Peer{ID: sm.ID, Key: sm.Key, Coord: sm.Coord})
+			}
 		}
 	}
 	if len(cands) == 0 {
@@ -673,6 +783,9 @@ func (n *Node) maybeMove(now time.Time) {
 		cands = cands[:k]
 	}
 	f := newField(&n.cfg, others, clients)
+	if n.cfg.Model == Attract {
+		f.setWeights(weights)
+	}
 	if n.cfg.ForceThreshold > 0 && norm(f.force(n.coord)) < n.cfg.ForceThreshold {
 		return
 	}

@@ -49,6 +49,12 @@ type Config struct {
 	// alone makes moves stop; across holders whose views differ it does not,
 	// and cooling bounds the moves anyway. 0 disables cooling.
 	CoolingMoves int
+	// DigestSize is how many points of its attached clients (Peer.Attached)
+	// a holder puts in each announcement (Token.Digest), chosen by
+	// farthest-point and weighted by the clients nearest each. With it every
+	// holder sees the whole swarm's clients in outline, not only its own and
+	// its neighbours. 0 sends none. At most MaxDigest.
+	DigestSize int
 	// MaxCandidates bounds the peers a holder scores per decision (a random
 	// sample when it knows more); 0 scores them all.
 	MaxCandidates int
@@ -89,7 +95,8 @@ func DefaultConfig() Config {
 		ForceThreshold:         0,
 		MinGain:                0.01,
 		SettledMinGain:         0.05,
-		CoolingMoves:           16,
+		CoolingMoves:           4,
+		DigestSize:             16,
 		MaxCandidates:          0,
 		MoveInterval:           5 * time.Second,
 		MoveTimeout:            5 * time.Second,
@@ -136,6 +143,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: SettledMinGain %v must be ≥ MinGain", c.SettledMinGain)
 	case c.CoolingMoves < 0:
 		return fmt.Errorf("repel: CoolingMoves %d must be ≥ 0", c.CoolingMoves)
+	case c.DigestSize < 0 || c.DigestSize > MaxDigest:
+		return fmt.Errorf("repel: DigestSize %d out of range (0..%d)", c.DigestSize, MaxDigest)
 	case c.MaxCandidates < 0:
 		return fmt.Errorf("repel: MaxCandidates %d must be ≥ 0", c.MaxCandidates)
 	case c.MoveInterval <= 0:

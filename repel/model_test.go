@@ -555,3 +555,81 @@ func (nw *network) run(t *testing.T, rounds int, cond func() bool, what string, 
 	}
 	t.Fatalf("%s: not reached in %d rounds; holders %v; events %v", what, rounds, state, nw.events)
 }
+
+func TestNode_Digest(t *testing.T) {
+	cfg := testConfig(1, Attract)
+	cfg.DigestSize = 4
+	n := mustNode(t, "h", cfg)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var peers []Peer
+	for i := range 30 {
+		id := fmt.Sprintf("c%02d", i)
+		peers = append(peers, Peer{ID: id, Key: PeerKey(id), Coord: randomCoords(rng, 1)[0], Attached: i < 20})
+	}
+	n.SetPeers(peers)
+	holderOf(t, n, 0, 1)
+	r := n.Tick(at(1.5)) // re-announces, with the digest
+	ann := msgs(r, MsgAnnounce)
+	if len(ann) != 1 {
+		t.Fatalf("no announcement: %+v", r)
+	}
+	d := ann[0].Token.Digest
+	if len(d) != 4 {
+		t.Fatalf("digest of %d points, want 4", len(d))
+	}
+	var sum float64
+	ids := map[string]bool{}
+	for _, s := range d {
+		if s.Weight < 1 || ids[s.ID] {
+			t.Fatalf("bad digest point %+v", s)
+		}
+		ids[s.ID] = true
+		sum += s.Weight
+		if p := slices.IndexFunc(peers, func(p Peer) bool { return p.ID == s.ID }); p < 0 || !peers[p].Attached {
+			t.Fatalf("digest point %s is not an attached client", s.ID)
+		}
+	}
+	if sum != 20 {
+		t.Fatalf("digest weighs %v clients, want the 20 attached", sum)
+	}
+	// A receiver refuses digests that are too long or weigh nothing.
+	m := mustNode(t, "r", cfg)
+	bad := ann[0]
+	bad.Token.Digest = append(slices.Clone(d), Sample{ID: "x", Coord: d[0].Coord, Weight: 0})
+	if _, err := m.Step(at(11), bad); !errors.Is(err, ErrInvalidDigest) {
+		t.Fatalf("weight 0: got %v", err)
+	}
+	bad.Token.Digest = make([]Sample, MaxDigest+1)
+	for i := range bad.Token.Digest {
+		bad.Token.Digest[i] = d[0]
+	}
+	if _, err := m.Step(at(11), bad); !errors.Is(err, ErrInvalidDigest) {
+		t.Fatalf("too long: got %v", err)
+	}
+}
+
+// TestNode_DigestAttracts: a crowd that another token serves from afar,
+// known to this holder only through that token's digest, draws this token
+// to it.
+func TestNode_DigestAttracts(t *testing.T) {
+	cfg := testConfig(2, Attract)
+	a := mustNode(t, "a", cfg)
+	c := func(x float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{x, 0}, Height: 0.001} }
+	a.SetCoord(c(0))
+	a.SetPeers([]Peer{{ID: "n1", Key: PeerKey("n1"), Coord: c(0.002)}})
+	holderOf(t, a, 0, 1)
+	far := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: c(0.2), Digest: []Sample{
+		{ID: "crowd", Key: PeerKey("crowd"), Coord: c(0.1), Weight: 50},
+		{ID: "b-near", Key: PeerKey("b-near"), Coord: c(0.2), Weight: 5},
+	}}
+	if _, err := a.Step(at(0.5), Message{Type: MsgAnnounce, From: "b", Token: far}); err != nil {
+		t.Fatal(err)
+	}
+	var offer []Message
+	for s := 1.0; s < 5 && len(offer) == 0; s += 0.25 {
+		offer = msgs(a.Tick(at(s)), MsgMove)
+	}
+	if len(offer) != 1 || offer[0].To != "crowd" {
+		t.Fatalf("want a move to the crowd, got %+v", offer)
+	}
+}

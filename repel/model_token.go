@@ -59,6 +59,50 @@ type Token struct {
 	// Moves counts the moves since the token last settled; it sets how much
 	// gain the next move needs (see Config.CoolingMoves).
 	Moves uint32
+	// Digest summarises the clients attached to the holder: at most
+	// Config.DigestSize of them, each weighted by how many clients it stands
+	// for. Other holders weigh a move against every token's digest, so a
+	// token sees crowds of clients served from afar that none of its own
+	// neighbours is in.
+	Digest []Sample
+}
+
+// Sample is one point of a client digest: a client peer that stands for
+// Weight clients near it.
+type Sample struct {
+	ID     string
+	Key    Key
+	Coord  vivaldi.Coord
+	Weight float64
+}
+
+// MaxDigest bounds the digest a node accepts in an announcement.
+const MaxDigest = 64
+
+func copyDigest(d []Sample) []Sample {
+	if d == nil {
+		return nil
+	}
+	out := make([]Sample, len(d))
+	for i, s := range d {
+		s.Coord = copyCoord(s.Coord)
+		out[i] = s
+	}
+	return out
+}
+
+// validDigest checks a received digest: bounded, valid coordinates, finite
+// positive weights.
+func validDigest(d []Sample) bool {
+	if len(d) > MaxDigest {
+		return false
+	}
+	for _, s := range d {
+		if !validCoord(s.Coord) || !(s.Weight > 0) || math.IsInf(s.Weight, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // Beats is the fencing order: t is fresher than o if its epoch is higher, or
@@ -97,4 +141,11 @@ func validCoord(c vivaldi.Coord) bool {
 func copyCoord(c vivaldi.Coord) vivaldi.Coord {
 	c.Vec = append([]float64(nil), c.Vec...)
 	return c
+}
+
+// copyToken deep-copies the slices of t.
+func copyToken(t Token) Token {
+	t.Coord = copyCoord(t.Coord)
+	t.Digest = copyDigest(t.Digest)
+	return t
 }

@@ -182,7 +182,15 @@ func (s *plSim) setViews() {
 	for i, nd := range s.nodes {
 		set := map[int]bool{i: true}
 		var view []Peer
-		for _, j := range append(slices.Clone(s.nbrs[i]), attached[i]...) {
+		for _, j := range attached[i] {
+			if !set[j] {
+				set[j] = true
+				p := s.peer(j)
+				p.Attached = true
+				view = append(view, p)
+			}
+		}
+		for _, j := range s.nbrs[i] {
 			if !set[j] {
 				set[j] = true
 				view = append(view, s.peer(j))
@@ -245,7 +253,7 @@ func (s *plSim) run(dt, quiet, limit time.Duration) (holders []int, took time.Du
 				}
 				r, err := nd.Step(s.now, m)
 				if err != nil {
-					s.t.Fatal(err)
+					s.t.Fatalf("%v: %+v", err, m.Token.Digest)
 				}
 				queue = s.absorb(queue, r, &lastMove)
 			}
