@@ -117,6 +117,15 @@ func (n *Node) handleClosest(s network.Stream) {
 		return
 	}
 	n.stats.ClosestServed.Add(1)
+	awaitClose(s)
+}
+
+// awaitClose lets the caller close first, once it has the answer: mocknet
+// delivers a closing writer's buffered data at once, ahead of the link
+// delay, so closing here would hand the caller its answer early.
+func awaitClose(s network.Stream) {
+	var one [1]byte
+	_, _ = s.Read(one[:])
 }
 
 // ask sends one closest request to p and returns the peers it named.

@@ -144,9 +144,51 @@ type Node struct {
 	stats  *Stats
 
 	closeOnce sync.Once
+
+	watchMu  sync.Mutex
+	watchers map[chan RoutingEvent]struct{}
 }
 
-// New starts a Node on h. It does not dial anyone: call Bootstrap.
+// RoutingEvent is a peer entering or leaving the routing table.
+type RoutingEvent struct {
+	Peer  peer.ID
+	Added bool
+}
+
+// WatchRoutingTable delivers routing-table changes until cancel. Events
+// that find the channel full are dropped: a watcher that must not miss the
+// state should read the table itself after an event.
+func (n *Node) WatchRoutingTable() (<-chan RoutingEvent, func()) {
+	ch := make(chan RoutingEvent, 64)
+	n.watchMu.Lock()
+	if n.watchers == nil {
+		n.watchers = map[chan RoutingEvent]struct{}{}
+	}
+	n.watchers[ch] = struct{}{}
+	n.watchMu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			n.watchMu.Lock()
+			delete(n.watchers, ch)
+			n.watchMu.Unlock()
+		})
+	}
+}
+
+func (n *Node) routingEvent(p peer.ID, added bool) {
+	n.watchMu.Lock()
+	defer n.watchMu.Unlock()
+	for ch := range n.watchers {
+		select {
+		case ch <- RoutingEvent{p, added}:
+		default:
+		}
+	}
+}
+
+// New starts a Node on h. It does not dial anyone: call Bootstrap. Create
+// it before h has connections of its own (see WatchRoutingTable).
 func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 	cfg := config{
 		prefix:        DefaultProtocolPrefix,
@@ -197,6 +239,15 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		}
 		n.ps = ps
 	}
+	// Chain our watchers after kad-dht's own routing-table callbacks.
+	// kad-dht calls them only when it adds a peer it has identified and
+	// checked, which takes a round trip after New: a host with no
+	// connections yet (the swarm's, peer run's) cannot race this write. An
+	// application should create the Node before its host connects.
+	rt := kad.RoutingTable()
+	added, removed := rt.PeerAdded, rt.PeerRemoved
+	rt.PeerAdded = func(p peer.ID) { added(p); n.routingEvent(p, true) }
+	rt.PeerRemoved = func(p peer.ID) { removed(p); n.routingEvent(p, false) }
 	h.SetStreamHandler(n.closestProtocol(), n.handleClosest)
 	return n, nil
 }

@@ -49,7 +49,8 @@ func (m *oneShotSender) SendRequest(ctx context.Context, p peer.ID, mes *kadpb.M
 		return nil, err
 	}
 	defer stop()
-	_ = s.CloseWrite()
+	// No CloseWrite before the answer: mocknet delivers a closing writer's
+	// data at once, ahead of the link delay, and requests would travel free.
 	reply := new(kadpb.Message)
 	if err := pbio.NewDelimitedReader(s, network.MessageSizeMax).ReadMsg(reply); err != nil {
 		_ = s.Reset()

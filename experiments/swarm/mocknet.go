@@ -26,6 +26,35 @@ type linker struct {
 	mu     sync.Mutex
 	linked map[[2]int]struct{}
 	links  int
+	dead   map[int]bool
+}
+
+// kill refuses every later dial to or from p and cuts p's links.
+func (l *linker) kill(p peer.ID) {
+	i := l.index[p]
+	l.mu.Lock()
+	if l.dead == nil {
+		l.dead = map[int]bool{}
+	}
+	l.dead[i] = true
+	var partners []int
+	for pair := range l.linked {
+		if pair[0] == i {
+			partners = append(partners, pair[1])
+		} else if pair[1] == i {
+			partners = append(partners, pair[0])
+		}
+	}
+	l.mu.Unlock()
+	ids := make(map[int]peer.ID, len(partners))
+	for id, k := range l.index {
+		ids[k] = id
+	}
+	for _, k := range partners {
+		for _, link := range l.mn.LinksBetweenPeers(p, ids[k]) {
+			_ = l.mn.Unlink(link)
+		}
+	}
 }
 
 func (l *linker) ensure(a, b peer.ID) error {
@@ -43,6 +72,9 @@ func (l *linker) ensure(a, b peer.ID) error {
 	pair := [2]int{i, j}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.dead[i] || l.dead[j] {
+		return fmt.Errorf("swarm: peer %s is down", b)
+	}
 	if _, ok := l.linked[pair]; ok {
 		return nil
 	}

@@ -16,12 +16,14 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 // Config describes a swarm.
@@ -49,6 +51,9 @@ type Config struct {
 	// machine on it, and the swarm converges by self-lookups instead
 	// (WaitConverged). Pass dht.RoutingTableRefresh to turn it back on.
 	NodeOptions []dht.Option
+	// Hold leaves the last Hold peers out of Join: built but not in the
+	// overlay, to join later with JoinLate.
+	Hold int
 	// Progress, if set, is told how far each stage has come.
 	Progress func(stage string, done, total int)
 }
@@ -73,6 +78,11 @@ type Swarm struct {
 
 	BuildTime    time.Duration
 	ConvergeTime time.Duration
+	selectors    []*superpeer.PrefixSelector
+	selStart     time.Time
+	dead         []bool
+	held         []bool
+
 	// JoinLookupFailures counts joins whose self-lookup failed after the
 	// peer had connected (left to WaitConverged to mend).
 	JoinLookupFailures atomic.Int64
@@ -118,6 +128,11 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 		mn:    mocknet.New(),
 		index: make(map[peer.ID]int, cfg.N),
 		rng:   rand.New(rand.NewSource(cfg.Seed)),
+		dead:  make([]bool, cfg.N),
+		held:  make([]bool, cfg.N),
+	}
+	for i := max(0, cfg.N-cfg.Hold); i < cfg.N; i++ {
+		s.held[i] = true
 	}
 	s.link = &linker{mn: s.mn, index: s.index, rtt: cfg.RTT.RTT, linked: map[[2]int]struct{}{}}
 	for i := 0; i < cfg.N; i++ {
@@ -196,12 +211,13 @@ func (s *Swarm) Join(ctx context.Context) error {
 	var done atomic.Int64
 	return s.forEach(ctx, func(ctx context.Context, p *Peer) error {
 		defer func() { s.progress("join", int(done.Add(1)), len(s.Peers)) }()
-		if p.Index == 0 {
+		if p.Index == 0 || s.held[p.Index] {
 			return nil
 		}
 		err := p.Node.Join(ctx, boot[p.Index]...)
-		if err != nil && ctx.Err() == nil && p.Node.RoutingTable().Size() > 0 {
-			// Connected, but the self-lookup failed: WaitConverged looks
+		if err != nil && ctx.Err() == nil && p.Host.Network().Connectedness(boot[p.Index][0].ID) == network.Connected {
+			// Connected, but the bootstrap peer was slow to enter the
+			// routing table or the self-lookup failed: WaitConverged looks
 			// again for every peer that still lacks its neighbours.
 			s.JoinLookupFailures.Add(1)
 			return nil
@@ -211,6 +227,24 @@ func (s *Swarm) Join(ctx context.Context) error {
 		}
 		return nil
 	}, s.Peers)
+}
+
+// JoinLate joins a held peer through a random live peer and starts its
+// selector if the swarm runs one.
+func (s *Swarm) JoinLate(ctx context.Context, i int) error {
+	if !s.held[i] {
+		return fmt.Errorf("swarm: peer %d is not held back", i)
+	}
+	live := s.Live()
+	boot := s.info(live[s.rng.Intn(len(live))])
+	s.held[i] = false
+	if err := s.Peers[i].Node.Join(ctx, boot); err != nil {
+		return err
+	}
+	if s.selectors != nil {
+		return s.selectors[i].Start(ctx)
+	}
+	return nil
 }
 
 // forEach runs f for the given peers, Parallel at a time, and returns the
@@ -247,18 +281,29 @@ func (s *Swarm) forEach(ctx context.Context, f func(context.Context, *Peer) erro
 // Nearest is, for every peer, the index of the peer whose key is
 // XOR-closest to its own (computed from all keys).
 func (s *Swarm) Nearest() []int {
-	keys := make([]dht.Key, len(s.Peers))
-	for i, p := range s.Peers {
-		keys[i] = p.Key
+	live := s.Live()
+	keys := make([]dht.Key, len(live))
+	for k, i := range live {
+		keys[k] = s.Peers[i].Key
 	}
-	return NearestKeys(keys)
+	out := make([]int, len(s.Peers))
+	for i := range out {
+		out[i] = -1
+	}
+	for k, j := range NearestKeys(keys) {
+		if j >= 0 {
+			out[live[k]] = live[j]
+		}
+	}
+	return out
 }
 
 // ClosestTo is the index of the peer whose key is XOR-closest to target,
 // over all peers except those in skip.
 func (s *Swarm) ClosestTo(target dht.Key, skip func(i int) bool) int {
 	best := -1
-	for i, p := range s.Peers {
+	for _, i := range s.Live() {
+		p := s.Peers[i]
 		if skip != nil && skip(i) {
 			continue
 		}
@@ -274,8 +319,9 @@ func (s *Swarm) ClosestTo(target dht.Key, skip func(i int) bool) int {
 func (s *Swarm) missingNearest() []*Peer {
 	nearest := s.Nearest()
 	var out []*Peer
-	for i, p := range s.Peers {
-		if p.Node.RoutingTable().Find(s.Peers[nearest[i]].Host.ID()) == "" {
+	for _, i := range s.Live() {
+		p := s.Peers[i]
+		if nearest[i] >= 0 && p.Node.RoutingTable().Find(s.Peers[nearest[i]].Host.ID()) == "" {
 			out = append(out, p)
 		}
 	}
@@ -299,8 +345,9 @@ func (s *Swarm) CheckLookups(ctx context.Context, tries int, raw bool, rng *rand
 		name string
 	}
 	jobs := make([]job, tries)
+	live := s.Live()
 	for t := range jobs {
-		jobs[t] = job{from: rng.Intn(len(s.Peers)), name: "lookup-check/" + strconv.FormatInt(rng.Int63(), 36)}
+		jobs[t] = job{from: live[rng.Intn(len(live))], name: "lookup-check/" + strconv.FormatInt(rng.Int63(), 36)}
 	}
 	var exact atomic.Int64
 	sem := make(chan struct{}, 16)
@@ -341,13 +388,16 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 	rng := rand.New(rand.NewSource(s.cfg.Seed + 1))
 	for round := 0; ; round++ {
 		missing := s.missingNearest()
-		s.progress("converge", len(s.Peers)-len(missing), len(s.Peers))
+		s.progress("converge", len(s.Live())-len(missing), len(s.Live()))
 		if len(missing) == 0 {
 			if c := s.CheckLookups(ctx, 20, true, rng); c.Exact == c.Tried {
 				return nil
 			}
 			// Every peer knows its nearest, yet a lookup missed: all look again.
-			missing = s.Peers
+			missing = missing[:0]
+			for _, i := range s.Live() {
+				missing = append(missing, s.Peers[i])
+			}
 		}
 		if round >= maxRounds {
 			return fmt.Errorf("swarm: not converged after %d refresh rounds: %d peers lack their nearest peer", round, len(missing))
@@ -376,11 +426,17 @@ func (s *Swarm) Close() {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for _, p := range s.Peers {
+		if s.dead[p.Index] {
+			continue
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(p *Peer) {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if s.selectors != nil {
+				s.selectors[p.Index].Close()
+			}
 			p.Node.Close()
 			p.Host.Close()
 		}(p)

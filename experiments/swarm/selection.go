@@ -1,0 +1,308 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/experiments/metrics"
+	"github.com/superpeer-overlay/superpeer/superpeer"
+)
+
+// StartPrefix runs the prefix selector on every live peer.
+func (s *Swarm) StartPrefix(ctx context.Context, opts superpeer.PrefixOptions) error {
+	s.selectors = make([]*superpeer.PrefixSelector, len(s.Peers))
+	for _, p := range s.Peers {
+		sel, err := superpeer.NewPrefix(p.Node, opts)
+		if err != nil {
+			return err
+		}
+		s.selectors[p.Index] = sel
+	}
+	s.selStart = time.Now()
+	for i, sel := range s.selectors {
+		if s.dead[i] || s.held[i] {
+			continue
+		}
+		if err := sel.Start(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Selector is peer i's selector (nil before StartPrefix).
+func (s *Swarm) Selector(i int) *superpeer.PrefixSelector {
+	if s.selectors == nil {
+		return nil
+	}
+	return s.selectors[i]
+}
+
+// Live lists the indices of the peers that have not been killed.
+func (s *Swarm) Live() []int {
+	var out []int
+	for i := range s.Peers {
+		if !s.dead[i] && !s.held[i] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// ExpectedSuperpeers is, from all live peers' keys, the superpeer of every
+// occupied group: the member XOR-closest to the group key.
+func (s *Swarm) ExpectedSuperpeers(scheme superpeer.Prefix) map[int]int {
+	best := map[int]int{}
+	for _, i := range s.Live() {
+		g := scheme.Group(s.Peers[i].Key)
+		b, ok := best[g]
+		if !ok || scheme.GroupKey(g).Closer(s.Peers[i].Key, s.Peers[b].Key) {
+			best[g] = i
+		}
+	}
+	return best
+}
+
+// PrefixState is the swarm's selection as its peers see it, checked against
+// what all keys say it must be.
+type PrefixState struct {
+	Superpeers []int // peers that believe they are superpeers, sorted
+	Expected   []int // the superpeers all keys call for, sorted
+	Assignment metrics.Assignment
+	// Wrong counts peers whose belief differs from the expected set, clients
+	// attached to someone who does not list them, and clients away from
+	// their group's superpeer while it has room.
+	Wrong int
+	// Unserved counts clients served by nobody.
+	Unserved int
+	// Room is the spare capacity of the expected superpeers.
+	Room int
+}
+
+// Converged is true when every peer's role is right, every client is
+// attached to a superpeer that lists it (its group's, unless full), and no
+// client is unserved while capacity remains.
+func (st PrefixState) Converged() bool {
+	return st.Wrong == 0 && (st.Unserved == 0 || st.Room == 0)
+}
+
+// PrefixState reads every live selector and checks it.
+func (s *Swarm) PrefixState() PrefixState {
+	scheme := s.selectors[0].Scheme()
+	capacity := s.selectors[0].Attach().Capacity()
+	expected := s.ExpectedSuperpeers(scheme)
+	isExpected := map[int]bool{}
+	var st PrefixState
+	for _, i := range expected {
+		isExpected[i] = true
+		st.Expected = append(st.Expected, i)
+	}
+	sort.Ints(st.Expected)
+	st.Assignment = make(metrics.Assignment, len(s.Peers))
+	for i := range st.Assignment {
+		st.Assignment[i] = metrics.Unassigned
+	}
+	clients := map[int]map[peer.ID]bool{}
+	for _, i := range st.Expected {
+		set := map[peer.ID]bool{}
+		for _, c := range s.selectors[i].Attach().Clients() {
+			set[c] = true
+		}
+		clients[i] = set
+		if capacity > 0 {
+			st.Room += max(0, capacity-len(set))
+		}
+	}
+	if capacity == 0 {
+		st.Room = len(s.Peers)
+	}
+	for _, i := range s.Live() {
+		sel := s.selectors[i]
+		role, sp := sel.Role(), sel.Superpeer()
+		if role == superpeer.Superpeer {
+			st.Superpeers = append(st.Superpeers, i)
+			st.Assignment[i] = i
+			if !isExpected[i] {
+				st.Wrong++
+			}
+			continue
+		}
+		if isExpected[i] {
+			st.Wrong++
+			continue
+		}
+		if sp == "" {
+			st.Unserved++
+			continue
+		}
+		j := s.Index(sp)
+		if j < 0 || !isExpected[j] || !clients[j][s.Peers[i].Host.ID()] {
+			st.Wrong++
+			continue
+		}
+		st.Assignment[i] = j
+		home := expected[scheme.Group(s.Peers[i].Key)]
+		if j != home && (capacity == 0 || len(clients[home]) < capacity) {
+			st.Wrong++
+		}
+	}
+	return st
+}
+
+// WaitPrefix polls the selection until it has converged, and returns how
+// long that took from since.
+func (s *Swarm) WaitPrefix(ctx context.Context, since time.Time) (time.Duration, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st := s.PrefixState()
+		s.progress("select", len(s.Live())-st.Wrong-st.Unserved, len(s.Live()))
+		if st.Converged() {
+			return time.Since(since), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("swarm: selection not converged: %d wrong, %d unserved (room %d): %w", st.Wrong, st.Unserved, st.Room, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// SelectionStart is when the selectors started.
+func (s *Swarm) SelectionStart() time.Time { return s.selStart }
+
+// Kill stops the given peers at once: selector, DHT node and host, and cuts
+// their links, as a crash would.
+func (s *Swarm) Kill(idx []int) {
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		if s.dead[i] {
+			continue
+		}
+		s.dead[i] = true
+		s.link.kill(s.Peers[i].Host.ID())
+		wg.Add(1)
+		go func(p *Peer) {
+			defer wg.Done()
+			if s.selectors != nil {
+				s.selectors[p.Index].Close()
+			}
+			p.Node.Close()
+			p.Host.Close()
+		}(s.Peers[i])
+	}
+	wg.Wait()
+}
+
+// PickKill chooses a fraction of the live peers at random, plus (with
+// superpeers) every current superpeer.
+func (s *Swarm) PickKill(fraction float64, superpeers bool, rng *rand.Rand) []int {
+	live := s.Live()
+	rng.Shuffle(len(live), func(a, b int) { live[a], live[b] = live[b], live[a] })
+	n := int(fraction*float64(len(live)) + 0.5)
+	chosen := map[int]bool{}
+	for _, i := range live[:min(n, len(live))] {
+		chosen[i] = true
+	}
+	if superpeers {
+		for _, i := range live {
+			if s.selectors[i].Role() == superpeer.Superpeer {
+				chosen[i] = true
+			}
+		}
+	}
+	out := make([]int, 0, len(chosen))
+	for i := range chosen {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// liveRTT is the RTT space restricted to live peers, with the index maps.
+type liveRTT struct {
+	s    *Swarm
+	idx  []int       // live index → swarm index
+	back map[int]int // swarm index → live index
+}
+
+func (s *Swarm) liveSpace() *liveRTT {
+	l := &liveRTT{s: s, idx: s.Live(), back: map[int]int{}}
+	for k, i := range l.idx {
+		l.back[i] = k
+	}
+	return l
+}
+
+func (l *liveRTT) Len() int             { return len(l.idx) }
+func (l *liveRTT) RTT(i, j int) float64 { return l.s.RTT(l.idx[i], l.idx[j]) }
+
+// Evaluate scores an assignment over the live peers with Lo et al.'s
+// requirements, against the true RTTs.
+func (s *Swarm) Evaluate(a metrics.Assignment, sps []int, capacity, target int) (metrics.Evaluation, error) {
+	l := s.liveSpace()
+	la := make(metrics.Assignment, l.Len())
+	for k, i := range l.idx {
+		la[k] = metrics.Unassigned
+		if a[i] >= 0 {
+			if j, ok := l.back[a[i]]; ok {
+				la[k] = j
+			}
+		}
+	}
+	lsp := make([]int, 0, len(sps))
+	for _, i := range sps {
+		if j, ok := l.back[i]; ok {
+			lsp = append(lsp, j)
+		}
+	}
+	ev, err := metrics.Evaluate(l, la, lsp, capacity)
+	if err != nil {
+		return ev, err
+	}
+	ev.SetTarget(target)
+	return ev, nil
+}
+
+// RandomBaseline picks S random live superpeers and assigns every other
+// live peer to its nearest with room, as a yardstick.
+func (s *Swarm) RandomBaseline(S, capacity int, rng *rand.Rand) (metrics.Evaluation, error) {
+	l := s.liveSpace()
+	sps := metrics.RandomSuperpeers(l.Len(), S, rng)
+	a := metrics.AssignWithCapacity(l, sps, capacity)
+	ev, err := metrics.Evaluate(l, a, sps, capacity)
+	ev.SetTarget(S)
+	return ev, err
+}
+
+// Traffic is the protocol messages and bytes the swarm's live peers sent.
+type Traffic struct {
+	KadRequests     uint64 `json:"kad_requests"`
+	ClosestRequests uint64 `json:"closest_requests"`
+	AttachRequests  uint64 `json:"attach_requests"`
+	AttachBytes     uint64 `json:"attach_bytes"`
+	Lookups         uint64 `json:"selector_lookups"`
+}
+
+// Traffic sums the counters of the live peers.
+func (s *Swarm) Traffic() Traffic {
+	var t Traffic
+	for _, i := range s.Live() {
+		st := s.Peers[i].Node.Stats()
+		t.KadRequests += st.KadSent.Load()
+		t.ClosestRequests += st.ClosestSent.Load()
+		if s.selectors != nil {
+			a := s.selectors[i].Attach()
+			t.AttachRequests += a.Stats.Sent.Load()
+			t.AttachBytes += a.Stats.BytesOut.Load()
+			t.Lookups += s.selectors[i].Lookups()
+		}
+	}
+	return t
+}

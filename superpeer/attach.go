@@ -1,0 +1,329 @@
+package superpeer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/superpeer/pb"
+)
+
+// AttachProtocol is the protocol ID of the attach protocol.
+const AttachProtocol protocol.ID = "/superpeer/attach/1.0.0"
+
+const (
+	// maxAttachFrame caps a request or an answer; a coordinate of 16
+	// dimensions is 150 bytes.
+	maxAttachFrame = 512
+	// maxCoordDims refuses absurd coordinates.
+	maxCoordDims       = 16
+	attachStreamTimout = 10 * time.Second
+)
+
+// Drop reasons of the attach protocol.
+const (
+	DropAttachDecode = "decode"      // not a protobuf, or over the cap
+	DropAttachCoord  = "bad-coord"   // NaN/Inf or too many dimensions
+	DropAttachAnswer = "bad-answer"  // an answer that does not decode
+	DropAttachHint   = "bad-hint"    // a hint that is not a peer ID
+	DropAttachStatus = "bad-status"  // an unknown status
+	DropAttachWrite  = "write-error" // the other side went away mid-exchange
+)
+
+// Status of an attach answer.
+type Status int
+
+const (
+	Accepted     Status = Status(pb.AttachResponse_ACCEPTED)
+	Full         Status = Status(pb.AttachResponse_FULL)
+	NotSuperpeer Status = Status(pb.AttachResponse_NOT_SUPERPEER)
+)
+
+func (s Status) String() string { return pb.AttachResponse_Status(s).String() }
+
+// Answer is a superpeer's reply to an attach request.
+type Answer struct {
+	Status   Status
+	Reason   string
+	Hint     peer.ID
+	Load     int
+	Capacity int
+	TTL      time.Duration
+}
+
+// AttachOptions configure the attach protocol.
+type AttachOptions struct {
+	// Capacity is C, the most clients a superpeer serves; 0 is unbounded.
+	Capacity int
+	// TTL is how long an attachment lives without renewal. Default 30 s.
+	TTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// AttachStats counts the protocol's traffic and refusals.
+type AttachStats struct {
+	Sent, Served, Accepted, RefusedFull, RefusedNotSuperpeer atomic.Uint64
+	BytesIn, BytesOut                                        atomic.Uint64
+}
+
+// Attach runs the attach protocol on one peer: as a superpeer it keeps its
+// clients (at most Capacity, each dropped when it falls silent for TTL); as a
+// client it asks superpeers to serve it. Which of the two it is comes from
+// the selector through SetRole.
+type Attach struct {
+	h    host.Host
+	opts AttachOptions
+
+	role      atomic.Pointer[func() (Role, peer.ID)]
+	onRefused atomic.Pointer[func()]
+
+	mu      sync.Mutex
+	clients map[peer.ID]time.Time // last renewal
+	drops   map[string]uint64
+
+	Stats AttachStats
+}
+
+// NewAttach registers the attach protocol on h.
+func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
+	if opts.Capacity < 0 {
+		return nil, fmt.Errorf("superpeer: capacity %d is negative", opts.Capacity)
+	}
+	if opts.TTL == 0 {
+		opts.TTL = 30 * time.Second
+	}
+	if opts.TTL < 0 || opts.TTL > time.Duration(math.MaxUint32)*time.Millisecond {
+		return nil, fmt.Errorf("superpeer: attach TTL %v out of range", opts.TTL)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	a := &Attach{h: h, opts: opts, clients: map[peer.ID]time.Time{}, drops: map[string]uint64{}}
+	unknown := func() (Role, peer.ID) { return Unknown, "" }
+	a.role.Store(&unknown)
+	h.SetStreamHandler(AttachProtocol, a.handle)
+	return a, nil
+}
+
+// SetRole tells the protocol where the peer's role comes from.
+func (a *Attach) SetRole(role func() (Role, peer.ID)) { a.role.Store(&role) }
+
+// OnRefusedAsNonSuperpeer is called when a peer asks this one to serve it
+// while it is not a superpeer: a hint that this peer's view may be stale.
+func (a *Attach) OnRefusedAsNonSuperpeer(f func()) { a.onRefused.Store(&f) }
+
+// Capacity is C (0: unbounded).
+func (a *Attach) Capacity() int { return a.opts.Capacity }
+
+// TTL is the attachment lifetime.
+func (a *Attach) TTL() time.Duration { return a.opts.TTL }
+
+// expireLocked forgets clients silent for longer than TTL.
+func (a *Attach) expireLocked(now time.Time) {
+	for p, t := range a.clients {
+		if now.Sub(t) > a.opts.TTL {
+			delete(a.clients, p)
+		}
+	}
+}
+
+// Clients are the peers this superpeer serves now, sorted.
+func (a *Attach) Clients() []peer.ID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expireLocked(a.opts.Now())
+	out := make([]peer.ID, 0, len(a.clients))
+	for p := range a.clients {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Load is how many clients this superpeer serves now.
+func (a *Attach) Load() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expireLocked(a.opts.Now())
+	return len(a.clients)
+}
+
+// DropClients forgets every client (the peer stopped being a superpeer).
+func (a *Attach) DropClients() {
+	a.mu.Lock()
+	a.clients = map[peer.ID]time.Time{}
+	a.mu.Unlock()
+}
+
+// Drops returns the refused-frame counters by reason.
+func (a *Attach) Drops() map[string]uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]uint64, len(a.drops))
+	for k, v := range a.drops {
+		out[k] = v
+	}
+	return out
+}
+
+func (a *Attach) drop(reason string) {
+	a.mu.Lock()
+	a.drops[reason]++
+	a.mu.Unlock()
+}
+
+// Close removes the protocol handler.
+func (a *Attach) Close() { a.h.RemoveStreamHandler(AttachProtocol) }
+
+func validCoord(vec []float64, height float64) bool {
+	if len(vec) > maxCoordDims || math.IsNaN(height) || math.IsInf(height, 0) || height < 0 {
+		return false
+	}
+	for _, v := range vec {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// decide is the superpeer side of one request, pure but for the client map.
+func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse {
+	role, sp := (*a.role.Load())()
+	now := a.opts.Now()
+	resp := &pb.AttachResponse{Capacity: uint32(a.opts.Capacity), TtlMs: uint32(a.opts.TTL / time.Millisecond)}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expireLocked(now)
+	if req.Leave {
+		delete(a.clients, from)
+		resp.Status = pb.AttachResponse_ACCEPTED
+		resp.Reason = "left"
+		resp.Load = uint32(len(a.clients))
+		return resp
+	}
+	if role != Superpeer {
+		resp.Status = pb.AttachResponse_NOT_SUPERPEER
+		resp.Reason = "not a superpeer"
+		if sp != "" && sp != a.h.ID() {
+			resp.Hint = []byte(sp)
+		}
+		a.Stats.RefusedNotSuperpeer.Add(1)
+		return resp
+	}
+	if _, ok := a.clients[from]; !ok && a.opts.Capacity > 0 && len(a.clients) >= a.opts.Capacity {
+		resp.Status = pb.AttachResponse_FULL
+		resp.Reason = fmt.Sprintf("serving %d of %d clients", len(a.clients), a.opts.Capacity)
+		resp.Load = uint32(len(a.clients))
+		a.Stats.RefusedFull.Add(1)
+		return resp
+	}
+	a.clients[from] = now
+	resp.Status = pb.AttachResponse_ACCEPTED
+	resp.Load = uint32(len(a.clients))
+	a.Stats.Accepted.Add(1)
+	return resp
+}
+
+func (a *Attach) handle(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
+	var req pb.AttachRequest
+	if err := pbio.NewDelimitedReader(s, maxAttachFrame).ReadMsg(&req); err != nil {
+		a.drop(DropAttachDecode)
+		_ = s.Reset()
+		return
+	}
+	a.Stats.BytesIn.Add(uint64(proto.Size(&req)))
+	if !validCoord(req.Coord, req.Height) {
+		a.drop(DropAttachCoord)
+		_ = s.Reset()
+		return
+	}
+	a.Stats.Served.Add(1)
+	resp := a.decide(s.Conn().RemotePeer(), &req)
+	if resp.Status == pb.AttachResponse_NOT_SUPERPEER {
+		if f := a.onRefused.Load(); f != nil {
+			(*f)()
+		}
+	}
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(resp); err != nil {
+		a.drop(DropAttachWrite)
+		_ = s.Reset()
+		return
+	}
+	a.Stats.BytesOut.Add(uint64(proto.Size(resp)))
+	// Let the client close first: mocknet delivers a closing writer's data
+	// ahead of the link delay.
+	var one [1]byte
+	_, _ = s.Read(one[:])
+}
+
+// ErrBadAnswer is an answer that did not decode or validate.
+var ErrBadAnswer = errors.New("superpeer: bad attach answer")
+
+// Request asks sp to serve this peer (or, with leave, to stop).
+func (a *Attach) Request(ctx context.Context, sp peer.ID, leave bool, coord []float64, height float64) (Answer, error) {
+	a.Stats.Sent.Add(1)
+	s, err := a.h.NewStream(ctx, sp, AttachProtocol)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
+	req := &pb.AttachRequest{Leave: leave, Coord: coord, Height: height}
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(req); err != nil {
+		_ = s.Reset()
+		return Answer{}, err
+	}
+	a.Stats.BytesOut.Add(uint64(proto.Size(req)))
+	var resp pb.AttachResponse
+	if err := pbio.NewDelimitedReader(s, maxAttachFrame).ReadMsg(&resp); err != nil {
+		_ = s.Reset()
+		if ctx.Err() != nil {
+			return Answer{}, ctx.Err()
+		}
+		a.drop(DropAttachAnswer)
+		return Answer{}, fmt.Errorf("%w from %s: %v", ErrBadAnswer, sp, err)
+	}
+	a.Stats.BytesIn.Add(uint64(proto.Size(&resp)))
+	return a.decodeAnswer(&resp, sp)
+}
+
+func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, error) {
+	ans := Answer{
+		Status:   Status(resp.Status),
+		Reason:   resp.Reason,
+		Load:     int(resp.Load),
+		Capacity: int(resp.Capacity),
+		TTL:      time.Duration(resp.TtlMs) * time.Millisecond,
+	}
+	if _, ok := pb.AttachResponse_Status_name[int32(resp.Status)]; !ok {
+		a.drop(DropAttachStatus)
+		return Answer{}, fmt.Errorf("%w from %s: status %d", ErrBadAnswer, sp, resp.Status)
+	}
+	if len(resp.Hint) > 0 {
+		h, err := peer.IDFromBytes(resp.Hint)
+		if err != nil {
+			a.drop(DropAttachHint)
+		} else {
+			ans.Hint = h
+		}
+	}
+	return ans, nil
+}

@@ -1,0 +1,279 @@
+package superpeer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/dht"
+)
+
+// PrefixOptions configure the prefix selector.
+type PrefixOptions struct {
+	// Superpeers is S, the number of superpeers wanted (default 8).
+	Superpeers int
+	// Pow2 uses the seed's 2^⌈log2 S⌉ groups instead of exactly S.
+	Pow2 bool
+	// Recheck is how often a peer looks its superpeer key up again and
+	// renews its attachment (default a third of the attach TTL).
+	Recheck time.Duration
+	// MinRecheck spaces rechecks triggered by routing-table changes and
+	// refusals (default 500 ms), so a burst of joins costs one lookup.
+	MinRecheck time.Duration
+	// Attach configures the attach protocol (capacity C, TTL).
+	Attach AttachOptions
+}
+
+// PrefixSelector is the reserved-ID-bits method on one peer. The peer is a
+// superpeer iff a DHT lookup of its superpeer key answers with itself; a
+// client attaches to the superpeer of its group, or, when that one is full,
+// to the superpeer of the nearest group (by XOR of group keys) that accepts.
+type PrefixSelector struct {
+	node   *dht.Node
+	scheme Prefix
+	opts   PrefixOptions
+	attach *Attach
+	note   notifier
+
+	group   int
+	trigger chan struct{}
+	lookups atomic.Uint64
+	steps   atomic.Uint64
+
+	mu       sync.Mutex
+	attached peer.ID // the superpeer that accepted us, as a client
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewPrefix makes a prefix selector on node; Start runs it.
+func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
+	if opts.Superpeers == 0 {
+		opts.Superpeers = 8
+	}
+	var scheme Prefix
+	var err error
+	if opts.Pow2 {
+		scheme, err = Pow2(BitsFor(opts.Superpeers))
+	} else {
+		scheme, err = Exact(opts.Superpeers)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.MinRecheck == 0 {
+		opts.MinRecheck = 500 * time.Millisecond
+	}
+	att, err := NewAttach(node.Host(), opts.Attach)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Recheck == 0 {
+		opts.Recheck = att.TTL() / 3
+	}
+	if opts.Recheck <= 0 || opts.MinRecheck < 0 {
+		att.Close()
+		return nil, fmt.Errorf("superpeer: recheck %v / min recheck %v must be positive", opts.Recheck, opts.MinRecheck)
+	}
+	s := &PrefixSelector{
+		node:    node,
+		scheme:  scheme,
+		opts:    opts,
+		attach:  att,
+		group:   scheme.Group(node.Key()),
+		trigger: make(chan struct{}, 1),
+	}
+	att.SetRole(s.note.state)
+	att.OnRefusedAsNonSuperpeer(s.Recheck)
+	return s, nil
+}
+
+// Scheme is the grouping in use.
+func (s *PrefixSelector) Scheme() Prefix { return s.scheme }
+
+// Attach is the peer's attach protocol (its clients, when a superpeer).
+func (s *PrefixSelector) Attach() *Attach { return s.attach }
+
+// Lookups is how many DHT lookups the selector has made.
+func (s *PrefixSelector) Lookups() uint64 { return s.lookups.Load() }
+
+// Role is the current role.
+func (s *PrefixSelector) Role() Role { r, _ := s.note.state(); return r }
+
+// Superpeer is who serves this peer: itself, the superpeer that accepted
+// it, or empty.
+func (s *PrefixSelector) Superpeer() peer.ID { _, sp := s.note.state(); return sp }
+
+// Subscribe delivers role and superpeer changes.
+func (s *PrefixSelector) Subscribe() (<-chan Change, func()) { return s.note.subscribe() }
+
+// Recheck asks for a lookup soon (rate-limited by MinRecheck).
+func (s *PrefixSelector) Recheck() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the selector until Close or ctx ends.
+func (s *PrefixSelector) Start(ctx context.Context) error {
+	if s.done != nil {
+		return errors.New("superpeer: selector already started")
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	events, stop := s.node.WatchRoutingTable()
+	go func() {
+		defer close(s.done)
+		defer stop()
+		s.loop(ctx, events)
+	}()
+	return nil
+}
+
+func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEvent) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.trigger:
+		case ev := <-events:
+			// Only a peer of our own group, or our superpeer, can change
+			// who serves us.
+			if s.scheme.Group(dht.KeyOf(ev.Peer)) != s.group && ev.Peer != s.Superpeer() {
+				continue
+			}
+		}
+		if wait := s.opts.MinRecheck - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		s.step(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(s.opts.Recheck)
+	}
+}
+
+// superpeerOf looks up the superpeer of group g: the live peer XOR-closest
+// to its group key, if it lies in the group (an empty group has none).
+func (s *PrefixSelector) superpeerOf(ctx context.Context, g int) (peer.ID, bool, error) {
+	s.lookups.Add(1)
+	got, err := s.node.Closest(ctx, s.scheme.GroupKey(g), 1)
+	if err != nil {
+		return "", false, err
+	}
+	return got[0], s.scheme.Group(dht.KeyOf(got[0])) == g, nil
+}
+
+// step decides the role with one lookup and keeps the attachment.
+func (s *PrefixSelector) step(ctx context.Context) {
+	s.steps.Add(1)
+	self := s.node.ID()
+	sp, _, err := s.superpeerOf(ctx, s.group)
+	if err != nil {
+		return // keep the state; the next recheck tries again
+	}
+	role, _ := s.note.state()
+	if sp == self {
+		s.leave(ctx)
+		s.note.set(Superpeer, self, "closest to its superpeer key", time.Now())
+		return
+	}
+	if role == Superpeer {
+		s.attach.DropClients()
+	}
+	s.mu.Lock()
+	current := s.attached
+	s.mu.Unlock()
+
+	// Our group's superpeer first, then the one that serves us now, then
+	// the other groups' superpeers nearest first.
+	if s.try(ctx, sp, "superpeer of its group") {
+		return
+	}
+	if current != "" && current != sp && s.try(ctx, current, "renewed overflow") {
+		return
+	}
+	for _, g := range s.scheme.GroupsByDistance(s.group) {
+		other, inGroup, err := s.superpeerOf(ctx, g)
+		if err != nil || !inGroup || other == sp || other == current || other == self {
+			continue
+		}
+		if s.try(ctx, other, fmt.Sprintf("own superpeer full; group %d's accepted", g)) {
+			return
+		}
+	}
+	s.mu.Lock()
+	s.attached = ""
+	s.mu.Unlock()
+	s.note.set(Client, "", "no superpeer accepted", time.Now())
+}
+
+// try asks sp to serve us and records it if it accepts.
+func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, reason string) bool {
+	ans, err := s.attach.Request(ctx, sp, false, nil, 0)
+	if err != nil || ans.Status != Accepted {
+		if err == nil && ans.Status == NotSuperpeer {
+			// It does not know yet; ask again soon.
+			go func() {
+				select {
+				case <-time.After(s.opts.MinRecheck):
+					s.Recheck()
+				case <-ctx.Done():
+				}
+			}()
+		}
+		return false
+	}
+	s.mu.Lock()
+	old := s.attached
+	s.attached = sp
+	s.mu.Unlock()
+	if old != "" && old != sp {
+		_, _ = s.attach.Request(ctx, old, true, nil, 0)
+	}
+	s.note.set(Client, sp, reason, time.Now())
+	return true
+}
+
+// leave ends our attachment as a client.
+func (s *PrefixSelector) leave(ctx context.Context) {
+	s.mu.Lock()
+	old := s.attached
+	s.attached = ""
+	s.mu.Unlock()
+	if old != "" {
+		_, _ = s.attach.Request(ctx, old, true, nil, 0)
+	}
+}
+
+// Close stops the selector and the attach protocol.
+func (s *PrefixSelector) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	s.attach.Close()
+	return nil
+}
+
+var _ Selector = (*PrefixSelector)(nil)
