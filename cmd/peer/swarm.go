@@ -14,6 +14,7 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 func init() {
@@ -37,13 +38,32 @@ type swarmReport struct {
 	Links           int               `json:"links"`
 	Lookup          swarm.LookupCheck `json:"lookup"`
 	RawLookup       swarm.LookupCheck `json:"raw_lookup"`
+	Method          string            `json:"method"`
 	Peers           []peerReport      `json:"peers"`
+	// Superpeers summarises the selection after convergence.
+	Superpeers *swarm.SelectionSummary `json:"superpeers,omitempty"`
+	// Kill, when peers were killed after convergence.
+	Kill *killReport `json:"kill,omitempty"`
+}
+
+type killReport struct {
+	Fraction       float64                 `json:"fraction"`
+	Superpeers     bool                    `json:"superpeers"`
+	Killed         int                     `json:"killed"`
+	KilledSuper    int                     `json:"killed_superpeers"`
+	RecoverSeconds float64                 `json:"recover_seconds"`
+	After          *swarm.SelectionSummary `json:"superpeers_after"`
 }
 
 type peerReport struct {
 	ID   string `json:"id"`
 	Key  string `json:"key"`
 	Host int    `json:"host"`
+	// Role is client or superpeer (after any kill: the survivors' roles;
+	// a killed peer is "dead").
+	Role string `json:"role,omitempty"`
+	// Superpeer is the peer ID it is attached to, or its own ID.
+	Superpeer string `json:"superpeer,omitempty"`
 }
 
 // latencyFlag resolves --latency: a builtin matrix name, "synthetic", or a
@@ -91,6 +111,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	rounds := fs.Int("max-rounds", 20, "refresh rounds before giving up on convergence")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	method := fs.String("method", "prefix", "selection method: prefix, or none (the DHT only)")
+	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted")
+	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
+	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
+	ttl := fs.Duration("ttl", 6*time.Second, "attachment lifetime without renewal; peers recheck every third of it")
+	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
+	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -110,6 +137,21 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	if *lookups < 0 || *rounds < 0 || *timeout <= 0 {
 		return fmt.Errorf("%w: --lookups, --max-rounds and --timeout must not be negative", errUsage)
+	}
+	switch {
+	case *method != "prefix" && *method != "none":
+		return fmt.Errorf("%w: --method %q: want prefix or none (repel is not wired into the swarm yet)", errUsage, *method)
+	case *superpeers < 1 || *superpeers >= *n:
+		return fmt.Errorf("%w: --superpeers %d must be in [1, n)", errUsage, *superpeers)
+	case *capacity < 0:
+		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
+	case *ttl < 100*time.Millisecond:
+		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
+	case *kill < 0 || *kill >= 1 || *kill != *kill:
+		return fmt.Errorf("%w: --kill %v must be in [0, 1)", errUsage, *kill)
+	}
+	if *capacity == 0 {
+		*capacity = 2 * ((*n + *superpeers - 1) / *superpeers)
 	}
 	if *seed == 0 {
 		*seed = time.Now().UnixNano() % 1_000_000_007
@@ -137,29 +179,85 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if err := s.WaitConverged(ctx, *rounds); err != nil {
 		return err
 	}
-	bar.done()
 	rng := rand.New(rand.NewSource(*seed + 2))
 	rep := swarmReport{
-		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet",
+		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Method: *method,
 		BuildSeconds:    s.BuildTime.Seconds(),
 		ConvergeSeconds: s.ConvergeTime.Seconds(),
-		RSSBytes:        swarm.RSS(),
-		Goroutines:      swarm.Goroutines(),
 		Links:           s.Links(),
 		Lookup:          s.CheckLookups(ctx, *lookups, false, rng),
 		RawLookup:       s.CheckLookups(ctx, *lookups, true, rng),
 	}
+	if *method == "prefix" {
+		opts := superpeer.PrefixOptions{
+			Superpeers: *superpeers, Pow2: *pow2,
+			Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl},
+		}
+		if err := s.StartPrefix(ctx, opts); err != nil {
+			return err
+		}
+		took, err := s.WaitPrefix(ctx, s.SelectionStart())
+		if err != nil {
+			return err
+		}
+		sum, err := s.Summary(took, rand.New(rand.NewSource(*seed+3)))
+		if err != nil {
+			return err
+		}
+		rep.Superpeers = &sum
+		if *kill > 0 || *killSP {
+			victims := s.PickKill(*kill, *killSP, rand.New(rand.NewSource(*seed+4)))
+			kr := &killReport{Fraction: *kill, Superpeers: *killSP, Killed: len(victims)}
+			for _, i := range victims {
+				if s.Selector(i).Role() == superpeer.Superpeer {
+					kr.KilledSuper++
+				}
+			}
+			s.Kill(victims)
+			took, err := s.WaitPrefix(ctx, time.Now())
+			if err != nil {
+				return err
+			}
+			kr.RecoverSeconds = took.Seconds()
+			after, err := s.Summary(took, rand.New(rand.NewSource(*seed+3)))
+			if err != nil {
+				return err
+			}
+			kr.After = &after
+			rep.Kill = kr
+		}
+	}
+	bar.done()
+	rep.RSSBytes, rep.Goroutines = swarm.RSS(), swarm.Goroutines()
+	live := map[int]bool{}
+	for _, i := range s.Live() {
+		live[i] = true
+	}
 	for _, p := range s.Peers {
-		rep.Peers = append(rep.Peers, peerReport{ID: p.Host.ID().String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index)})
+		pr := peerReport{ID: p.Host.ID().String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index)}
+		if sel := s.Selector(p.Index); sel != nil {
+			pr.Role, pr.Superpeer = sel.Role().String(), sel.Superpeer().String()
+			if !live[p.Index] {
+				pr.Role, pr.Superpeer = "dead", ""
+			}
+		}
+		rep.Peers = append(rep.Peers, pr)
 	}
 	fmt.Fprintf(stdout, "peers            %d over %s (mocknet, %d links)\n", rep.N, rep.Latency, rep.Links)
-	fmt.Fprintf(stdout, "build            %.1f s\n", rep.BuildSeconds)
+	fmt.Fprintf(stdout, "build + join     %.1f s\n", rep.BuildSeconds)
 	fmt.Fprintf(stdout, "converge         %.1f s\n", rep.ConvergeSeconds)
 	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(rep.N))
 	fmt.Fprintf(stdout, "goroutines       %d, %.1f per peer\n", rep.Goroutines, float64(rep.Goroutines)/float64(rep.N))
 	fmt.Fprintf(stdout, "kad requests     %d, %.0f per peer\n", s.KadMessages(), float64(s.KadMessages())/float64(rep.N))
 	fmt.Fprintf(stdout, "kad lookups      %d of %d exact\n", rep.Lookup.Exact, rep.Lookup.Tried)
 	fmt.Fprintf(stdout, "raw-key lookups  %d of %d exact\n", rep.RawLookup.Exact, rep.RawLookup.Tried)
+	if rep.Superpeers != nil {
+		printSelection(stdout, "selection", rep.Superpeers)
+	}
+	if rep.Kill != nil {
+		fmt.Fprintf(stdout, "killed           %d peers (%d superpeers); recovered in %.1f s\n", rep.Kill.Killed, rep.Kill.KilledSuper, rep.Kill.RecoverSeconds)
+		printSelection(stdout, "after the kill", rep.Kill.After)
+	}
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, rep); err != nil {
 			return err
@@ -167,6 +265,17 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "report           %s\n", *jsonOut)
 	}
 	return nil
+}
+
+func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
+	fmt.Fprintf(w, "%s (%s, S = %d in %d groups of up to %d bits, capacity %d):\n", title, sum.Method, sum.Target, sum.Groups, sum.Bits, sum.Capacity)
+	fmt.Fprintf(w, "  superpeers       %d (expected %.2f; book 2^(k-m)·N = %.3g)\n", sum.Count, sum.Expected, sum.Book)
+	fmt.Fprintf(w, "  converged in     %.1f s\n", sum.ConvergeSeconds)
+	fmt.Fprintf(w, "  clients/superpeer max %d, mean %.1f, Gini %.3f; unserved %d\n", sum.ClientsPerSuperpeer.Max, sum.ClientsPerSuperpeer.Mean, sum.ClientsPerSuperpeer.Gini, sum.Unserved)
+	fmt.Fprintf(w, "  client RTT ms    mean %.1f  p50 %.1f  p90 %.1f   (S random superpeers: mean %.1f  p50 %.1f  p90 %.1f)\n",
+		sum.ClientRTT.Mean, sum.ClientRTT.P50, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.RandomClientRTT.P50, sum.RandomClientRTT.P90)
+	fmt.Fprintf(w, "  per peer per s   kad %.2f  closest %.2f  attach %.2f msgs, %.1f attach bytes\n",
+		sum.PerPeerPerSecond["kad_requests"], sum.PerPeerPerSecond["closest_requests"], sum.PerPeerPerSecond["attach_requests"], sum.PerPeerPerSecond["attach_bytes"])
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
@@ -25,6 +26,7 @@ func (s *Swarm) StartPrefix(ctx context.Context, opts superpeer.PrefixOptions) e
 		s.selectors[p.Index] = sel
 	}
 	s.selStart = time.Now()
+	s.selTraffic = s.Traffic()
 	for i, sel := range s.selectors {
 		if s.dead[i] || s.held[i] {
 			continue
@@ -305,4 +307,89 @@ func (s *Swarm) Traffic() Traffic {
 		}
 	}
 	return t
+}
+
+// RTTSummary is client→superpeer RTT in ms.
+type RTTSummary struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+}
+
+// LoadSummary is clients per superpeer.
+type LoadSummary struct {
+	Max  int     `json:"max"`
+	Mean float64 `json:"mean"`
+	Gini float64 `json:"gini"`
+}
+
+// SelectionSummary is the `superpeers` block of the swarm report.
+type SelectionSummary struct {
+	Method string `json:"method"`
+	Target int    `json:"target"`
+	Groups int    `json:"groups"`
+	Bits   int    `json:"bits"`
+	Count  int    `json:"count"`
+	// Expected is the expected number of occupied groups among the live
+	// peers (for the seed's scheme 2^k·(1 − (1 − 2^−k)^n)).
+	Expected float64 `json:"expected"`
+	// Book is Tanenbaum & van Steen's 2^(k−m)·N with m = 256 and N the
+	// number of peers, as printed; it is 2^k only when N = 2^m.
+	Book                float64     `json:"book"`
+	Capacity            int         `json:"capacity"`
+	ClientsPerSuperpeer LoadSummary `json:"clients_per_superpeer"`
+	ClientRTT           RTTSummary  `json:"client_rtt_ms"`
+	// RandomClientRTT is the same for S random superpeers (seeded), each
+	// client with its nearest that has room: the yardstick.
+	RandomClientRTT RTTSummary `json:"random_client_rtt_ms"`
+	Unserved        int        `json:"unserved"`
+	Wrong           int        `json:"wrong"`
+	ConvergeSeconds float64    `json:"converge_seconds"`
+	// PerPeerPerSecond is messages (and attach bytes) each live peer sent
+	// per second since selection started, by protocol (after a kill the
+	// dead peers' messages drop out of the sums).
+	PerPeerPerSecond map[string]float64 `json:"per_peer_per_second"`
+}
+
+// Summary scores the current selection.
+func (s *Swarm) Summary(converge time.Duration, rng *rand.Rand) (SelectionSummary, error) {
+	st := s.PrefixState()
+	sel := s.selectors[0]
+	scheme := sel.Scheme()
+	capacity := sel.Attach().Capacity()
+	live := len(s.Live())
+	sum := SelectionSummary{
+		Method:          "prefix",
+		Target:          scheme.Groups(),
+		Groups:          scheme.Groups(),
+		Bits:            scheme.Bits(),
+		Count:           len(st.Superpeers),
+		Expected:        scheme.ExpectedCount(live),
+		Book:            metrics.BookPrefixCount(float64(live), scheme.Bits(), dht.KeyBits),
+		Capacity:        capacity,
+		Unserved:        st.Unserved,
+		Wrong:           st.Wrong,
+		ConvergeSeconds: converge.Seconds(),
+	}
+	ev, err := s.Evaluate(st.Assignment, st.Superpeers, capacity, scheme.Groups())
+	if err != nil {
+		return sum, err
+	}
+	sum.ClientsPerSuperpeer = LoadSummary{Max: ev.Load.Max, Mean: ev.Load.Mean, Gini: ev.Load.Gini}
+	sum.ClientRTT = RTTSummary{ev.ClientRTT.Mean, ev.ClientRTT.P50, ev.ClientRTT.P90}
+	rb, err := s.RandomBaseline(scheme.Groups(), capacity, rng)
+	if err != nil {
+		return sum, err
+	}
+	sum.RandomClientRTT = RTTSummary{rb.ClientRTT.Mean, rb.ClientRTT.P50, rb.ClientRTT.P90}
+	secs := time.Since(s.selStart).Seconds()
+	t, t0 := s.Traffic(), s.selTraffic
+	per := func(x uint64) float64 { return float64(x) / float64(max(live, 1)) / secs }
+	sum.PerPeerPerSecond = map[string]float64{
+		"kad_requests":     per(t.KadRequests - min(t.KadRequests, t0.KadRequests)),
+		"closest_requests": per(t.ClosestRequests - min(t.ClosestRequests, t0.ClosestRequests)),
+		"attach_requests":  per(t.AttachRequests),
+		"attach_bytes":     per(t.AttachBytes),
+	}
+	return sum, nil
 }

@@ -80,8 +80,11 @@ type Swarm struct {
 	ConvergeTime time.Duration
 	selectors    []*superpeer.PrefixSelector
 	selStart     time.Time
-	dead         []bool
-	held         []bool
+	// selTraffic is the traffic when selection started, so that rates
+	// leave the join out.
+	selTraffic Traffic
+	dead       []bool
+	held       []bool
 
 	// JoinLookupFailures counts joins whose self-lookup failed after the
 	// peer had connected (left to WaitConverged to mend).
