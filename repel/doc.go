@@ -15,7 +15,7 @@
 // # Tokens, versions and fencing
 //
 // A Token is one version of token ID ∈ [0, S): (ID, Epoch, Holder,
-// HolderKey, Coord, HeldSince, Moves). Every move and every re-mint makes a
+// HolderKey, Coord, HeldSince, Moves, Digest). Every move and every re-mint makes a
 // version with a higher epoch; versions of one ID are totally ordered by
 // (Epoch, HolderKey) (Token.Beats). Every node keeps the freshest version it
 // has heard of per ID. A holder that hears of a version beating its own
@@ -29,9 +29,11 @@
 // # Messages
 //
 //   - MsgAnnounce (To "": publish on the topic): the holder's current
-//     version and coordinate. Sent at once on mint, on taking a move and
-//     when a stale version is heard; then every MovingAnnounceInterval
-//     until the token settles and every AnnounceInterval after.
+//     version, coordinate and client digest. Sent at once on mint, on
+//     taking a move and when a stale version is heard; then every
+//     MovingAnnounceInterval until the token settles and every
+//     AnnounceInterval after. A topic validator should apply
+//     ValidateAnnounce.
 //   - MsgMove (to the chosen peer): the offered version — higher epoch, the
 //     peer as holder, Moves+1.
 //   - MsgMoveAck (back to the old holder): the version now held; the old
@@ -61,15 +63,15 @@
 // A holder reconsiders its token's place every MoveInterval (jittered over
 // [½, 1½]× so that two holders do not keep deciding on stale views of each
 // other). It scores the candidates it knows — peers with coordinates that
-// hold no token, from SetPeers: Vivaldi neighbours and attached clients —
-// by the token's potential there, and offers the token to the best if the
+// hold no token: from SetPeers (Vivaldi neighbours, attached clients) and
+// from the other tokens' digests — by the token's potential there, and offers the token to the best if the
 // drop beats MinGain (SettledMinGain once settled) times the token's own
 // share of the potential. Two models (Config.Model):
 //
 //   - Repulsion, the seed: potential Σ_j φ(d(x, x_j)) over the other
 //     tokens, force 1/d^p along unit(x − x_j) (p = RepelPower, default 2:
 //     φ = 1/d). Run to rest it pushes the tokens to the rim of the
-//     coordinate cloud: on PlanetLab the mean client RTT is 3.6–4.8× a
+//     coordinate cloud: on PlanetLab the mean client RTT is 4.2–5.0× a
 //     greedy k-median's and worse than random superpeers.
 //   - Attract, ours and the default: potential = mean over the known
 //     clients c of min(d(c, x), d(c, nearest other token)) + λ·Σ_j φ(d(x,
@@ -78,6 +80,17 @@
 //     and away from those another token serves better. The repulsion term
 //     is optional (λ = 0 by default: on PlanetLab any λ that matters pulled
 //     tokens apart from their clients).
+//
+// The clients Attract knows are the node's peers (SetPeers), its attached
+// clients marked Peer.Attached, and every other token's client digest: each
+// announcement carries up to DigestSize of the holder's attached clients,
+// picked farthest-point and weighted by the clients nearest each, so every
+// holder sees where all the clients are, in outline, and can move toward a
+// crowd that another token serves from afar (digest points are also move
+// candidates). For this the attach protocol should let clients attach to
+// holders (LiveTokens) before they settle, and the adapter should mark them
+// Attached; without digests a holder knows only its neighbours and its own
+// clients, and on PlanetLab lands at 1.2–1.4× the k-median instead.
 //
 // In each model the system potential (SystemPotential) changes by exactly
 // the moving token's change, so with one shared view every move lowers it
@@ -91,14 +104,14 @@
 //
 // REPEL_PLANETLAB=1 go test ./repel/ -run TestPlanetLab -v embeds the
 // matrix with vivaldi.Client, runs the nodes to rest over a perfect network
-// on virtual time and reports the true client→superpeer RTT; clients attach
-// to the superpeer of lowest predicted RTT. With every peer known to every
-// holder, Attract's mean client RTT is 1.16×, 1.19× and 1.26× a greedy
-// k-median's on the true matrix for S = 8, 16, 32, and 0.61×, 0.56×, 0.45×
-// random superpeers'; it matches a centralised local search on the
-// embedding. Most of the gap to the k-median is the embedding's error at
-// attach time: the k-median's own superpeers with predicted attach are
-// already 1.33× at S = 32, and a client that pings its 3 predicted-nearest
-// superpeers brings Attract to 1.08–1.11×. See planetlab_test.go for the
-// table.
+// on virtual time (5 runs per row) and reports the true client→superpeer
+// RTT; clients attach to the token of lowest predicted RTT. Each holder
+// knows its 32 Vivaldi neighbours, its attached clients and the digests.
+// Attract's mean client RTT is then 1.06×, 1.17× and 1.30× a greedy
+// k-median's on the true matrix for S = 8, 16, 32, and 0.56×, 0.55×, 0.47×
+// random superpeers'; pure repulsion run to rest is 4.2–5.0× and worse than
+// random. Most of what remains is the embedding's error at attach time: the
+// k-median's own superpeers with predicted attach are already 1.28× at
+// S = 32; a client that pings its 3 predicted-nearest superpeers and takes
+// the fastest brings Attract to 1.02×, 1.08×, 1.14×.
 package repel
