@@ -1,0 +1,201 @@
+package superpeer
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/superpeer/pb"
+)
+
+// fakeClock is a settable clock for TTL tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func hosts(t *testing.T, n int) []host.Host {
+	t.Helper()
+	mn, err := mocknet.FullMeshConnected(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	return mn.Hosts()
+}
+
+func attachAll(t *testing.T, hs []host.Host, opts AttachOptions) []*Attach {
+	t.Helper()
+	out := make([]*Attach, len(hs))
+	for i, h := range hs {
+		a, err := NewAttach(h, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Close)
+		out[i] = a
+	}
+	return out
+}
+
+func asRole(r Role, sp peer.ID) func() (Role, peer.ID) {
+	return func() (Role, peer.ID) { return r, sp }
+}
+
+func TestAttach_CapacityTTLAndLeave(t *testing.T) {
+	hs := hosts(t, 4)
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	as := attachAll(t, hs, AttachOptions{Capacity: 2, TTL: 10 * time.Second, Now: clock.Now})
+	sp := as[0]
+	sp.SetRole(asRole(Superpeer, hs[0].ID()))
+	ctx := context.Background()
+	for i := 1; i <= 2; i++ {
+		ans, err := as[i].Request(ctx, hs[0].ID(), false, []float64{0.01, 0.02}, 0.001)
+		if err != nil || ans.Status != Accepted || ans.Load != i || ans.Capacity != 2 || ans.TTL != 10*time.Second {
+			t.Fatalf("client %d: %+v, %v", i, ans, err)
+		}
+	}
+	ans, err := as[3].Request(ctx, hs[0].ID(), false, nil, 0)
+	if err != nil || ans.Status != Full || ans.Load != 2 {
+		t.Fatalf("third client: %+v, %v; want FULL at load 2", ans, err)
+	}
+	// A renewal from a client already served is accepted when full.
+	if ans, _ := as[1].Request(ctx, hs[0].ID(), false, nil, 0); ans.Status != Accepted {
+		t.Errorf("renewal refused: %+v", ans)
+	}
+	// Silence: client 2 expires after the TTL, client 1 renewed just now.
+	clock.Add(6 * time.Second)
+	as[1].Request(ctx, hs[0].ID(), false, nil, 0)
+	clock.Add(6 * time.Second)
+	if got := sp.Clients(); len(got) != 1 || got[0] != hs[1].ID() {
+		t.Fatalf("after client 2's silence: clients %v", got)
+	}
+	if ans, _ := as[3].Request(ctx, hs[0].ID(), false, nil, 0); ans.Status != Accepted {
+		t.Errorf("room freed by expiry not given: %+v", ans)
+	}
+	if ans, _ := as[1].Request(ctx, hs[0].ID(), true, nil, 0); ans.Status != Accepted || sp.Load() != 1 {
+		t.Errorf("leave: %+v, load %d", ans, sp.Load())
+	}
+	if sp.Stats.RefusedFull.Load() != 1 || sp.Stats.Accepted.Load() < 4 {
+		t.Errorf("stats: full %d accepted %d", sp.Stats.RefusedFull.Load(), sp.Stats.Accepted.Load())
+	}
+}
+
+func TestAttach_NotSuperpeerHintsAndTellsTheSelector(t *testing.T) {
+	hs := hosts(t, 3)
+	as := attachAll(t, hs, AttachOptions{})
+	as[1].SetRole(asRole(Client, hs[2].ID()))
+	poked := make(chan struct{}, 1)
+	as[1].OnRefusedAsNonSuperpeer(func() { poked <- struct{}{} })
+	ans, err := as[0].Request(context.Background(), hs[1].ID(), false, nil, 0)
+	if err != nil || ans.Status != NotSuperpeer || ans.Hint != hs[2].ID() {
+		t.Fatalf("%+v, %v; want NOT_SUPERPEER hinting %s", ans, err, hs[2].ID())
+	}
+	select {
+	case <-poked:
+	default:
+		t.Error("the refusing peer's selector was not told")
+	}
+}
+
+func TestAttach_BadFramesAreCountedAndServiceGoesOn(t *testing.T) {
+	hs := hosts(t, 2)
+	as := attachAll(t, hs, AttachOptions{})
+	as[1].SetRole(asRole(Superpeer, hs[1].ID()))
+	ctx := context.Background()
+	send := func(msg proto.Message, raw []byte) {
+		s, err := hs[0].NewStream(ctx, hs[1].ID(), AttachProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if msg != nil {
+			pbio.NewDelimitedWriter(s).WriteMsg(msg)
+		} else {
+			s.Write(raw)
+		}
+		s.CloseWrite()
+		var one [1]byte
+		s.Read(one[:])
+	}
+	send(nil, []byte{0x03, 0xff, 0xff, 0xff})                              // not a protobuf
+	send(nil, append([]byte{0xe8, 0x07}, make([]byte, 1000)...))           // over the cap
+	send(&pb.AttachRequest{Coord: []float64{math.NaN()}}, nil)             // NaN coordinate
+	send(&pb.AttachRequest{Coord: make([]float64, maxCoordDims+1)}, nil)   // too many dimensions
+	send(&pb.AttachRequest{Coord: []float64{1}, Height: math.Inf(1)}, nil) // infinite height
+	d := as[1].Drops()
+	if d[DropAttachDecode] != 2 || d[DropAttachCoord] != 3 {
+		t.Errorf("drops %v, want decode 2, bad-coord 3", d)
+	}
+	if as[1].Load() != 0 {
+		t.Error("a bad frame attached a client")
+	}
+	if ans, err := as[0].Request(ctx, hs[1].ID(), false, []float64{0.1}, 0.01); err != nil || ans.Status != Accepted {
+		t.Errorf("after bad frames: %+v, %v", ans, err)
+	}
+}
+
+func TestAttach_DecodeAnswerRefusesUnknownStatusAndBadHint(t *testing.T) {
+	hs := hosts(t, 1)
+	a := attachAll(t, hs, AttachOptions{})[0]
+	if _, err := a.decodeAnswer(&pb.AttachResponse{Status: 7}, "x"); err == nil {
+		t.Error("unknown status accepted")
+	}
+	ans, err := a.decodeAnswer(&pb.AttachResponse{Status: pb.AttachResponse_NOT_SUPERPEER, Hint: []byte("junk")}, "x")
+	if err != nil || ans.Hint != "" {
+		t.Errorf("bad hint: %+v, %v", ans, err)
+	}
+	if d := a.Drops(); d[DropAttachStatus] != 1 || d[DropAttachHint] != 1 {
+		t.Errorf("drops %v", d)
+	}
+	if _, err := NewAttach(hs[0], AttachOptions{Capacity: -1}); err == nil {
+		t.Error("negative capacity accepted")
+	}
+}
+
+// FuzzAttachFrames feeds arbitrary bytes to both decoders: the superpeer's
+// request reader with its validation, and the client's answer decoder.
+func FuzzAttachFrames(f *testing.F) {
+	req, _ := proto.Marshal(&pb.AttachRequest{Coord: []float64{0.1, 0.2}, Height: 0.01})
+	f.Add(append([]byte{byte(len(req))}, req...))
+	resp, _ := proto.Marshal(&pb.AttachResponse{Status: pb.AttachResponse_FULL, Hint: []byte("x"), Load: 3})
+	f.Add(append([]byte{byte(len(resp))}, resp...))
+	f.Add([]byte{0xff, 0xff, 0xff, 0x0f})
+	a := &Attach{drops: map[string]uint64{}}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r pb.AttachRequest
+		if err := pbio.NewDelimitedReader(bytesReader(b), maxAttachFrame).ReadMsg(&r); err == nil {
+			if validCoord(r.Coord, r.Height) {
+				for _, v := range r.Coord {
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						t.Fatal("validCoord passed a non-finite coordinate")
+					}
+				}
+			}
+		}
+		var resp pb.AttachResponse
+		if err := pbio.NewDelimitedReader(bytesReader(b), maxAttachFrame).ReadMsg(&resp); err == nil {
+			if ans, err := a.decodeAnswer(&resp, "x"); err == nil && ans.Hint != "" && ans.Hint.Validate() != nil {
+				t.Fatal("decoded an invalid hint")
+			}
+		}
+	})
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
