@@ -324,6 +324,7 @@ func TestCluster_FaultyNetwork(t *testing.T) {
 		model := Model(seed % 2)
 		nw := newNetwork(t, testConfig(4, model), 16, seed)
 		nw.drop, nw.dup, nw.reorder = 0.2, 0.1, true
+		nw.attach = seed%4 == 1 // Attract with client digests
 		for range 240 { // 60 s of faults
 			nw.round(250 * time.Millisecond)
 		}
@@ -345,6 +346,9 @@ func TestCluster_FaultyNetwork(t *testing.T) {
 		}
 		if err := nw.agree(); err != nil {
 			t.Fatalf("seed %d (%v): %v", seed, model, err)
+		}
+		if nw.attach && nw.digests == 0 {
+			t.Fatalf("seed %d: holders with attached clients sent no digest", seed)
 		}
 		fenced += nw.events[EventFenced]
 		timeouts += nw.events[EventMoveTimedOut]

@@ -27,6 +27,9 @@ type network struct {
 	drop, dup float64 // per copy
 	reorder   bool
 	group     map[string]int // when set, messages cross no group boundary
+	attach    bool           // peers attach to the nearest holder; holders learn their clients
+	rounds    int
+	digests   int // announcements that carried a client digest
 
 	minted map[uint32]bool // token IDs ever minted
 	events map[EventKind]int
@@ -151,6 +154,9 @@ func (nw *network) absorb(from string, r Ready) {
 		if m.From != from {
 			nw.t.Fatalf("message from %s carries From %q", from, m.From)
 		}
+		if m.Type == MsgAnnounce && len(m.Token.Digest) > 0 {
+			nw.digests++
+		}
 		nw.queue = append(nw.queue, m)
 	}
 	nw.check()
@@ -160,10 +166,43 @@ func (nw *network) absorb(from string, r Ready) {
 // was in flight at the start of the round (in random order if reorder).
 func (nw *network) round(dt time.Duration) {
 	nw.now = nw.now.Add(dt)
+	nw.rounds++
+	if nw.attach && nw.group == nil && nw.rounds%4 == 0 {
+		nw.attachClients()
+	}
 	for _, id := range nw.live() {
 		nw.absorb(id, nw.nodes[id].Tick(nw.now))
 	}
 	nw.deliver()
+}
+
+// attachClients attaches every live peer to the holder nearest to it and
+// tells each node its peers with those it serves marked Attached, so that
+// holders send client digests.
+func (nw *network) attachClients() {
+	var hs []string
+	for _, id := range nw.live() {
+		if _, ok := nw.nodes[id].Held(); ok {
+			hs = append(hs, id)
+		}
+	}
+	served := map[string]string{}
+	for _, c := range nw.live() {
+		best := ""
+		for _, h := range hs {
+			if best == "" || nw.coord[c].DistanceTo(nw.coord[h]) < nw.coord[c].DistanceTo(nw.coord[best]) {
+				best = h
+			}
+		}
+		served[c] = best
+	}
+	for _, id := range nw.live() {
+		var peers []Peer
+		for _, p := range nw.live() {
+			peers = append(peers, Peer{ID: p, Key: PeerKey(p), Coord: nw.coord[p], Attached: served[p] == id && p != id})
+		}
+		nw.nodes[id].SetPeers(peers)
+	}
 }
 
 // deliver hands every message in flight to its receivers (subject to the
