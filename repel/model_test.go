@@ -325,7 +325,7 @@ func TestCluster_FaultyNetwork(t *testing.T) {
 		nw := newNetwork(t, testConfig(4, model), 16, seed)
 		nw.drop, nw.dup, nw.reorder = 0.2, 0.1, true
 		nw.attach = seed%4 == 1 // Attract with client digests
-		for range 240 { // 60 s of faults
+		for range 240 {         // 60 s of faults
 			nw.round(250 * time.Millisecond)
 		}
 		nw.drop, nw.dup, nw.reorder = 0, 0, false
