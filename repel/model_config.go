@@ -36,7 +36,8 @@ type Config struct {
 	// MinGain is the least drop in the token's potential worth a move,
 	// relative to the token's own share of it: for Repulsion its whole
 	// potential, for Attract the RTT of the clients it serves (so 0.01 means
-	// "improves my clients' RTT by about 1%"). It must be positive:
+	// "improves my clients' RTT by about 1%"), but never less than an even
+	// 1/Tokens split of the potential. It must be positive:
 	// every move then lowers the system potential by a positive amount over
 	// a finite set of positions, so moves stop.
 	MinGain float64
