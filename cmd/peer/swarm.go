@@ -108,7 +108,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Int64("seed", 0, "random seed (0 picks one from the clock; it is printed)")
 	jsonOut := fs.String("json", "", "write the machine-readable report to this file")
 	lookups := fs.Int("lookups", 100, "random-key lookups to check after convergence")
-	rounds := fs.Int("max-rounds", 20, "refresh rounds before giving up on convergence")
+	rounds := fs.Int("max-rounds", 20, "self-lookup rounds before giving up on convergence")
+	parallel := fs.Int("parallel", 256, "peers joining at once (joins wait on link latency, so many at once pay)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	method := fs.String("method", "prefix", "selection method: prefix, or none (the DHT only)")
@@ -147,6 +148,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	case *ttl < 100*time.Millisecond:
 		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
+	case *parallel < 1:
+		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
 	case *kill < 0 || *kill >= 1 || *kill != *kill:
 		return fmt.Errorf("%w: --kill %v must be in [0, 1)", errUsage, *kill)
 	}
@@ -168,7 +171,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 
 	bar := newProgress(stderr)
-	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Progress: bar.update})
+	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update})
 	if err != nil {
 		return err
 	}
