@@ -83,20 +83,23 @@ func runEvalVivaldi(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openMatrix resolves --matrix: synthetic[:clusters|:heavytail] is generated
-// with nodes hosts from seed; anything else goes to latency.Open.
+// openMatrix resolves a latency spec (--matrix, --latency):
+// synthetic[:clusters][,heavytail] is generated with nodes hosts from seed;
+// anything else goes to latency.Open.
 func openMatrix(spec string, nodes int, seed int64) (latency.RTTs, string, error) {
 	kind, ok := strings.CutPrefix(spec, "synthetic")
 	if ok && (kind == "" || kind[0] == ':') {
 		cfg := latency.DefaultSyntheticConfig()
-		switch strings.TrimPrefix(kind, ":") {
-		case "":
-		case "clusters":
-			cfg.Clusters = 8
-		case "heavytail":
-			cfg.HeavyTail = true
-		default:
-			return nil, "", fmt.Errorf("%w: --matrix %q: synthetic takes :clusters or :heavytail", errUsage, spec)
+		for _, opt := range strings.Split(strings.TrimPrefix(kind, ":"), ",") {
+			switch opt {
+			case "":
+			case "clusters":
+				cfg.Clusters = 8
+			case "heavytail":
+				cfg.HeavyTail = true
+			default:
+				return nil, "", fmt.Errorf("%w: %q: unknown synthetic option %q (clusters, heavytail)", errUsage, spec, opt)
+			}
 		}
 		s := latency.NewSynthetic(nodes, seed, cfg)
 		return s, s.Name, nil

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strings"
 	"time"
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
@@ -66,33 +65,15 @@ type peerReport struct {
 	Superpeer string `json:"superpeer,omitempty"`
 }
 
-// latencyFlag resolves --latency: a builtin matrix name, "synthetic", or a
-// matrix file; the result is placed for n peers.
+// openLatency resolves --latency (see openMatrix) and places n peers on it;
+// a measured matrix is filled first, as every link needs a latency.
 func openLatency(spec string, n int, seed int64) (*latency.Placement, string, error) {
-	var base latency.RTTs
-	name := spec
-	switch {
-	case spec == "synthetic" || strings.HasPrefix(spec, "synthetic:"):
-		cfg := latency.DefaultSyntheticConfig()
-		for _, opt := range strings.Split(strings.TrimPrefix(strings.TrimPrefix(spec, "synthetic"), ":"), ",") {
-			switch opt {
-			case "":
-			case "clusters":
-				cfg.Clusters = 8
-			case "heavytail":
-				cfg.HeavyTail = true
-			default:
-				return nil, "", fmt.Errorf("%w: --latency %s: unknown synthetic option %q (clusters, heavytail)", errUsage, spec, opt)
-			}
-		}
-		s := latency.NewSynthetic(n, seed, cfg)
-		base, name = s, s.Name
-	default:
-		m, err := latency.Open(spec)
-		if err != nil {
-			return nil, "", err
-		}
-		base, name = m.Filled(), m.Name
+	base, name, err := openMatrix(spec, n, seed)
+	if err != nil {
+		return nil, "", err
+	}
+	if m, ok := base.(*latency.Matrix); ok {
+		base = m.Filled()
 	}
 	pl, err := latency.Place(base, n, seed)
 	if err != nil {
