@@ -1,0 +1,326 @@
+package repel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	lpnet "github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/repel/pb"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// The wire of the token method: announcements are gossiped on Topic with
+// GossipSub (signed, StrictSign: pubsub's default), moves go over
+// MoveProtocol as one request and one answer per stream.
+const (
+	// Topic is the GossipSub topic of token announcements.
+	Topic = "/superpeer/repel/tokens/1"
+	// MoveProtocol hands a token over: MOVE, answered by ACK or REFUSE.
+	MoveProtocol protocol.ID = "/superpeer/repel/move/1.0.0"
+
+	// MaxAnnounceSize caps an announcement: a full digest (MaxDigest samples
+	// of 32 dimensions) is about 20 KiB, DigestSize 16 in 8 dimensions
+	// under 2 KiB.
+	MaxAnnounceSize = 24 << 10
+	// MaxMoveFrame caps a move frame; offers and acks carry no digest in
+	// practice, but a frame that does still fits.
+	MaxMoveFrame = MaxAnnounceSize
+
+	moveStreamTimeout = 10 * time.Second
+)
+
+// Reasons a gossip message or a move frame is refused, as counted in Drops.
+const (
+	DropDecode     = "decode"       // not a protobuf, over the cap, or a field malformed
+	DropHolder     = "bad-holder"   // the holder is not a peer ID
+	DropNotHolder  = "not-holder"   // the signed author is not the holder the token names
+	DropOutOfRange = "out-of-range" // token ID ≥ S
+	DropCoord      = "bad-coord"    // a coordinate NaN, infinite, out of range or empty
+	DropDigest     = "bad-digest"   // a digest too long, with a bad peer ID or weight
+	DropFrameType  = "bad-type"     // a move frame of the wrong type for its place
+	DropWrite      = "write-error"  // the other side went away mid-exchange
+	DropStep       = "step"         // the model refused the message (see StepErrors)
+)
+
+// dropReason names the drop reason of an error from ValidateAnnounce or Step.
+func dropReason(err error) string {
+	switch {
+	case errors.Is(err, ErrNotHolder):
+		return DropNotHolder
+	case errors.Is(err, ErrTokenOutOfRange):
+		return DropOutOfRange
+	case errors.Is(err, ErrInvalidCoord):
+		return DropCoord
+	case errors.Is(err, ErrInvalidDigest):
+		return DropDigest
+	}
+	return DropStep
+}
+
+// counters are named counts, safe for concurrent use.
+type counters struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+func (c *counters) add(name string, n uint64) {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]uint64{}
+	}
+	c.m[name] += n
+	c.mu.Unlock()
+}
+
+func (c *counters) get(name string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[name]
+}
+
+func (c *counters) copy() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]uint64, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+// coordToPB and coordFromPB convert coordinates; coordFromPB refuses what
+// vivaldi would not store (NaN/Inf, out of range, too many dimensions).
+func coordToPB(c vivaldi.Coord) *pb.Coord {
+	return &pb.Coord{Vec: append([]float64(nil), c.Vec...), Height: c.Height, Error: c.Error}
+}
+
+func coordFromPB(c *pb.Coord) (vivaldi.Coord, error) {
+	if c == nil {
+		return vivaldi.Coord{}, ErrInvalidCoord
+	}
+	co := vivaldi.Coord{Vec: append([]float64(nil), c.Vec...), Height: c.Height, Error: c.Error}
+	if err := co.Check(); err != nil {
+		return vivaldi.Coord{}, fmt.Errorf("%w: %v", ErrInvalidCoord, err)
+	}
+	return co, nil
+}
+
+// TokenToPB is the wire form of a token version.
+func TokenToPB(t Token) *pb.Token {
+	out := &pb.Token{
+		Id:     t.ID,
+		Epoch:  t.Epoch,
+		Holder: []byte(t.Holder),
+		Coord:  coordToPB(t.Coord),
+		Moves:  t.Moves,
+	}
+	if !t.HeldSince.IsZero() {
+		out.HeldSinceUnixNano = t.HeldSince.UnixNano()
+	}
+	for _, s := range t.Digest {
+		out.Digest = append(out.Digest, &pb.Sample{Id: []byte(s.ID), Coord: coordToPB(s.Coord), Weight: s.Weight})
+	}
+	return out
+}
+
+// errBadPeerID is a holder or digest sample that is not a peer ID.
+var errBadPeerID = errors.New("repel: not a peer ID")
+
+// TokenFromPB decodes a token version and checks what the wire alone can
+// tell: the holder and every digest sample are peer IDs (their kad keys are
+// computed here, never taken from the sender), coordinates are valid and
+// the digest is bounded with positive finite weights. The ID range and the
+// author are checked by ValidateAnnounce, which needs the config and the
+// signed author.
+func TokenFromPB(m *pb.Token) (Token, error) {
+	if m == nil {
+		return Token{}, errors.New("repel: no token")
+	}
+	holder, err := peer.IDFromBytes(m.Holder)
+	if err != nil {
+		return Token{}, fmt.Errorf("%w: holder: %v", errBadPeerID, err)
+	}
+	co, err := coordFromPB(m.Coord)
+	if err != nil {
+		return Token{}, err
+	}
+	t := Token{
+		ID:        m.Id,
+		Epoch:     m.Epoch,
+		Holder:    string(holder),
+		HolderKey: PeerKey(string(holder)),
+		Coord:     co,
+		Moves:     m.Moves,
+	}
+	if m.HeldSinceUnixNano != 0 {
+		t.HeldSince = time.Unix(0, m.HeldSinceUnixNano)
+	}
+	if len(m.Digest) > MaxDigest {
+		return Token{}, fmt.Errorf("%w: %d samples", ErrInvalidDigest, len(m.Digest))
+	}
+	for _, s := range m.Digest {
+		id, err := peer.IDFromBytes(s.Id)
+		if err != nil {
+			return Token{}, fmt.Errorf("%w: sample: %v", ErrInvalidDigest, err)
+		}
+		sc, err := coordFromPB(s.Coord)
+		if err != nil {
+			return Token{}, fmt.Errorf("%w: sample: %v", ErrInvalidDigest, err)
+		}
+		if !(s.Weight > 0) || math.IsInf(s.Weight, 0) {
+			return Token{}, fmt.Errorf("%w: weight %v", ErrInvalidDigest, s.Weight)
+		}
+		t.Digest = append(t.Digest, Sample{ID: string(id), Key: PeerKey(string(id)), Coord: sc, Weight: s.Weight})
+	}
+	return t, nil
+}
+
+// EncodeAnnounce is the gossip payload announcing t.
+func EncodeAnnounce(t Token) ([]byte, error) {
+	b, err := proto.Marshal(&pb.Announce{Token: TokenToPB(t)})
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxAnnounceSize {
+		return nil, fmt.Errorf("repel: announcement of %d bytes over the cap %d", len(b), MaxAnnounceSize)
+	}
+	return b, nil
+}
+
+// DecodeAnnounce parses a gossip payload; it applies the size cap and
+// TokenFromPB's checks. The reason names the Drop* counter of a refusal.
+func DecodeAnnounce(data []byte) (t Token, reason string, err error) {
+	if len(data) > MaxAnnounceSize {
+		return Token{}, DropDecode, fmt.Errorf("repel: announcement of %d bytes over the cap %d", len(data), MaxAnnounceSize)
+	}
+	var m pb.Announce
+	if err := proto.Unmarshal(data, &m); err != nil {
+		return Token{}, DropDecode, err
+	}
+	t, err = TokenFromPB(m.Token)
+	if err != nil {
+		return Token{}, tokenReason(err), err
+	}
+	return t, "", nil
+}
+
+func tokenReason(err error) string {
+	switch {
+	case errors.Is(err, errBadPeerID):
+		return DropHolder
+	case errors.Is(err, ErrInvalidDigest):
+		return DropDigest
+	case errors.Is(err, ErrInvalidCoord):
+		return DropCoord
+	}
+	return DropDecode
+}
+
+// AnnounceValidator is the topic validator of Topic: it refuses (Reject, so
+// GossipSub penalises the forwarder and never relays it) an announcement
+// that does not decode, whose signed author is not the holder it names,
+// whose token ID is out of range, or whose coordinates or digest are
+// invalid; each refusal is counted by reason. An accepted message carries
+// the decoded Token in ValidatorData.
+func AnnounceValidator(cfg Config, count func(reason string)) pubsub.ValidatorEx {
+	return func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+		t, reason, err := DecodeAnnounce(m.GetData())
+		if err == nil {
+			err = ValidateAnnounce(cfg, string(m.GetFrom()), t)
+			reason = dropReason(err)
+		}
+		if err != nil {
+			count(reason)
+			log.Debugw("repel: announcement refused", "from", m.GetFrom(), "reason", reason, "err", err)
+			return pubsub.ValidationReject
+		}
+		m.ValidatorData = t
+		return pubsub.ValidationAccept
+	}
+}
+
+// moveFrameType maps the model's message types to the wire's and back.
+func moveFrameType(t MsgType) pb.MoveFrame_Type {
+	switch t {
+	case MsgMove:
+		return pb.MoveFrame_MOVE
+	case MsgMoveAck:
+		return pb.MoveFrame_ACK
+	case MsgMoveRefuse:
+		return pb.MoveFrame_REFUSE
+	}
+	return pb.MoveFrame_UNKNOWN
+}
+
+// EncodeMove is the frame of a move-protocol message.
+func EncodeMove(m Message) *pb.MoveFrame {
+	return &pb.MoveFrame{Type: moveFrameType(m.Type), Token: TokenToPB(m.Token), Reason: uint32(m.Reason)}
+}
+
+// DecodeMove turns a frame into a model message from the authenticated
+// peer from to self. want lists the frame types acceptable here (MOVE for
+// the handler, ACK or REFUSE for the answer); anything else is refused with
+// DropFrameType.
+func DecodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) (Message, string, error) {
+	ok := false
+	for _, w := range want {
+		ok = ok || f.Type == w
+	}
+	if !ok {
+		return Message{}, DropFrameType, fmt.Errorf("repel: move frame of type %v", f.Type)
+	}
+	t, err := TokenFromPB(f.Token)
+	if err != nil {
+		return Message{}, tokenReason(err), err
+	}
+	m := Message{From: string(from), To: string(self), Token: t}
+	switch f.Type {
+	case pb.MoveFrame_MOVE:
+		m.Type = MsgMove
+	case pb.MoveFrame_ACK:
+		m.Type = MsgMoveAck
+	case pb.MoveFrame_REFUSE:
+		m.Type = MsgMoveRefuse
+		if f.Reason > uint32(RefuseStale) || f.Reason == uint32(RefuseNone) {
+			return Message{}, DropFrameType, fmt.Errorf("repel: refusal with reason %d", f.Reason)
+		}
+		m.Reason = RefuseReason(f.Reason)
+	}
+	return m, "", nil
+}
+
+// readMove reads one capped move frame.
+func readMove(s lpnet.Stream) (*pb.MoveFrame, int, error) {
+	var f pb.MoveFrame
+	if err := pbio.NewDelimitedReader(s, MaxMoveFrame).ReadMsg(&f); err != nil {
+		return nil, 0, err
+	}
+	return &f, proto.Size(&f), nil
+}
+
+// writeMove writes one move frame and returns its size.
+func writeMove(s lpnet.Stream, m Message) (int, error) {
+	f := EncodeMove(m)
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(f); err != nil {
+		return 0, err
+	}
+	return proto.Size(f), nil
+}
+
+// awaitClose waits for the other side to close: mocknet delivers a closing
+// writer's buffered data ahead of the link delay, so the answerer lets the
+// asker close first.
+func awaitClose(s lpnet.Stream) {
+	var one [1]byte
+	_, _ = s.Read(one[:])
+}

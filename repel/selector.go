@@ -1,0 +1,609 @@
+package repel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	logging "github.com/ipfs/go-log/v2"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	lpnet "github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/superpeer"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+var log = logging.Logger("repel")
+
+// SelectorOptions configure the repel selector.
+type SelectorOptions struct {
+	// Config is the token method (Tokens = S). Default DefaultConfig();
+	// LocalConfig() for in-process swarms.
+	Config Config
+	// Attach configures the attach protocol (capacity C, TTL), the same as
+	// the prefix method's.
+	Attach superpeer.AttachOptions
+	// Tick is how often the model's timers are driven (default a quarter
+	// of the shortest of MoveInterval, MovingAnnounceInterval and
+	// MoveTimeout).
+	Tick time.Duration
+	// View is how often the node's own coordinate and its peers are handed
+	// to the model (default MoveInterval/2).
+	View time.Duration
+	// Neighbours is how many of the Vivaldi peers nearest by coordinate the
+	// model is told of (default 32): its move candidates and, for Attract,
+	// its sample of clients beside the attached ones and the digests.
+	Neighbours int
+	// Renew is how often a client renews its attachment and reconsiders
+	// which holder is nearest (default a third of the attach TTL).
+	Renew time.Duration
+	// MinReattach spaces the client's reactions to token changes (default
+	// MoveInterval).
+	MinReattach time.Duration
+	// Switch is how much nearer (by predicted RTT) another holder must be
+	// before an attached client moves to it (default 1.1: 10% nearer).
+	Switch float64
+	// MintLookup is how many peers a lookup of a silent token's name asks
+	// for (default 3): the model mints when this peer ranks first among the
+	// live peers nearest the name, the next ranks later.
+	MintLookup int
+	// Seed seeds the model's randomness (0: from the clock).
+	Seed uint64
+}
+
+func (o *SelectorOptions) defaults() error {
+	if o.Config.Tokens == 0 {
+		o.Config = DefaultConfig()
+	}
+	if err := o.Config.Validate(); err != nil {
+		return err
+	}
+	c := o.Config
+	if o.Tick == 0 {
+		o.Tick = max(min(c.MoveInterval, c.MovingAnnounceInterval, c.MoveTimeout)/4, 10*time.Millisecond)
+	}
+	if o.View == 0 {
+		o.View = max(c.MoveInterval/2, o.Tick)
+	}
+	if o.Neighbours == 0 {
+		o.Neighbours = 32
+	}
+	if o.MinReattach == 0 {
+		o.MinReattach = c.MoveInterval
+	}
+	if o.Switch == 0 {
+		o.Switch = 1.1
+	}
+	if o.MintLookup == 0 {
+		o.MintLookup = 3
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	switch {
+	case o.Tick < 0 || o.View < 0 || o.MinReattach < 0 || o.Renew < 0:
+		return errors.New("repel: negative Tick, View, Renew or MinReattach")
+	case o.Neighbours < 0 || o.MintLookup < 1:
+		return fmt.Errorf("repel: Neighbours %d must be ≥ 0 and MintLookup %d ≥ 1", o.Neighbours, o.MintLookup)
+	case o.Switch < 1:
+		return fmt.Errorf("repel: Switch %v must be ≥ 1", o.Switch)
+	}
+	return nil
+}
+
+// input is one thing for the loop: a message for the model (with, for a
+// move offer, where its answer goes) or the result of a token-name lookup.
+type input struct {
+	msg     Message
+	reply   chan *Message
+	closest map[uint32][]peer.ID
+}
+
+// snapshot is the loop's state as other goroutines may read it.
+type snapshot struct {
+	role    Role
+	held    Token
+	holding bool
+	live    []Token
+}
+
+// Selector runs the repel method on one peer (superpeer.Selector): one
+// goroutine owns the model Node, driving its timers, feeding it gossip,
+// move frames, its Vivaldi coordinate and its peers, and turning its Ready
+// into GossipSub publishes and move streams. A holder whose token settled
+// is a superpeer. A client attaches with the attach protocol to the live
+// holder of lowest predicted RTT that accepts it (holders accept clients
+// before they settle, so tokens see where their clients are), renews every
+// Renew, and re-attaches when its holder loses the token.
+type Selector struct {
+	node   *dht.Node
+	viv    *vivaldi.Service
+	opts   SelectorOptions
+	attach *superpeer.Attach
+	note   superpeer.Notifier
+	topic  *pubsub.Topic
+	sub    *pubsub.Subscription
+	model  *Node // owned by loop
+
+	inbox chan input
+	kick  chan struct{}
+	pub   chan []byte
+
+	mu          sync.Mutex
+	snap        snapshot
+	attached    peer.ID
+	unreachable map[peer.ID]time.Time // move targets that could not be reached, until when
+	start       time.Time
+	settledAt   time.Time // when the held token last settled here
+
+	drops counters
+	stats counters
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Counter names of Selector.Stats.
+const (
+	StatAnnounceSent  = "announce_sent"
+	StatAnnounceBytes = "announce_bytes"
+	StatAnnounceRecv  = "announce_received"
+	StatMoveSent      = "move_frames_sent"
+	StatMoveBytes     = "move_bytes"
+	StatLookups       = "token_lookups"
+	StatPublishDrop   = "publish_queue_full"
+)
+
+// NewSelector makes a repel selector on node, which must run GossipSub
+// (dht.GossipSub), with viv the peer's Vivaldi service. It registers the
+// move and attach protocols and the topic validator; Start runs it.
+func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
+	if node == nil || viv == nil {
+		return nil, errors.New("repel: NewSelector needs a dht.Node and a vivaldi.Service")
+	}
+	ps := node.PubSub()
+	if ps == nil {
+		return nil, errors.New("repel: the dht.Node runs no GossipSub (dht.GossipSub option)")
+	}
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	self := node.ID()
+	model, err := NewNode(string(self), Key(node.Key()), opts.Config, rand.New(rand.NewPCG(opts.Seed, uint64(len(self)))))
+	if err != nil {
+		return nil, err
+	}
+	att, err := superpeer.NewAttach(node.Host(), opts.Attach)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Renew == 0 {
+		opts.Renew = att.TTL() / 3
+	}
+	s := &Selector{
+		node: node, viv: viv, opts: opts, attach: att, model: model,
+		inbox:       make(chan input, 256),
+		kick:        make(chan struct{}, 1),
+		pub:         make(chan []byte, 16),
+		unreachable: map[peer.ID]time.Time{},
+	}
+	att.SetRole(s.attachRole)
+	if err := ps.RegisterTopicValidator(Topic, AnnounceValidator(opts.Config, func(r string) { s.drops.add(r, 1) })); err != nil {
+		att.Close()
+		return nil, fmt.Errorf("repel: topic validator: %w", err)
+	}
+	if s.topic, err = ps.Join(Topic); err != nil {
+		_ = ps.UnregisterTopicValidator(Topic)
+		att.Close()
+		return nil, fmt.Errorf("repel: join %s: %w", Topic, err)
+	}
+	return s, nil
+}
+
+// Attach is the peer's attach protocol (its clients, as a holder).
+func (s *Selector) Attach() *superpeer.Attach { return s.attach }
+
+// Vivaldi is the coordinate service the selector reads.
+func (s *Selector) Vivaldi() *vivaldi.Service { return s.viv }
+
+// Role is the current role.
+func (s *Selector) Role() superpeer.Role { r, _ := s.note.State(); return r }
+
+// Superpeer is who serves this peer: itself when its token settled, the
+// holder that accepted it as a client, or empty.
+func (s *Selector) Superpeer() peer.ID { _, sp := s.note.State(); return sp }
+
+// Subscribe delivers role and superpeer changes.
+func (s *Selector) Subscribe() (<-chan superpeer.Change, func()) { return s.note.Subscribe() }
+
+// TokenRole is the model's role: client, holder (unsettled) or superpeer.
+func (s *Selector) TokenRole() Role {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap.role
+}
+
+// Held is the token version this peer holds, if any.
+func (s *Selector) Held() (Token, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return copyToken(s.snap.held), s.snap.holding
+}
+
+// LiveTokens are the token versions this peer has heard of lately.
+func (s *Selector) LiveTokens() []Token {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Token, len(s.snap.live))
+	for i, t := range s.snap.live {
+		out[i] = copyToken(t)
+	}
+	return out
+}
+
+// SettledAt is when this peer's token last settled (zero if it holds none
+// or it has not settled).
+func (s *Selector) SettledAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.snap.holding || s.snap.role != RoleSuperpeer {
+		return time.Time{}
+	}
+	return s.settledAt
+}
+
+// Drops counts refused announcements and move frames by reason (Drop*).
+func (s *Selector) Drops() map[string]uint64 { return s.drops.copy() }
+
+// Stats counts traffic (Stat*) and the model's events by name (minted,
+// accepted, moved-away, fenced, settled, ...).
+func (s *Selector) Stats() map[string]uint64 { return s.stats.copy() }
+
+// Start runs the selector until Close or ctx ends.
+func (s *Selector) Start(ctx context.Context) error {
+	if s.cancel != nil {
+		return errors.New("repel: selector already started")
+	}
+	sub, err := s.topic.Subscribe()
+	if err != nil {
+		return fmt.Errorf("repel: subscribe %s: %w", Topic, err)
+	}
+	s.sub = sub
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.start = time.Now()
+	s.node.Host().SetStreamHandler(MoveProtocol, s.handleMove)
+	s.note.Set(superpeer.Client, "", "started", s.start)
+	s.wg.Add(4)
+	go func() { defer s.wg.Done(); s.loop(ctx) }()
+	go func() { defer s.wg.Done(); s.receive(ctx) }()
+	go func() { defer s.wg.Done(); s.publish(ctx) }()
+	go func() { defer s.wg.Done(); s.attacher(ctx) }()
+	return nil
+}
+
+// Close stops the selector and its protocols.
+func (s *Selector) Close() error {
+	s.once.Do(func() {
+		s.node.Host().RemoveStreamHandler(MoveProtocol)
+		if s.cancel != nil {
+			s.cancel()
+		}
+		if s.sub != nil {
+			s.sub.Cancel()
+		}
+		s.wg.Wait()
+		_ = s.topic.Close()
+		if ps := s.node.PubSub(); ps != nil {
+			_ = ps.UnregisterTopicValidator(Topic)
+		}
+		s.attach.Close()
+	})
+	return nil
+}
+
+// post hands an input to the loop, unless ctx ends first.
+func (s *Selector) post(ctx context.Context, in input) bool {
+	select {
+	case s.inbox <- in:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// loop owns the model.
+func (s *Selector) loop(ctx context.Context) {
+	tick := time.NewTicker(s.opts.Tick)
+	defer tick.Stop()
+	var lastView time.Time
+	heard := make([]time.Time, s.opts.Config.Tokens)            // when each token was last heard of
+	looked := make([]time.Time, s.opts.Config.Tokens)           // when each token's name was last looked up
+	closest := make(map[uint32][]peer.ID, s.opts.Config.Tokens) // live peers nearest each silent token's name
+	for i := range heard {
+		heard[i] = s.start
+	}
+	lookupBusy := false
+	for {
+		var now time.Time
+		select {
+		case <-ctx.Done():
+			return
+		case now = <-tick.C:
+			if now.Sub(lastView) >= s.opts.View {
+				lastView = now
+				s.setView(now, closest)
+			}
+			s.apply(now, s.model.Tick(now), nil)
+		case in := <-s.inbox:
+			now = time.Now()
+			if in.closest != nil {
+				lookupBusy = false
+				for id, ps := range in.closest {
+					closest[id] = ps
+				}
+				s.setView(now, closest)
+				continue
+			}
+			if in.msg.Type == MsgAnnounce {
+				heard[in.msg.Token.ID] = now
+			}
+			r, err := s.model.Step(now, in.msg)
+			if err != nil {
+				s.drops.add(DropStep, 1)
+				s.stats.add("step_error_"+dropReason(err), 1)
+				log.Debugw("repel: message refused", "from", peer.ID(in.msg.From), "type", in.msg.Type, "err", err)
+			}
+			s.apply(now, r, in.reply)
+		}
+		// Tokens silent for half of T_dead: look up the live peers nearest
+		// their names, so that the model can tell whether this peer is the
+		// one to mint them again.
+		if t, ok := s.model.Held(); ok {
+			heard[t.ID] = now
+			delete(closest, t.ID)
+		}
+		if lookupBusy {
+			continue
+		}
+		var due []uint32
+		for i := range heard {
+			half := s.opts.Config.DeadAfter / 2
+			if now.Sub(heard[i]) >= half && now.Sub(looked[i]) >= half {
+				due = append(due, uint32(i))
+				looked[i] = now
+			}
+		}
+		if len(due) > 0 {
+			lookupBusy = true
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.lookupNames(ctx, due) }()
+		}
+	}
+}
+
+// lookupNames finds the live peers XOR-closest to each token's name.
+func (s *Selector) lookupNames(ctx context.Context, ids []uint32) {
+	out := make(map[uint32][]peer.ID, len(ids))
+	for _, id := range ids {
+		s.stats.add(StatLookups, 1)
+		ps, err := s.node.Closest(ctx, dht.Key(TokenKey(id)), s.opts.MintLookup)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		out[id] = ps
+	}
+	s.post(ctx, input{closest: out})
+}
+
+// setView hands the model its coordinate and the peers it should know: the
+// Vivaldi peers nearest by coordinate that are still connected, its
+// attached clients, and the live peers nearest the names of silent tokens.
+func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
+	me := s.viv.Coordinate()
+	s.model.SetCoord(me)
+	self := s.node.ID()
+	h := s.node.Host()
+	s.mu.Lock()
+	for p, until := range s.unreachable {
+		if now.After(until) {
+			delete(s.unreachable, p)
+		}
+	}
+	bad := make(map[peer.ID]bool, len(s.unreachable))
+	for p := range s.unreachable {
+		bad[p] = true
+	}
+	s.mu.Unlock()
+
+	coords := s.viv.PeerCoordinates()
+	type near struct {
+		p peer.ID
+		d float64
+	}
+	var ns []near
+	for p, c := range coords {
+		if p == self || bad[p] || h.Network().Connectedness(p) != lpnet.Connected {
+			continue
+		}
+		ns = append(ns, near{p, me.DistanceTo(c)})
+	}
+	sort.Slice(ns, func(i, j int) bool { return ns[i].d < ns[j].d })
+	if len(ns) > s.opts.Neighbours {
+		ns = ns[:s.opts.Neighbours]
+	}
+	seen := map[peer.ID]int{}
+	var peers []Peer
+	add := func(p peer.ID, attached bool) {
+		if i, ok := seen[p]; ok {
+			peers[i].Attached = peers[i].Attached || attached
+			return
+		}
+		seen[p] = len(peers)
+		pp := Peer{ID: string(p), Key: PeerKey(string(p)), Attached: attached}
+		if c, ok := coords[p]; ok {
+			pp.Coord = c
+		}
+		peers = append(peers, pp)
+	}
+	for _, n := range ns {
+		add(n.p, false)
+	}
+	if _, holding := s.model.Held(); holding {
+		for _, c := range s.attach.Clients() {
+			add(c, true)
+		}
+	}
+	for _, ps := range closest {
+		for _, p := range ps {
+			if p != self && !bad[p] {
+				add(p, false)
+			}
+		}
+	}
+	s.model.SetPeers(peers)
+}
+
+// apply carries out a Ready: publishes announcements, sends move offers,
+// hands the answer to a move offer back to its stream, counts events and
+// publishes the new state.
+func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
+	var answer *Message
+	for _, m := range r.Messages {
+		switch m.Type {
+		case MsgAnnounce:
+			b, err := EncodeAnnounce(m.Token)
+			if err != nil {
+				log.Warnw("repel: cannot encode own announcement", "err", err)
+				continue
+			}
+			select {
+			case s.pub <- b:
+			default:
+				s.stats.add(StatPublishDrop, 1)
+			}
+		case MsgMove:
+			s.wg.Add(1)
+			go func(m Message) { defer s.wg.Done(); s.sendMove(m) }(m)
+		case MsgMoveAck, MsgMoveRefuse:
+			if reply != nil && answer == nil {
+				m := m
+				answer = &m
+			}
+		}
+	}
+	if reply != nil {
+		reply <- answer
+	}
+	for _, e := range r.Events {
+		s.stats.add(e.Kind.String(), 1)
+	}
+	held, holding := s.model.Held()
+	live := s.model.LiveTokens(now)
+	s.mu.Lock()
+	changed := holding != s.snap.holding || r.Role != s.snap.role || holderSetChanged(s.snap.live, live)
+	if r.Role == RoleSuperpeer && s.snap.role != RoleSuperpeer {
+		s.settledAt = now
+	}
+	lost := s.snap.holding && !holding
+	s.snap = snapshot{role: r.Role, held: held, holding: holding, live: live}
+	s.publishStateLocked("token "+r.Role.String(), now)
+	s.mu.Unlock()
+	if lost {
+		// Our clients must find the token's new holder.
+		s.attach.DropClients()
+	}
+	if changed {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// holderSetChanged reports whether the live tokens' holders differ.
+func holderSetChanged(a, b []Token) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Holder != b[i].Holder {
+			return true
+		}
+	}
+	return false
+}
+
+// publishStateLocked tells subscribers the selector's state: a holder whose
+// token settled is a superpeer; an unsettled holder is a client served by
+// nobody (it serves clients of its own); anyone else is the client of the
+// holder it attached to. s.mu held.
+func (s *Selector) publishStateLocked(reason string, now time.Time) {
+	switch {
+	case s.snap.holding && s.snap.role == RoleSuperpeer:
+		s.note.Set(superpeer.Superpeer, s.node.ID(), fmt.Sprintf("token %d settled", s.snap.held.ID), now)
+	case s.snap.holding:
+		s.note.Set(superpeer.Client, "", fmt.Sprintf("holds token %d, settling", s.snap.held.ID), now)
+	default:
+		s.note.Set(superpeer.Client, s.attached, reason, now)
+	}
+}
+
+// attachRole is what the attach protocol answers as: a holder, settled or
+// not, serves clients; anyone else points at the holder it is attached to.
+func (s *Selector) attachRole() (superpeer.Role, peer.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snap.holding {
+		return superpeer.Superpeer, s.node.ID()
+	}
+	return superpeer.Client, s.attached
+}
+
+// publish sends announcements on the topic, in order.
+func (s *Selector) publish(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-s.pub:
+			if err := s.topic.Publish(ctx, b); err != nil {
+				log.Debugw("repel: publish failed", "err", err)
+				continue
+			}
+			s.stats.add(StatAnnounceSent, 1)
+			s.stats.add(StatAnnounceBytes, uint64(len(b)))
+		}
+	}
+}
+
+// receive feeds validated announcements of other peers to the loop.
+func (s *Selector) receive(ctx context.Context) {
+	self := s.node.ID()
+	for {
+		m, err := s.sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		if m.GetFrom() == self {
+			continue
+		}
+		t, ok := m.ValidatorData.(Token)
+		if !ok {
+			continue
+		}
+		s.stats.add(StatAnnounceRecv, 1)
+		if !s.post(ctx, input{msg: Message{Type: MsgAnnounce, From: string(m.GetFrom()), Token: t}}) {
+			return
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package repel
+
+import (
+	"context"
+	"time"
+
+	lpnet "github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/repel/pb"
+)
+
+// handleMove answers a move offer: one MOVE frame in, the model's ACK or
+// REFUSE out. A frame that does not decode or is not a MOVE resets the
+// stream and is counted; the peer carries on.
+func (s *Selector) handleMove(st lpnet.Stream) {
+	defer st.Close()
+	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
+	from := st.Conn().RemotePeer()
+	f, _, err := readMove(st)
+	if err != nil {
+		s.drops.add(DropDecode, 1)
+		log.Debugw("repel: bad move frame", "from", from, "err", err)
+		_ = st.Reset()
+		return
+	}
+	m, reason, err := DecodeMove(f, from, s.node.ID(), pb.MoveFrame_MOVE)
+	if err != nil {
+		s.drops.add(reason, 1)
+		log.Debugw("repel: bad move frame", "from", from, "reason", reason, "err", err)
+		_ = st.Reset()
+		return
+	}
+	reply := make(chan *Message, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), moveStreamTimeout)
+	defer cancel()
+	if !s.post(ctx, input{msg: m, reply: reply}) {
+		_ = st.Reset()
+		return
+	}
+	var answer *Message
+	select {
+	case answer = <-reply:
+	case <-ctx.Done():
+	}
+	if answer == nil {
+		// The model refused the frame (counted by the loop) or said nothing.
+		_ = st.Reset()
+		return
+	}
+	n, err := writeMove(st, *answer)
+	if err != nil {
+		s.drops.add(DropWrite, 1)
+		_ = st.Reset()
+		return
+	}
+	s.stats.add(StatMoveSent, 1)
+	s.stats.add(StatMoveBytes, uint64(n))
+	awaitClose(st)
+}
+
+// sendMove offers the token to m.To and hands the answer to the loop. On
+// failure it says nothing: the model gives up after MoveTimeout and keeps
+// the token; the target is left out of the model's candidates for a while.
+func (s *Selector) sendMove(m Message) {
+	to := peer.ID(m.To)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Config.MoveTimeout+moveStreamTimeout)
+	defer cancel()
+	fail := func() {
+		s.mu.Lock()
+		s.unreachable[to] = time.Now().Add(s.opts.Config.DeadAfter)
+		s.mu.Unlock()
+	}
+	st, err := s.node.Host().NewStream(ctx, to, MoveProtocol)
+	if err != nil {
+		fail()
+		return
+	}
+	defer st.Close()
+	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
+	n, err := writeMove(st, m)
+	if err != nil {
+		s.drops.add(DropWrite, 1)
+		_ = st.Reset()
+		fail()
+		return
+	}
+	s.stats.add(StatMoveSent, 1)
+	s.stats.add(StatMoveBytes, uint64(n))
+	f, _, err := readMove(st)
+	if err != nil {
+		s.drops.add(DropDecode, 1)
+		_ = st.Reset()
+		return
+	}
+	ans, reason, err := DecodeMove(f, to, s.node.ID(), pb.MoveFrame_ACK, pb.MoveFrame_REFUSE)
+	if err != nil {
+		s.drops.add(reason, 1)
+		_ = st.Reset()
+		return
+	}
+	s.post(ctx, input{msg: ans})
+}
