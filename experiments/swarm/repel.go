@@ -1,0 +1,414 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/experiments/metrics"
+	"github.com/superpeer-overlay/superpeer/repel"
+	"github.com/superpeer-overlay/superpeer/superpeer"
+)
+
+// GossipCounter counts the GossipSub RPCs every peer of a swarm sends —
+// published messages, forwards and control traffic (IHAVE, IWANT, GRAFT,
+// PRUNE) — as a pubsub RawTracer shared by all peers.
+type GossipCounter struct {
+	RPCs, Messages, Bytes atomic.Uint64
+}
+
+var _ pubsub.RawTracer = (*GossipCounter)(nil)
+
+func (g *GossipCounter) SendRPC(rpc *pubsub.RPC, _ peer.ID) {
+	g.RPCs.Add(1)
+	g.Messages.Add(uint64(len(rpc.Publish)))
+	g.Bytes.Add(uint64(proto.Size(&rpc.RPC)))
+}
+func (g *GossipCounter) OnNewOutboundStream(peer.ID, protocol.ID)             {}
+func (g *GossipCounter) OnClosedOutboundStream(peer.ID)                       {}
+func (g *GossipCounter) Join(string)                                          {}
+func (g *GossipCounter) Leave(string)                                         {}
+func (g *GossipCounter) Graft(peer.ID, string)                                {}
+func (g *GossipCounter) Prune(peer.ID, string)                                {}
+func (g *GossipCounter) ValidateMessage(*pubsub.Message)                      {}
+func (g *GossipCounter) DeliverMessage(*pubsub.Message)                       {}
+func (g *GossipCounter) RejectMessage(*pubsub.Message, string)                {}
+func (g *GossipCounter) DuplicateMessage(*pubsub.Message)                     {}
+func (g *GossipCounter) ThrottlePeer(peer.ID)                                 {}
+func (g *GossipCounter) RecvRPC(*pubsub.RPC)                                  {}
+func (g *GossipCounter) SendRPCCompleted(*pubsub.RPC, peer.ID, time.Duration) {}
+func (g *GossipCounter) DropRPC(*pubsub.RPC, peer.ID)                         {}
+func (g *GossipCounter) UndeliverableMessage(*pubsub.Message)                 {}
+
+// RepelNodeOptions are the dht.Node options a swarm that runs the repel
+// method needs (Config.NodeOptions): GossipSub, with every peer's sends
+// counted in the returned counter.
+func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
+	g := &GossipCounter{}
+	return []dht.Option{dht.GossipSub(pubsub.WithRawTracer(g))}, g
+}
+
+// RepelOptions configure the repel method on a swarm.
+type RepelOptions struct {
+	// Config is the token method; Tokens is S. Default repel.LocalConfig().
+	Config repel.Config
+	// Attach configures the attach protocol (capacity C, TTL).
+	Attach superpeer.AttachOptions
+	// Seed seeds the selectors (default the swarm's seed).
+	Seed int64
+}
+
+// RepelRun is a repel.Selector on every peer of a swarm, over the swarm's
+// Vivaldi services.
+type RepelRun struct {
+	s      *Swarm
+	v      *VivaldiRun
+	opts   RepelOptions
+	sels   []*repel.Selector
+	gossip *GossipCounter
+	start  time.Time
+	g0     [2]uint64 // gossip messages and bytes at start
+}
+
+// StartRepel starts a repel selector on every live peer. The swarm's nodes
+// must run GossipSub (RepelNodeOptions); gossip may be nil.
+func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions, gossip *GossipCounter) (*RepelRun, error) {
+	if opts.Config.Tokens == 0 {
+		opts.Config = repel.LocalConfig()
+	}
+	if opts.Seed == 0 {
+		opts.Seed = s.cfg.Seed + 11
+	}
+	r := &RepelRun{s: s, v: v, opts: opts, sels: make([]*repel.Selector, len(s.Peers)), gossip: gossip}
+	live := s.Live()
+	for _, i := range live {
+		sel, err := repel.NewSelector(s.Peers[i].Node, v.Service(i), repel.SelectorOptions{
+			Config: opts.Config,
+			Attach: opts.Attach,
+			Seed:   uint64(opts.Seed)*1_000_003 + uint64(i) + 1,
+		})
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+		}
+		r.sels[i] = sel
+	}
+	r.start = time.Now()
+	if gossip != nil {
+		r.g0 = [2]uint64{gossip.Messages.Load(), gossip.Bytes.Load()}
+	}
+	for _, i := range live {
+		if err := r.sels[i].Start(ctx); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Selector is peer i's selector (nil if it runs none).
+func (r *RepelRun) Selector(i int) *repel.Selector { return r.sels[i] }
+
+// Start is when the selectors started.
+func (r *RepelRun) Start() time.Time { return r.start }
+
+// Config is the token method in use.
+func (r *RepelRun) Config() repel.Config { return r.opts.Config }
+
+// RepelState is the swarm's token selection as its live peers see it.
+type RepelState struct {
+	// Holders lists, per token ID, the live peers that hold it.
+	Holders [][]int
+	// Superpeers are the live peers whose token settled, sorted.
+	Superpeers []int
+	// Missing counts tokens nobody live holds; Duplicated, tokens held by
+	// more than one; Unsettled, holders whose token has not settled.
+	Missing, Duplicated, Unsettled int
+	Assignment                     metrics.Assignment
+	// Wrong counts clients attached to a peer that is not a superpeer or
+	// does not list them; Unserved, clients attached to nobody.
+	Wrong, Unserved int
+	// Room is the spare capacity of the superpeers.
+	Room int
+}
+
+// TokensBack is true when every token is held by exactly one live peer.
+func (st RepelState) TokensBack() bool { return st.Missing == 0 && st.Duplicated == 0 }
+
+// Converged is true when every token is held once and settled — exactly S
+// superpeers — and every client is attached to one that lists it (or
+// capacity has run out).
+func (st RepelState) Converged() bool {
+	return st.TokensBack() && st.Unsettled == 0 && len(st.Superpeers) == len(st.Holders) &&
+		st.Wrong == 0 && (st.Unserved == 0 || st.Room == 0)
+}
+
+// State reads every live selector.
+func (r *RepelRun) State() RepelState {
+	S := r.opts.Config.Tokens
+	capacity := r.opts.Attach.Capacity
+	st := RepelState{Holders: make([][]int, S), Assignment: make(metrics.Assignment, len(r.s.Peers))}
+	for i := range st.Assignment {
+		st.Assignment[i] = metrics.Unassigned
+	}
+	live := r.s.Live()
+	isSP := map[int]bool{}
+	clients := map[int]map[peer.ID]bool{}
+	for _, i := range live {
+		sel := r.sels[i]
+		if sel == nil {
+			continue
+		}
+		if t, ok := sel.Held(); ok {
+			st.Holders[t.ID] = append(st.Holders[t.ID], i)
+			if sel.Role() == superpeer.Superpeer {
+				st.Superpeers = append(st.Superpeers, i)
+				isSP[i] = true
+				st.Assignment[i] = i
+				set := map[peer.ID]bool{}
+				for _, c := range sel.Attach().Clients() {
+					set[c] = true
+				}
+				clients[i] = set
+				if capacity > 0 {
+					st.Room += max(0, capacity-len(set))
+				}
+			} else {
+				st.Unsettled++
+			}
+		}
+	}
+	if capacity == 0 {
+		st.Room = len(r.s.Peers)
+	}
+	for _, hs := range st.Holders {
+		switch {
+		case len(hs) == 0:
+			st.Missing++
+		case len(hs) > 1:
+			st.Duplicated++
+		}
+	}
+	for _, i := range live {
+		sel := r.sels[i]
+		if sel == nil || isSP[i] {
+			continue
+		}
+		if _, ok := sel.Held(); ok {
+			continue // an unsettled holder, counted above
+		}
+		sp := sel.Superpeer()
+		if sp == "" {
+			st.Unserved++
+			continue
+		}
+		j := r.s.Index(sp)
+		if j < 0 || !isSP[j] || !clients[j][r.s.Peers[i].Host.ID()] {
+			st.Wrong++
+			continue
+		}
+		st.Assignment[i] = j
+	}
+	sort.Ints(st.Superpeers)
+	return st
+}
+
+// Wait polls the selection until cond holds, and returns how long that took
+// from since.
+func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelState) bool) (time.Duration, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st := r.State()
+		r.s.progress("select", len(r.s.Live())-st.Wrong-st.Unserved-st.Unsettled, len(r.s.Live()))
+		if cond(st) {
+			return time.Since(since), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("swarm: repel not converged: %d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved (room %d): %w",
+				st.Missing, st.Duplicated, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved, st.Room, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitConverged waits until RepelState.Converged.
+func (r *RepelRun) WaitConverged(ctx context.Context, since time.Time) (time.Duration, error) {
+	return r.Wait(ctx, since, RepelState.Converged)
+}
+
+// RepelSummary is the `repel` block of the swarm report: what the tokens
+// did and what it cost.
+type RepelSummary struct {
+	Force string `json:"force"`
+	// SettleSeconds is from the start of selection until every token was
+	// held once and settled and every client attached.
+	SettleSeconds float64 `json:"settle_seconds"`
+	// Moves is how many hand-overs the tokens made; Minted, how many times
+	// a token was minted (S at start, more after deaths); Fenced, how many
+	// duplicate holders dropped their copy.
+	Moves  uint64 `json:"moves"`
+	Minted uint64 `json:"minted"`
+	Fenced uint64 `json:"fenced"`
+	// GossipMessages and GossipBytes are what GossipSub sent, swarm-wide,
+	// since selection started: every forward and the control traffic.
+	GossipMessages uint64 `json:"gossip_messages"`
+	GossipBytes    uint64 `json:"gossip_bytes"`
+	// KMedianClientRTT is the client RTT with a centralised greedy k-median
+	// over the true RTTs of the live peers (capacity applied): the
+	// near-optimal reference.
+	KMedianClientRTT RTTSummary `json:"kmedian_client_rtt_ms"`
+	// Drops are refused announcements and frames, by reason.
+	Drops map[string]uint64 `json:"drops,omitempty"`
+}
+
+// counts sums the live selectors' counters.
+func (r *RepelRun) counts() (stats, drops map[string]uint64) {
+	stats, drops = map[string]uint64{}, map[string]uint64{}
+	for _, i := range r.s.Live() {
+		if sel := r.sels[i]; sel != nil {
+			for k, v := range sel.Stats() {
+				stats[k] += v
+			}
+			for k, v := range sel.Drops() {
+				drops[k] += v
+			}
+		}
+	}
+	return stats, drops
+}
+
+// Summary scores the current selection as the prefix method's Summary does
+// (method "repel"), and reports the tokens' own figures.
+func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSummary, RepelSummary, error) {
+	st := r.State()
+	S := r.opts.Config.Tokens
+	capacity := r.opts.Attach.Capacity
+	live := r.s.Live()
+	sum := SelectionSummary{
+		Method:          "repel",
+		Target:          S,
+		Groups:          S,
+		Count:           len(st.Superpeers),
+		Expected:        float64(S),
+		Capacity:        capacity,
+		Unserved:        st.Unserved,
+		Wrong:           st.Wrong,
+		ConvergeSeconds: converge.Seconds(),
+	}
+	stats, drops := r.counts()
+	rs := RepelSummary{
+		Force:         r.opts.Config.Model.String(),
+		SettleSeconds: converge.Seconds(),
+		Moves:         stats[repel.EventAccepted.String()],
+		Minted:        stats[repel.EventMinted.String()],
+		Fenced:        stats[repel.EventFenced.String()],
+		Drops:         drops,
+	}
+	ev, err := r.s.Evaluate(st.Assignment, st.Superpeers, capacity, S)
+	if err != nil {
+		return sum, rs, err
+	}
+	sum.ClientsPerSuperpeer = LoadSummary{Max: ev.Load.Max, Mean: ev.Load.Mean, Gini: ev.Load.Gini}
+	sum.ClientRTT = RTTSummary{ev.ClientRTT.Mean, ev.ClientRTT.P50, ev.ClientRTT.P90}
+	rb, err := r.s.RandomBaseline(S, capacity, rng)
+	if err != nil {
+		return sum, rs, err
+	}
+	sum.RandomClientRTT = RTTSummary{rb.ClientRTT.Mean, rb.ClientRTT.P50, rb.ClientRTT.P90}
+	l := r.s.liveSpace()
+	km := metrics.GreedyKMedian(l, S)
+	if kev, err := metrics.Evaluate(l, metrics.AssignWithCapacity(l, km, capacity), km, capacity); err == nil {
+		rs.KMedianClientRTT = RTTSummary{kev.ClientRTT.Mean, kev.ClientRTT.P50, kev.ClientRTT.P90}
+	}
+
+	secs := time.Since(r.start).Seconds()
+	per := func(x uint64) float64 { return float64(x) / float64(max(len(live), 1)) / secs }
+	t := r.s.Traffic()
+	var attachReq, attachBytes, samples uint64
+	for _, i := range live {
+		if sel := r.sels[i]; sel != nil {
+			attachReq += sel.Attach().Stats.Sent.Load()
+			attachBytes += sel.Attach().Stats.BytesOut.Load()
+			samples += sel.Vivaldi().Stats().Samples
+		}
+	}
+	sum.PerPeerPerSecond = map[string]float64{
+		"kad_requests":     per(t.KadRequests),
+		"closest_requests": per(t.ClosestRequests),
+		"attach_requests":  per(attachReq),
+		"attach_bytes":     per(attachBytes),
+		"announce_sent":    per(stats[repel.StatAnnounceSent]),
+		"announce_bytes":   per(stats[repel.StatAnnounceBytes]),
+		"move_frames":      per(stats[repel.StatMoveSent]),
+		"move_bytes":       per(stats[repel.StatMoveBytes]),
+		"vivaldi_samples":  per(samples),
+	}
+	if r.gossip != nil {
+		rs.GossipMessages = r.gossip.Messages.Load() - r.g0[0]
+		rs.GossipBytes = r.gossip.Bytes.Load() - r.g0[1]
+		sum.PerPeerPerSecond["gossip_messages"] = per(rs.GossipMessages)
+		sum.PerPeerPerSecond["gossip_bytes"] = per(rs.GossipBytes)
+	}
+	return sum, rs, nil
+}
+
+// PickKill chooses a fraction of the live peers at random that includes at
+// least holderFraction of the current token holders.
+func (r *RepelRun) PickKill(fraction, holderFraction float64, rng *rand.Rand) []int {
+	live := r.s.Live()
+	rng.Shuffle(len(live), func(a, b int) { live[a], live[b] = live[b], live[a] })
+	n := int(fraction*float64(len(live)) + 0.5)
+	var holders, others []int
+	for _, i := range live {
+		if _, ok := r.sels[i].Held(); ok {
+			holders = append(holders, i)
+		} else {
+			others = append(others, i)
+		}
+	}
+	h := int(holderFraction*float64(len(holders)) + 0.999)
+	h = min(h, len(holders))
+	chosen := append([]int(nil), holders[:h]...)
+	rest := append(others, holders[h:]...)
+	rng.Shuffle(len(rest), func(a, b int) { rest[a], rest[b] = rest[b], rest[a] })
+	for _, i := range rest {
+		if len(chosen) >= n {
+			break
+		}
+		chosen = append(chosen, i)
+	}
+	sort.Ints(chosen)
+	return chosen
+}
+
+// Kill crashes the given peers: selector, Vivaldi service, DHT node and
+// host.
+func (r *RepelRun) Kill(idx []int) {
+	for _, i := range idx {
+		if r.sels[i] != nil {
+			_ = r.sels[i].Close()
+		}
+	}
+	r.v.Kill(idx)
+	r.s.Kill(idx)
+}
+
+// Close stops every selector (the swarm and the Vivaldi services stay up).
+func (r *RepelRun) Close() {
+	for i, sel := range r.sels {
+		if sel != nil && !r.s.dead[i] {
+			_ = sel.Close()
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package swarm
+
+import (
+	"context"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/repel"
+	"github.com/superpeer-overlay/superpeer/superpeer"
+)
+
+// repelSwarm is a converged PlanetLab swarm whose nodes run GossipSub, with
+// Vivaldi coordinates good enough to place tokens by.
+func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCounter) {
+	t.Helper()
+	m, err := latency.Builtin(latency.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := latency.Place(m.Filled(), n, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The nodes live on this context (GossipSub stops with it).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	opts, g := RepelNodeOptions()
+	built := time.Now()
+	s, err := New(ctx, Config{N: n, Seed: seed, RTT: pl, HostOf: pl.Host, NodeOptions: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitConverged(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.StartVivaldi(VivaldiOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	start := time.Now()
+	vs, err := v.Wait(ctx, VivaldiWait{Bound: 0.2, Patience: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("swarm built and converged in %.1f s", start.Sub(built).Seconds())
+	t.Logf("vivaldi: median %.3f p90 %.3f after %.1f s (%.0f samples per peer, %s)", vs.Median, vs.P90, vs.Seconds, vs.Samples, vs.Stopped)
+	return s, v, g
+}
+
+func startRepel(t *testing.T, ctx context.Context, s *Swarm, v *VivaldiRun, g *GossipCounter, S, capacity int) *RepelRun {
+	t.Helper()
+	cfg := repel.LocalConfig()
+	cfg.Tokens = S
+	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 3 * time.Second}}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+func logSummary(t *testing.T, r *RepelRun, took time.Duration) {
+	t.Helper()
+	sum, rs, err := r.Summary(took, rand.New(rand.NewSource(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d superpeers in %.1f s; client RTT mean %.1f p90 %.1f ms (random %.1f / %.1f, k-median %.1f / %.1f); load max %d; %d moves, %d mints, %d fenced; gossip %.1f msgs %.0f B per peer per s",
+		sum.Count, took.Seconds(), sum.ClientRTT.Mean, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.RandomClientRTT.P90,
+		rs.KMedianClientRTT.Mean, rs.KMedianClientRTT.P90, sum.ClientsPerSuperpeer.Max, rs.Moves, rs.Minted, rs.Fenced,
+		sum.PerPeerPerSecond["gossip_messages"], sum.PerPeerPerSecond["gossip_bytes"])
+	if len(rs.Drops) > 0 {
+		t.Logf("drops between honest peers: %v", rs.Drops)
+	}
+}
+
+func checkExactlyS(t *testing.T, r *RepelRun, S, capacity int) {
+	t.Helper()
+	st := r.State()
+	if len(st.Superpeers) != S || !st.TokensBack() || st.Unsettled != 0 {
+		t.Fatalf("%d superpeers, %d missing, %d duplicated, %d unsettled tokens; want exactly %d", len(st.Superpeers), st.Missing, st.Duplicated, st.Unsettled, S)
+	}
+	for _, i := range st.Superpeers {
+		if l := r.Selector(i).Attach().Load(); capacity > 0 && l > capacity {
+			t.Errorf("superpeer %d serves %d clients, capacity %d", i, l, capacity)
+		}
+	}
+}
+
+// TestRepel_SwarmSettles: 200 peers over PlanetLab, S = 8: every token
+// settles, exactly 8 superpeers, every client attached.
+func TestRepel_SwarmSettles(t *testing.T) {
+	const n, S, capacity = 200, 8, 50
+	s, v, g := repelSwarm(t, n, 21)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startRepel(t, ctx, s, v, g, S, capacity)
+	took, err := r.WaitConverged(ctx, r.Start())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyS(t, r, S, capacity)
+	st := r.State()
+	if st.Unserved != 0 || st.Wrong != 0 {
+		t.Fatalf("%d clients unserved, %d wrongly attached", st.Unserved, st.Wrong)
+	}
+	logSummary(t, r, took)
+}

@@ -1,0 +1,214 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/experiments/vivaldieval"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// VivaldiOptions configure the coordinate service on every peer of a swarm.
+type VivaldiOptions struct {
+	// Interval is how often each peer samples one peer (default 200 ms).
+	Interval time.Duration
+	// Random is how many random swarm peers each peer may sample besides
+	// its routing table (default 16): a fixed peer sample drawn at start,
+	// as a peer-sampling service would give it.
+	Random int
+	// Seed seeds the peer samples and the services (default the swarm's).
+	Seed int64
+	// Config is the model (default vivaldi.DefaultConfig()).
+	Config *vivaldi.Config
+}
+
+// VivaldiWait says when the coordinates are good enough: the live median
+// relative error passes Bound, or it has not improved by MinImprove
+// (relative) over the best seen for Patience polls in a row.
+type VivaldiWait struct {
+	// Bound stops the wait once the median is below it (0: no bound).
+	Bound float64
+	// Poll is how often the error is measured (default 1 s).
+	Poll time.Duration
+	// Patience is how many polls without improvement end the wait
+	// (default 5).
+	Patience int
+	// MinImprove is the relative drop of the median that counts as an
+	// improvement (default 0.02).
+	MinImprove float64
+}
+
+// VivaldiSummary is the `vivaldi` block of the swarm report: the live
+// coordinates' relative error against the matrix, over all pairs of live
+// peers.
+type VivaldiSummary struct {
+	Median float64 `json:"median"`
+	P90    float64 `json:"p90"`
+	// Seconds is how long the wait took; Samples is the RTT samples per
+	// peer taken by then.
+	Seconds float64 `json:"seconds"`
+	Samples float64 `json:"samples_per_peer"`
+	// Stopped says why the wait ended: "bound" or "plateau".
+	Stopped string `json:"stopped"`
+}
+
+// VivaldiRun is a vivaldi.Service on every peer of a swarm.
+type VivaldiRun struct {
+	s     *Swarm
+	svcs  []*vivaldi.Service
+	start time.Time
+	dead  []bool
+}
+
+// StartVivaldi starts the coordinate service on every peer that is in the
+// overlay. Each samples from its DHT routing table and a fixed random sample
+// of the swarm.
+func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
+	if opts.Interval == 0 {
+		opts.Interval = 200 * time.Millisecond
+	}
+	if opts.Random == 0 {
+		opts.Random = 16
+	}
+	if opts.Seed == 0 {
+		opts.Seed = s.cfg.Seed + 7
+	}
+	if opts.Random < 0 || opts.Interval < 0 {
+		return nil, fmt.Errorf("swarm: vivaldi Random %d / Interval %v must not be negative", opts.Random, opts.Interval)
+	}
+	rng := rand.New(rand.NewSource(opts.Seed))
+	v := &VivaldiRun{s: s, svcs: make([]*vivaldi.Service, len(s.Peers)), dead: make([]bool, len(s.Peers))}
+	live := s.Live()
+	for _, i := range live {
+		p := s.Peers[i]
+		random := make([]peer.ID, 0, opts.Random)
+		for k := 0; k < opts.Random && len(live) > 1; k++ {
+			j := live[rng.Intn(len(live))]
+			if j != i {
+				random = append(random, s.Peers[j].Host.ID())
+			}
+		}
+		node := p.Node
+		source := func() []peer.ID {
+			return append(node.RoutingTable().ListPeers(), random...)
+		}
+		vo := []vivaldi.Option{vivaldi.WithInterval(opts.Interval), vivaldi.WithPeerSource(source), vivaldi.WithSeed(rng.Int63())}
+		if opts.Config != nil {
+			vo = append(vo, vivaldi.WithConfig(*opts.Config))
+		}
+		svc, err := vivaldi.NewService(p.Host, vo...)
+		if err != nil {
+			v.Close()
+			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+		}
+		v.svcs[i] = svc
+	}
+	v.start = time.Now()
+	return v, nil
+}
+
+// Service is peer i's coordinate service (nil if it has none).
+func (v *VivaldiRun) Service(i int) *vivaldi.Service { return v.svcs[i] }
+
+// Coord is peer i's current coordinate (zero if it runs no service).
+func (v *VivaldiRun) Coord(i int) vivaldi.Coord {
+	if v.svcs[i] == nil || v.dead[i] {
+		return vivaldi.Coord{}
+	}
+	return v.svcs[i].Coordinate()
+}
+
+// Error is the median and p90 relative error of the live peers'
+// coordinates against the swarm's RTTs, over all pairs of live peers.
+func (v *VivaldiRun) Error() (median, p90 float64) {
+	l := v.s.liveSpace()
+	coords := make([]vivaldi.Coord, 0, l.Len())
+	for _, i := range l.idx {
+		coords = append(coords, v.Coord(i))
+	}
+	return vivaldieval.LiveError(coords, l)
+}
+
+// Samples is the mean number of RTT samples per live peer so far.
+func (v *VivaldiRun) Samples() float64 {
+	live := v.s.Live()
+	var total uint64
+	for _, i := range live {
+		if v.svcs[i] != nil && !v.dead[i] {
+			total += v.svcs[i].Stats().Samples
+		}
+	}
+	return float64(total) / float64(max(len(live), 1))
+}
+
+// Wait polls the live error until it passes w.Bound or stops improving, and
+// reports it.
+func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, error) {
+	if w.Poll == 0 {
+		w.Poll = time.Second
+	}
+	if w.Patience == 0 {
+		w.Patience = 5
+	}
+	if w.MinImprove == 0 {
+		w.MinImprove = 0.02
+	}
+	start := time.Now()
+	tick := time.NewTicker(w.Poll)
+	defer tick.Stop()
+	best, stale := 0.0, 0
+	for first := true; ; first = false {
+		med, p90 := v.Error()
+		v.s.progress("vivaldi", int(100*min(1, max(0, 1-med))), 100)
+		sum := VivaldiSummary{Median: med, P90: p90, Seconds: time.Since(start).Seconds(), Samples: v.Samples()}
+		switch {
+		case w.Bound > 0 && med < w.Bound:
+			sum.Stopped = "bound"
+			return sum, nil
+		case first || med < best*(1-w.MinImprove):
+			best, stale = med, 0
+		default:
+			stale++
+			if stale >= w.Patience {
+				sum.Stopped = "plateau"
+				return sum, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return sum, fmt.Errorf("swarm: vivaldi median %.3f (p90 %.3f): %w", med, p90, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Summary is the current error, without waiting.
+func (v *VivaldiRun) Summary() VivaldiSummary {
+	med, p90 := v.Error()
+	return VivaldiSummary{Median: med, P90: p90, Seconds: time.Since(v.start).Seconds(), Samples: v.Samples()}
+}
+
+// Kill stops the services of peers about to be killed (call before
+// Swarm.Kill).
+func (v *VivaldiRun) Kill(idx []int) {
+	for _, i := range idx {
+		if v.svcs[i] != nil && !v.dead[i] {
+			v.dead[i] = true
+			_ = v.svcs[i].Close()
+		}
+	}
+}
+
+// Close stops every service.
+func (v *VivaldiRun) Close() {
+	for i, svc := range v.svcs {
+		if svc != nil && !v.dead[i] {
+			v.dead[i] = true
+			_ = svc.Close()
+		}
+	}
+}
