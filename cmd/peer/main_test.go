@@ -14,6 +14,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/dht"
 )
 
 // buildPeer compiles the command once per test binary.
@@ -124,7 +128,8 @@ func (p *proc) waitLine(t *testing.T, timeout time.Duration, want ...string) str
 
 func TestRun_ThreePeersFindEachOtherOverTCP(t *testing.T) {
 	dir := t.TempDir()
-	common := []string{"--listen", "/ip4/127.0.0.1/tcp/0", "--refresh", "2s"}
+	// One superpeer for three: the peer with the smallest key.
+	common := []string{"--listen", "/ip4/127.0.0.1/tcp/0", "--refresh", "2s", "--method", "prefix", "--superpeers", "1", "--ttl", "1500ms"}
 	p1 := startPeer(t, append(common, "--key", filepath.Join(dir, "k1"))...)
 	line := p1.waitLine(t, 30*time.Second, "listening on /ip4/127.0.0.1/tcp/")
 	addr1 := line[strings.Index(line, "/ip4/"):]
@@ -146,6 +151,23 @@ func TestRun_ThreePeersFindEachOtherOverTCP(t *testing.T) {
 		}
 	}
 
+	// Exactly the peer with the smallest key is the superpeer; the other two
+	// are its clients.
+	procs := map[string]*proc{id1: p1, id2: p2, id3: p3}
+	smallest := ""
+	for id := range procs {
+		if smallest == "" || keyOf(t, id).Less(keyOf(t, smallest)) {
+			smallest = id
+		}
+	}
+	for id, p := range procs {
+		if id == smallest {
+			p.waitLine(t, 60*time.Second, "role superpeer, superpeer "+id)
+		} else {
+			p.waitLine(t, 60*time.Second, "role client, superpeer "+smallest)
+		}
+	}
+
 	// The status endpoint lists both other peers.
 	l := p3.waitLine(t, 10*time.Second, "status on http://")
 	url := l[strings.Index(l, "http://"):]
@@ -157,8 +179,8 @@ func TestRun_ThreePeersFindEachOtherOverTCP(t *testing.T) {
 	if err := json.Unmarshal(resp, &st); err != nil {
 		t.Fatalf("status %s: %v", resp, err)
 	}
-	if st.ID != id3 || len(st.RoutingTable) != 2 {
-		t.Errorf("status: id %s (want %s), routing table %v (want 2 peers)", st.ID, id3, st.RoutingTable)
+	if st.ID != id3 || len(st.RoutingTable) != 2 || st.Role == "" {
+		t.Errorf("status: id %s (want %s), routing table %v (want 2 peers), role %q", st.ID, id3, st.RoutingTable, st.Role)
 	}
 
 	// The identity persists: a restarted peer keeps its ID.
@@ -263,4 +285,13 @@ func httpGet(url string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
+}
+
+func keyOf(t *testing.T, id string) dht.Key {
+	t.Helper()
+	p, err := peer.Decode(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dht.KeyOf(p)
 }

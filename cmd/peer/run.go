@@ -25,6 +25,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 func init() {
@@ -89,6 +90,11 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	keyPath := fs.String("key", "peer.key", "file holding this peer's identity key (made if missing)")
 	httpAddr := fs.String("http", "", "serve status as JSON on this address, e.g. 127.0.0.1:8080")
 	refresh := fs.Duration("refresh", 10*time.Minute, "routing-table refresh interval")
+	method := fs.String("method", "none", "superpeer selection: prefix, or none (the DHT only)")
+	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted (with --method prefix)")
+	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
+	capacity := fs.Int("capacity", 64, "C, the most clients this peer serves as a superpeer (0: unbounded)")
+	ttl := fs.Duration("ttl", 30*time.Second, "attachment lifetime without renewal; the peer rechecks every third of it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -111,8 +117,17 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		}
 		bootInfos = append(bootInfos, *ai)
 	}
-	if *refresh <= 0 {
+	switch {
+	case *refresh <= 0:
 		return fmt.Errorf("%w: --refresh %v must be positive", errUsage, *refresh)
+	case *method != "prefix" && *method != "none":
+		return fmt.Errorf("%w: --method %q: want prefix or none", errUsage, *method)
+	case *superpeers < 1:
+		return fmt.Errorf("%w: --superpeers %d must be at least 1", errUsage, *superpeers)
+	case *capacity < 0:
+		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
+	case *ttl < 100*time.Millisecond:
+		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
 	}
 	key, made, err := loadIdentity(*keyPath)
 	if err != nil {
@@ -143,12 +158,23 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer node.Close()
+	var sel *superpeer.PrefixSelector
+	if *method == "prefix" {
+		sel, err = superpeer.NewPrefix(node, superpeer.PrefixOptions{
+			Superpeers: *superpeers, Pow2: *pow2,
+			Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl},
+		})
+		if err != nil {
+			return err
+		}
+		defer sel.Close()
+	}
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
 			return fmt.Errorf("--http %s: %w", *httpAddr, err)
 		}
-		srv := &http.Server{Handler: statusHandler(node), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: statusHandler(node, sel), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		logger.Printf("status on http://%s/status", ln.Addr())
@@ -170,6 +196,19 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		logger.Printf("bootstrapped: routing table has %d peers", node.RoutingTable().Size())
+	}
+	if sel != nil {
+		changes, cancel := sel.Subscribe()
+		defer cancel()
+		go func() {
+			for c := range changes {
+				logger.Printf("role %s, superpeer %s (%s)", c.Role, c.Superpeer, c.Reason)
+			}
+		}()
+		if err := sel.Start(ctx); err != nil {
+			return err
+		}
+		logger.Printf("selecting superpeers by prefix: S = %d, group %d of %d", *superpeers, sel.Scheme().Group(node.Key()), sel.Scheme().Groups())
 	}
 	watchRoutingTable(ctx, node, logger)
 	logger.Printf("shutting down")
@@ -206,6 +245,9 @@ func watchRoutingTable(ctx context.Context, node *dht.Node, logger *log.Logger) 
 
 type status struct {
 	ID           string            `json:"id"`
+	Role         string            `json:"role,omitempty"`
+	Superpeer    string            `json:"superpeer,omitempty"`
+	Clients      []string          `json:"clients,omitempty"`
 	Key          string            `json:"key"`
 	Addrs        []string          `json:"addrs"`
 	RoutingTable []string          `json:"routing_table"`
@@ -213,7 +255,7 @@ type status struct {
 	Drops        map[string]uint64 `json:"drops"`
 }
 
-func statusHandler(node *dht.Node) http.Handler {
+func statusHandler(node *dht.Node, sel *superpeer.PrefixSelector) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		st := status{ID: node.ID().String(), Key: node.Key().Hex(), NetworkSize: node.NetworkSize(), Drops: node.Stats().Drops()}
@@ -224,6 +266,15 @@ func statusHandler(node *dht.Node) http.Handler {
 			st.RoutingTable = append(st.RoutingTable, p.String())
 		}
 		sort.Strings(st.RoutingTable)
+		if sel != nil {
+			st.Role, st.Superpeer = sel.Role().String(), sel.Superpeer().String()
+			for _, c := range sel.Attach().Clients() {
+				st.Clients = append(st.Clients, c.String())
+			}
+			for k, v := range sel.Attach().Drops() {
+				st.Drops["attach/"+k] = v
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(st)
 	})
