@@ -1,0 +1,411 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	randv2 "math/rand/v2"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/experiments/metrics"
+	"github.com/superpeer-overlay/superpeer/repel"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// RepelOptions describe a simulation of the token method.
+type RepelOptions struct {
+	RTT latency.RTTs
+	// Coords are the peers' Vivaldi coordinates (from SimulateVivaldi),
+	// held fixed during the run: the tokens move in an embedding that has
+	// converged.
+	Coords []vivaldi.Coord
+	// Neighbors are each peer's Vivaldi neighbours, the peers it knows with
+	// coordinates.
+	Neighbors [][]int32
+	// IDs name the peers (string(peer.ID), or any distinct strings); a
+	// peer's key is repel.PeerKey(ID).
+	IDs    []string
+	Config repel.Config
+	Seed   int64
+	// Minters is M: the M XOR-closest peers to each token's name run a node
+	// from the start and know each other, as a DHT lookup of the name
+	// would tell them (default 3).
+	Minters int
+	// TickEvery is how often every running node is ticked (default 1 s).
+	TickEvery time.Duration
+	// ViewEvery is how often clients re-attach to their predicted-nearest
+	// holder and holders learn their attached clients (default 15 s).
+	ViewEvery time.Duration
+	// Limit bounds the virtual time (default 60 min); Quiet is how long the
+	// tokens must be settled without a move to end the run early (default
+	// 2 min).
+	Limit, Quiet time.Duration
+	// Progress, if set, is called every ViewEvery with the virtual time.
+	Progress func(now, limit time.Duration)
+}
+
+// RepelResult is the outcome of SimulateRepel.
+type RepelResult struct {
+	Nodes int `json:"nodes"`
+	// Superpeers are the token holders at the end, ascending.
+	Superpeers []int `json:"-"`
+	// Assignment sends every client to the holder nearest in predicted RTT.
+	Assignment metrics.Assignment `json:"-"`
+	Settled    bool               `json:"settled"`
+	// SettledAt is the virtual time at which every token was last settled
+	// with no move since (the run's convergence time).
+	SettledSeconds float64        `json:"settled_seconds"`
+	VirtualSeconds float64        `json:"virtual_seconds"`
+	Running        int            `json:"running_nodes"`
+	Events         map[string]int `json:"events"`
+	Messages       map[string]int `json:"messages"`
+	Deliveries     uint64         `json:"deliveries"`
+	StepErrors     int            `json:"step_errors"`
+	LoopEvents     uint64         `json:"loop_events"`
+}
+
+var epoch0 = time.Unix(1_700_000_000, 0).UTC()
+
+type repelSim struct {
+	o        RepelOptions
+	net      *Net
+	keys     []repel.Key
+	index    map[string]int
+	nodes    []*repel.Node
+	running  []int
+	base     []repel.Peer // what every node knows from the DHT: the minters
+	attached map[int][]int
+	latest   []repel.Message // freshest announcement per token
+	hasLast  []bool
+	res      *RepelResult
+	lastMove time.Duration
+	settled  time.Duration // -1 while not settled
+	done     bool
+}
+
+// SimulateRepel runs the repel model (repel.Node) on every peer over the
+// latency space on virtual time. See the package doc for what is
+// simplified.
+func SimulateRepel(o RepelOptions) (*RepelResult, error) {
+	n := len(o.IDs)
+	switch {
+	case o.RTT == nil || o.RTT.Len() < n || n < 2:
+		return nil, errors.New("sim: repel needs an RTT space covering at least 2 peers")
+	case len(o.Coords) != n || len(o.Neighbors) != n:
+		return nil, fmt.Errorf("sim: repel: %d IDs, %d coords, %d neighbour sets", n, len(o.Coords), len(o.Neighbors))
+	case o.Config.Tokens > n:
+		return nil, fmt.Errorf("sim: repel: %d tokens for %d peers", o.Config.Tokens, n)
+	}
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Minters <= 0 {
+		o.Minters = 3
+	}
+	if o.TickEvery <= 0 {
+		o.TickEvery = time.Second
+	}
+	if o.ViewEvery <= 0 {
+		o.ViewEvery = 15 * time.Second
+	}
+	if o.Limit <= 0 {
+		o.Limit = time.Hour
+	}
+	if o.Quiet <= 0 {
+		o.Quiet = 2 * time.Minute
+	}
+	s := &repelSim{
+		o: o, net: NewNet(o.RTT), index: make(map[string]int, n),
+		keys: make([]repel.Key, n), nodes: make([]*repel.Node, n),
+		latest: make([]repel.Message, o.Config.Tokens), hasLast: make([]bool, o.Config.Tokens),
+		res:     &RepelResult{Nodes: n, Events: map[string]int{}, Messages: map[string]int{}},
+		settled: -1,
+	}
+	for i, id := range o.IDs {
+		s.keys[i] = repel.PeerKey(id)
+		if _, dup := s.index[id]; dup {
+			return nil, fmt.Errorf("sim: repel: peer ID %q twice", id)
+		}
+		s.index[id] = i
+	}
+	// The minters of every token: its M XOR-closest peers.
+	isMinter := make([]bool, n)
+	var minters []int
+	for t := 0; t < o.Config.Tokens; t++ {
+		for _, i := range closestKeys(s.keys, repel.TokenKey(uint32(t)), o.Minters) {
+			if !isMinter[i] {
+				isMinter[i] = true
+				minters = append(minters, i)
+			}
+		}
+	}
+	sortInts(minters)
+	for _, i := range minters {
+		s.base = append(s.base, s.peer(i))
+	}
+	for _, i := range minters {
+		if err := s.start(i); err != nil {
+			return nil, err
+		}
+	}
+	var tick func()
+	tick = func() {
+		now := s.now()
+		for _, i := range s.running {
+			s.handle(i, s.nodes[i].Tick(now))
+		}
+		s.check()
+		if !s.done {
+			s.net.After(o.TickEvery, tick)
+		}
+	}
+	var view func()
+	view = func() {
+		s.views()
+		if o.Progress != nil {
+			o.Progress(s.net.Now(), o.Limit)
+		}
+		if !s.done {
+			s.net.After(o.ViewEvery, view)
+		}
+	}
+	s.net.At(0, tick)
+	s.net.At(o.ViewEvery/2, view)
+	s.net.RunWhile(o.Limit, func() bool { return !s.done })
+	r := s.res
+	r.Superpeers = s.holders()
+	r.Assignment = AssignPredicted(o.Coords, r.Superpeers)
+	r.Settled = s.done
+	if s.settled >= 0 {
+		r.SettledSeconds = s.settled.Seconds()
+	}
+	r.VirtualSeconds = s.net.Now().Seconds()
+	r.Running = len(s.running)
+	r.LoopEvents = s.net.Processed
+	return r, nil
+}
+
+func (s *repelSim) now() time.Time { return epoch0.Add(s.net.Now()) }
+
+func (s *repelSim) peer(i int) repel.Peer {
+	return repel.Peer{ID: s.o.IDs[i], Key: s.keys[i], Coord: s.o.Coords[i]}
+}
+
+// view is what node i knows: the minters (from the DHT), its Vivaldi
+// neighbours and, as a holder, its attached clients.
+func (s *repelSim) view(i int) []repel.Peer {
+	seen := map[int]bool{i: true}
+	out := make([]repel.Peer, 0, len(s.base)+len(s.o.Neighbors[i])+len(s.attached[i]))
+	for _, c := range s.attached[i] {
+		if !seen[c] {
+			seen[c] = true
+			p := s.peer(c)
+			p.Attached = true
+			out = append(out, p)
+		}
+	}
+	for _, j := range s.o.Neighbors[i] {
+		if !seen[int(j)] {
+			seen[int(j)] = true
+			out = append(out, s.peer(int(j)))
+		}
+	}
+	for _, p := range s.base {
+		if j := s.index[p.ID]; !seen[j] {
+			seen[j] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// start runs a node for peer i, first replaying to it the freshest
+// announcement of every token: what it would have recorded had it run all
+// along.
+func (s *repelSim) start(i int) error {
+	nd, err := repel.NewNode(s.o.IDs[i], s.keys[i], s.o.Config, randv2.New(randv2.NewPCG(uint64(s.o.Seed), uint64(i))))
+	if err != nil {
+		return err
+	}
+	nd.SetCoord(s.o.Coords[i])
+	nd.SetPeers(s.view(i))
+	s.nodes[i] = nd
+	s.running = append(s.running, i)
+	for t, ok := range s.hasLast {
+		if ok && s.latest[t].From != s.o.IDs[i] {
+			s.step(i, s.latest[t])
+		}
+	}
+	return nil
+}
+
+func (s *repelSim) step(i int, m repel.Message) {
+	r, err := s.nodes[i].Step(s.now(), m)
+	s.res.Deliveries++
+	if err != nil {
+		s.res.StepErrors++
+		return
+	}
+	s.handle(i, r)
+}
+
+// handle sends a node's messages and records its events.
+func (s *repelSim) handle(i int, r repel.Ready) {
+	for _, e := range r.Events {
+		s.res.Events[e.Kind.String()]++
+		if e.Kind == repel.EventMovedAway || e.Kind == repel.EventMinted || e.Kind == repel.EventFenced {
+			s.lastMove = s.net.Now()
+			s.settled = -1
+		}
+	}
+	for _, m := range r.Messages {
+		m.From = s.o.IDs[i]
+		s.res.Messages[m.Type.String()]++
+		if m.To == "" {
+			t := m.Token.ID
+			if !s.hasLast[t] || !s.latest[t].Token.Beats(m.Token) {
+				s.latest[t], s.hasLast[t] = m, true
+			}
+			for _, j := range s.running {
+				if j != i {
+					s.net.Send(i, j, func() { s.step(j, m) })
+				}
+			}
+			continue
+		}
+		j, ok := s.index[m.To]
+		if !ok {
+			continue
+		}
+		s.net.Send(i, j, func() {
+			if s.nodes[j] == nil {
+				if err := s.start(j); err != nil {
+					s.res.StepErrors++
+					return
+				}
+			}
+			s.step(j, m)
+		})
+	}
+}
+
+func (s *repelSim) holders() []int {
+	var out []int
+	for _, i := range s.running {
+		if _, ok := s.nodes[i].Held(); ok {
+			out = append(out, i)
+		}
+	}
+	sortInts(out)
+	return out
+}
+
+// check ends the run once every token is held once, settled, and no token
+// has moved for Quiet.
+func (s *repelSim) check() {
+	ids := make([]bool, s.o.Config.Tokens)
+	held := 0
+	for _, i := range s.running {
+		nd := s.nodes[i]
+		t, ok := nd.Held()
+		if !ok {
+			continue
+		}
+		if ids[t.ID] || nd.Role() != repel.RoleSuperpeer || nd.Moving() {
+			s.settled = -1
+			return
+		}
+		ids[t.ID] = true
+		held++
+	}
+	if held != s.o.Config.Tokens {
+		s.settled = -1
+		return
+	}
+	if s.settled < 0 {
+		s.settled = s.net.Now()
+	}
+	if s.net.Now()-s.lastMove >= s.o.Quiet && s.net.Now()-s.settled >= 0 {
+		s.done = true
+	}
+}
+
+// views re-attaches every client to its predicted-nearest holder and tells
+// the holders (and those that stopped holding) whom they serve.
+func (s *repelSim) views() {
+	hs := s.holders()
+	old := s.attached
+	s.attached = map[int][]int{}
+	if len(hs) > 0 {
+		a := AssignPredicted(s.o.Coords, hs)
+		for c, h := range a {
+			if h >= 0 && h != c {
+				s.attached[h] = append(s.attached[h], c)
+			}
+		}
+	}
+	for _, h := range hs {
+		s.nodes[h].SetPeers(s.view(h))
+	}
+	for h := range old {
+		if _, still := s.attached[h]; !still && s.nodes[h] != nil {
+			s.nodes[h].SetPeers(s.view(h))
+		}
+	}
+}
+
+// AssignPredicted sends every peer to the superpeer nearest in predicted
+// RTT (coordinates), superpeers to themselves: how a client of the token
+// method picks among the live tokens. O(n·S).
+func AssignPredicted(coords []vivaldi.Coord, sps []int) metrics.Assignment {
+	a := make(metrics.Assignment, len(coords))
+	is := make(map[int]bool, len(sps))
+	for _, sp := range sps {
+		is[sp] = true
+	}
+	for c := range coords {
+		if is[c] {
+			a[c] = c
+			continue
+		}
+		best, bd := metrics.Unassigned, 0.0
+		for _, sp := range sps {
+			if d := coords[c].DistanceTo(coords[sp]); best < 0 || d < bd {
+				best, bd = sp, d
+			}
+		}
+		a[c] = best
+	}
+	return a
+}
+
+// closestKeys returns the indices of the m keys XOR-closest to target,
+// closest first. O(n·m).
+func closestKeys(keys []repel.Key, target repel.Key, m int) []int {
+	var best []int
+	dist := func(i int) repel.Key {
+		var d repel.Key
+		for b := range d {
+			d[b] = keys[i][b] ^ target[b]
+		}
+		return d
+	}
+	var bd []repel.Key
+	for i := range keys {
+		d := dist(i)
+		if len(best) == m && bytes.Compare(d[:], bd[m-1][:]) >= 0 {
+			continue
+		}
+		pos := len(best)
+		for pos > 0 && bytes.Compare(d[:], bd[pos-1][:]) < 0 {
+			pos--
+		}
+		best = append(best[:pos], append([]int{i}, best[pos:]...)...)
+		bd = append(bd[:pos], append([]repel.Key{d}, bd[pos:]...)...)
+		if len(best) > m {
+			best, bd = best[:m], bd[:m]
+		}
+	}
+	return best
+}

@@ -1,0 +1,5 @@
+package sim
+
+import "slices"
+
+func sortInts(xs []int) { slices.Sort(xs) }
