@@ -145,6 +145,7 @@ type Selector struct {
 	drops counters
 	stats counters
 
+	ctx    context.Context // the running selector's, set by Start
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -276,7 +277,8 @@ func (s *Selector) Start(ctx context.Context) error {
 		return fmt.Errorf("repel: subscribe %s: %w", Topic, err)
 	}
 	s.sub = sub
-	ctx, s.cancel = context.WithCancel(ctx)
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	ctx = s.ctx
 	s.start = time.Now()
 	s.node.Host().SetStreamHandler(MoveProtocol, s.handleMove)
 	s.note.Set(superpeer.Client, "", "started", s.start)
@@ -330,6 +332,7 @@ func (s *Selector) loop(ctx context.Context) {
 		heard[i] = s.start
 	}
 	lookupBusy := false
+	s.setView(time.Now(), closest)
 	for {
 		var now time.Time
 		select {

@@ -32,8 +32,10 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 		return
 	}
 	reply := make(chan *Message, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), moveStreamTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, moveStreamTimeout)
 	defer cancel()
+	// mocknet ignores deadlines: a reset unblocks the reads.
+	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
 	if !s.post(ctx, input{msg: m, reply: reply}) {
 		_ = st.Reset()
 		return
@@ -64,7 +66,7 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 // the token; the target is left out of the model's candidates for a while.
 func (s *Selector) sendMove(m Message) {
 	to := peer.ID(m.To)
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Config.MoveTimeout+moveStreamTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Config.MoveTimeout+moveStreamTimeout)
 	defer cancel()
 	fail := func() {
 		s.mu.Lock()
@@ -77,6 +79,7 @@ func (s *Selector) sendMove(m Message) {
 		return
 	}
 	defer st.Close()
+	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
 	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
 	n, err := writeMove(st, m)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,9 +58,29 @@ func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
 	return []dht.Option{dht.GossipSub(pubsub.WithRawTracer(g))}, g
 }
 
+// RepelSwarmConfig is the token method for a swarm whose links carry
+// Internet latencies (PlanetLab: RTTs up to a few hundred ms): LocalConfig's
+// short timers, except that a move's hand-over (a stream open, an offer and
+// an ack: two or three RTTs) gets time to finish before the holder gives
+// up, decisions wait for gossip to cross the mesh (a few hops of one-way
+// latency), and settling outlasts a couple of decisions.
+func RepelSwarmConfig(S int, model repel.Model) repel.Config {
+	c := repel.LocalConfig()
+	c.Tokens = S
+	c.Model = model
+	c.MoveInterval = time.Second
+	c.MoveTimeout = 2 * time.Second
+	c.MovingAnnounceInterval = 500 * time.Millisecond
+	c.AnnounceInterval = time.Second
+	c.SettleAfter = 4 * time.Second
+	c.DeadAfter = 5 * time.Second
+	return c
+}
+
 // RepelOptions configure the repel method on a swarm.
 type RepelOptions struct {
-	// Config is the token method; Tokens is S. Default repel.LocalConfig().
+	// Config is the token method; Tokens is S. Default
+	// RepelSwarmConfig(8, repel.Attract).
 	Config repel.Config
 	// Attach configures the attach protocol (capacity C, TTL).
 	Attach superpeer.AttachOptions
@@ -83,7 +104,7 @@ type RepelRun struct {
 // must run GossipSub (RepelNodeOptions); gossip may be nil.
 func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions, gossip *GossipCounter) (*RepelRun, error) {
 	if opts.Config.Tokens == 0 {
-		opts.Config = repel.LocalConfig()
+		opts.Config = RepelSwarmConfig(8, repel.Attract)
 	}
 	if opts.Seed == 0 {
 		opts.Seed = s.cfg.Seed + 11
@@ -395,20 +416,32 @@ func (r *RepelRun) PickKill(fraction, holderFraction float64, rng *rand.Rand) []
 // Kill crashes the given peers: selector, Vivaldi service, DHT node and
 // host.
 func (r *RepelRun) Kill(idx []int) {
+	var wg sync.WaitGroup
 	for _, i := range idx {
 		if r.sels[i] != nil {
-			_ = r.sels[i].Close()
+			wg.Add(1)
+			go func(sel *repel.Selector) { defer wg.Done(); _ = sel.Close() }(r.sels[i])
 		}
 	}
+	wg.Wait()
 	r.v.Kill(idx)
 	r.s.Kill(idx)
 }
 
 // Close stops every selector (the swarm and the Vivaldi services stay up).
 func (r *RepelRun) Close() {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
 	for i, sel := range r.sels {
 		if sel != nil && !r.s.dead[i] {
-			_ = sel.Close()
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				_ = sel.Close()
+			}()
 		}
 	}
+	wg.Wait()
 }

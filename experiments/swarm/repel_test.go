@@ -56,8 +56,7 @@ func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCo
 
 func startRepel(t *testing.T, ctx context.Context, s *Swarm, v *VivaldiRun, g *GossipCounter, S, capacity int) *RepelRun {
 	t.Helper()
-	cfg := repel.LocalConfig()
-	cfg.Tokens = S
+	cfg := RepelSwarmConfig(S, repel.Attract)
 	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 3 * time.Second}}, g)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,183 @@
+package repel
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pspb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/test"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/repel/pb"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+func testPeer(t *testing.T) peer.ID {
+	t.Helper()
+	p, err := test.RandPeerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func goodToken(holder peer.ID, client peer.ID) Token {
+	return Token{
+		ID: 1, Epoch: 3, Holder: string(holder), HolderKey: PeerKey(string(holder)),
+		Coord:     vivaldi.Coord{Vec: []float64{0.01, 0.02}, Height: 0.001, Error: 0.3},
+		HeldSince: time.Unix(0, 12345), Moves: 2,
+		Digest: []Sample{{ID: string(client), Key: PeerKey(string(client)), Coord: vivaldi.Coord{Vec: []float64{0.03, 0}, Height: 0.002}, Weight: 4}},
+	}
+}
+
+func TestAnnounce_RoundTrip(t *testing.T) {
+	tok := goodToken(testPeer(t), testPeer(t))
+	b, err := EncodeAnnounce(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, reason, err := DecodeAnnounce(b)
+	if err != nil {
+		t.Fatalf("%s: %v", reason, err)
+	}
+	if got.ID != tok.ID || got.Epoch != tok.Epoch || got.Holder != tok.Holder || got.HolderKey != tok.HolderKey ||
+		!got.HeldSince.Equal(tok.HeldSince) || got.Moves != tok.Moves || len(got.Digest) != 1 ||
+		got.Digest[0].Key != tok.Digest[0].Key || got.Digest[0].Weight != 4 || got.Coord.Vec[1] != 0.02 {
+		t.Fatalf("round trip: got %+v, want %+v", got, tok)
+	}
+}
+
+// TestAnnounceValidator_RefusesEachBadKind runs the topic validator on
+// messages whose signed author (From) and payload are chosen by the test,
+// and checks each refusal is a Reject counted under its reason.
+func TestAnnounceValidator_RefusesEachBadKind(t *testing.T) {
+	cfg := DefaultConfig()
+	author, other, client := testPeer(t), testPeer(t), testPeer(t)
+	enc := func(f func(*pb.Token)) []byte {
+		m := TokenToPB(goodToken(author, client))
+		f(m)
+		b, err := proto.Marshal(&pb.Announce{Token: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := []struct {
+		name, reason string
+		from         peer.ID
+		data         []byte
+	}{
+		{"garbage", DropDecode, author, []byte{0xff, 0xff, 0xff, 0x01}},
+		{"oversized", DropDecode, author, make([]byte, MaxAnnounceSize+1)},
+		{"not the holder", DropNotHolder, other, enc(func(*pb.Token) {})},
+		{"out of range", DropOutOfRange, author, enc(func(m *pb.Token) { m.Id = uint32(cfg.Tokens) })},
+		{"NaN coordinate", DropCoord, author, enc(func(m *pb.Token) { m.Coord.Vec[0] = math.NaN() })},
+		{"Inf height", DropCoord, author, enc(func(m *pb.Token) { m.Coord.Height = math.Inf(1) })},
+		{"no coordinate", DropCoord, author, enc(func(m *pb.Token) { m.Coord = nil })},
+		{"holder not a peer ID", DropHolder, author, enc(func(m *pb.Token) { m.Holder = []byte("nope") })},
+		{"digest weight 0", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Weight = 0 })},
+		{"digest bad ID", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Id = []byte{1, 2} })},
+		{"digest NaN", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Coord.Vec[0] = math.NaN() })},
+		{"digest too long", DropDigest, author, enc(func(m *pb.Token) {
+			for len(m.Digest) <= MaxDigest {
+				m.Digest = append(m.Digest, m.Digest[0])
+			}
+		})},
+	}
+	counts := map[string]int{}
+	v := AnnounceValidator(cfg, func(r string) { counts[r]++ })
+	want := map[string]int{}
+	for _, c := range cases {
+		msg := &pubsub.Message{Message: &pspb.Message{From: []byte(c.from), Data: c.data}}
+		if got := v(context.Background(), c.from, msg); got != pubsub.ValidationReject {
+			t.Errorf("%s: validator says %v, want reject", c.name, got)
+		}
+		want[c.reason]++
+	}
+	for r, n := range want {
+		if counts[r] != n {
+			t.Errorf("reason %s counted %d times, want %d (all: %v)", r, counts[r], n, counts)
+		}
+	}
+	// The good one passes and carries the decoded token.
+	msg := &pubsub.Message{Message: &pspb.Message{From: []byte(author), Data: enc(func(*pb.Token) {})}}
+	if got := v(context.Background(), author, msg); got != pubsub.ValidationAccept {
+		t.Fatalf("good announcement: %v", got)
+	}
+	if tok, ok := msg.ValidatorData.(Token); !ok || tok.Holder != string(author) {
+		t.Fatalf("ValidatorData %v", msg.ValidatorData)
+	}
+}
+
+func TestDecodeMove_Types(t *testing.T) {
+	from, self := testPeer(t), testPeer(t)
+	offer := goodToken(self, testPeer(t))
+	f := EncodeMove(Message{Type: MsgMove, Token: offer})
+	m, _, err := DecodeMove(f, from, self, pb.MoveFrame_MOVE)
+	if err != nil || m.Type != MsgMove || m.From != string(from) || m.To != string(self) {
+		t.Fatalf("move: %+v %v", m, err)
+	}
+	if _, reason, err := DecodeMove(f, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err == nil || reason != DropFrameType {
+		t.Fatalf("a MOVE where an answer is due: %q %v", reason, err)
+	}
+	r := EncodeMove(Message{Type: MsgMoveRefuse, Token: offer, Reason: RefuseHolding})
+	if m, _, err := DecodeMove(r, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err != nil || m.Reason != RefuseHolding {
+		t.Fatalf("refuse: %+v %v", m, err)
+	}
+	r.Reason = 99
+	if _, reason, err := DecodeMove(r, from, self, pb.MoveFrame_REFUSE); err == nil || reason != DropFrameType {
+		t.Fatalf("refusal with an unknown reason: %q %v", reason, err)
+	}
+}
+
+// FuzzDecodeAnnounce: the gossip decoder never panics, and what it accepts
+// survives a round trip.
+func FuzzDecodeAnnounce(f *testing.F) {
+	p1, _ := test.RandPeerID()
+	p2, _ := test.RandPeerID()
+	good, _ := EncodeAnnounce(goodToken(p1, p2))
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tok, _, err := DecodeAnnounce(data)
+		if err != nil {
+			return
+		}
+		b, err := EncodeAnnounce(tok)
+		if err != nil {
+			return // a digest that fits the cap only as sent
+		}
+		again, _, err := DecodeAnnounce(b)
+		if err != nil || again.Holder != tok.Holder || again.Epoch != tok.Epoch || len(again.Digest) != len(tok.Digest) {
+			t.Fatalf("round trip of an accepted announcement: %v", err)
+		}
+	})
+}
+
+// FuzzMoveFrames: the move-frame reader and decoder never panic on any
+// bytes, and a frame they accept names a valid holder and coordinate.
+func FuzzMoveFrames(f *testing.F) {
+	p1, _ := test.RandPeerID()
+	p2, _ := test.RandPeerID()
+	good, _ := proto.Marshal(EncodeMove(Message{Type: MsgMove, Token: goodToken(p1, p2)}))
+	f.Add(good)
+	f.Add([]byte{0x08, 0x03, 0x18, 0x09})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fr pb.MoveFrame
+		if len(data) > MaxMoveFrame || proto.Unmarshal(data, &fr) != nil {
+			return
+		}
+		m, _, err := DecodeMove(&fr, p1, p2, pb.MoveFrame_MOVE, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE)
+		if err != nil {
+			return
+		}
+		if _, err := peer.IDFromBytes([]byte(m.Token.Holder)); err != nil || !m.Token.Coord.IsValid() {
+			t.Fatalf("accepted frame with holder %q coord %+v", m.Token.Holder, m.Token.Coord)
+		}
+	})
+}

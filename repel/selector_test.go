@@ -1,0 +1,259 @@
+package repel
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/repel/pb"
+	"github.com/superpeer-overlay/superpeer/superpeer"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+type testPeerSet struct {
+	hosts []host.Host
+	nodes []*dht.Node
+	vivs  []*vivaldi.Service
+	sels  []*Selector
+}
+
+// selectorNet builds n fully connected mocknet peers running the DHT with
+// GossipSub and Vivaldi; the first withSel of them run a started Selector.
+func selectorNet(t *testing.T, n, withSel int, cfg Config) *testPeerSet {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	mn, err := mocknet.FullMeshLinked(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mn.Close() })
+	ps := &testPeerSet{hosts: mn.Hosts()}
+	for i, h := range ps.hosts {
+		node, err := dht.New(ctx, h, dht.ProtocolPrefix("/test"), dht.GossipSub())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		viv, err := vivaldi.NewService(h, vivaldi.WithInterval(20*time.Millisecond), vivaldi.WithSeed(int64(i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { viv.Close() })
+		ps.nodes, ps.vivs = append(ps.nodes, node), append(ps.vivs, viv)
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		if err := ps.nodes[i].Join(ctx, peer.AddrInfo{ID: ps.hosts[0].ID(), Addrs: ps.hosts[0].Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < withSel; i++ {
+		sel, err := NewSelector(ps.nodes[i], ps.vivs[i], SelectorOptions{
+			Config: cfg, Attach: superpeer.AttachOptions{TTL: 2 * time.Second}, Seed: uint64(i + 1),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sel.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sel.Close() })
+		ps.sels = append(ps.sels, sel)
+	}
+	return ps
+}
+
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSelector_SmallNetworkSettles: 8 peers, 2 tokens: both minted by the
+// peers nearest their names, settled, exactly 2 superpeers, every other peer
+// attached to one of them, and nothing refused between honest peers.
+func TestSelector_SmallNetworkSettles(t *testing.T) {
+	cfg := LocalConfig()
+	cfg.Tokens = 2
+	ps := selectorNet(t, 8, 8, cfg)
+	waitUntil(t, 30*time.Second, "2 superpeers and every client attached", func() bool {
+		sps := map[peer.ID]bool{}
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Superpeer {
+				sps[s.node.ID()] = true
+			}
+		}
+		if len(sps) != 2 {
+			return false
+		}
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Client && !sps[s.Superpeer()] {
+				return false
+			}
+		}
+		return true
+	})
+	ids := map[uint32]int{}
+	for _, s := range ps.sels {
+		if tok, ok := s.Held(); ok {
+			ids[tok.ID]++
+		}
+		if d := s.Drops(); len(d) > 0 {
+			t.Errorf("%s dropped messages between honest peers: %v", s.node.ID(), d)
+		}
+	}
+	if len(ids) != 2 || ids[0] != 1 || ids[1] != 1 {
+		t.Fatalf("token holders per ID: %v", ids)
+	}
+}
+
+// sendRaw opens a move stream from h to p and writes b as is.
+func sendRaw(t *testing.T, h host.Host, p peer.ID, b []byte) {
+	t.Helper()
+	s, err := h.NewStream(context.Background(), p, MoveProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.Write(b)
+	_ = s.Close()
+}
+
+func frameBytes(t *testing.T, f *pb.MoveFrame) []byte {
+	t.Helper()
+	var buf bytesBuffer
+	if err := pbio.NewDelimitedWriter(&buf).WriteMsg(f); err != nil {
+		t.Fatal(err)
+	}
+	return buf.b
+}
+
+type bytesBuffer struct{ b []byte }
+
+func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+
+// TestSelector_BadMoveFramesCounted: frames that do not decode, are over the
+// cap, have the wrong type or an invalid coordinate are dropped and counted
+// by reason, and the peer still answers a good offer.
+func TestSelector_BadMoveFramesCounted(t *testing.T) {
+	cfg := LocalConfig()
+	cfg.Tokens = 2
+	cfg.DeadAfter = time.Minute // nobody mints during the test
+	ps := selectorNet(t, 2, 1, cfg)
+	victim, attacker := ps.sels[0], ps.hosts[1]
+	target := ps.hosts[0].ID()
+	offer := Token{ID: 0, Epoch: 100, Holder: string(target), HolderKey: PeerKey(string(target)), Coord: vivaldi.Coord{Vec: make([]float64, 8)}}
+
+	over := binary.AppendUvarint(nil, MaxMoveFrame+1)
+	over = append(over, make([]byte, 64)...)
+	nan := TokenToPB(offer)
+	nan.Coord.Vec[0] = math.NaN()
+	sendRaw(t, attacker, target, []byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff})
+	sendRaw(t, attacker, target, over)
+	sendRaw(t, attacker, target, frameBytes(t, &pb.MoveFrame{Type: pb.MoveFrame_ACK, Token: TokenToPB(offer)}))
+	sendRaw(t, attacker, target, frameBytes(t, &pb.MoveFrame{Type: pb.MoveFrame_MOVE, Token: nan}))
+	want := map[string]uint64{DropDecode: 2, DropFrameType: 1, DropCoord: 1}
+	waitUntil(t, 5*time.Second, "4 bad frames counted", func() bool {
+		d := victim.Drops()
+		for k, v := range want {
+			if d[k] != v {
+				return false
+			}
+		}
+		return true
+	})
+
+	// A good offer is still taken.
+	s, err := attacker.NewStream(context.Background(), target, MoveProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(EncodeMove(Message{Type: MsgMove, Token: offer})); err != nil {
+		t.Fatal(err)
+	}
+	var ans pb.MoveFrame
+	if err := pbio.NewDelimitedReader(s, MaxMoveFrame).ReadMsg(&ans); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if ans.Type != pb.MoveFrame_ACK || ans.Token.Epoch != 100 {
+		t.Fatalf("answer to a good offer: %v", &ans)
+	}
+	waitUntil(t, 5*time.Second, "the victim to hold the token", func() bool {
+		tok, ok := victim.Held()
+		return ok && tok.ID == 0 && tok.Epoch == 100
+	})
+	if d := victim.Drops(); d[DropDecode] != 2 || d[DropFrameType] != 1 || d[DropCoord] != 1 {
+		t.Fatalf("drops %v", d)
+	}
+}
+
+// TestSelector_GossipRefusesLiars: a peer without a selector publishes on
+// the topic, signed with its own key: an announcement naming another peer
+// as holder and one with an ID out of range are rejected and counted by the
+// selector's validator; an honest one is taken.
+func TestSelector_GossipRefusesLiars(t *testing.T) {
+	cfg := LocalConfig()
+	cfg.Tokens = 2
+	cfg.DeadAfter = time.Minute
+	ps := selectorNet(t, 3, 2, cfg)
+	liar := ps.nodes[2]
+	topic, err := liar.PubSub().Join(Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the liar to see both subscribers", func() bool {
+		return len(topic.ListPeers()) == 2
+	})
+	coord := vivaldi.Coord{Vec: make([]float64, 8)}
+	other := ps.hosts[1].ID()
+	publish := func(tok Token) {
+		b, err := EncodeAnnounce(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := topic.Publish(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	me := string(liar.ID())
+	publish(Token{ID: 0, Epoch: 9, Holder: string(other), HolderKey: PeerKey(string(other)), Coord: coord})
+	publish(Token{ID: 7, Epoch: 9, Holder: me, HolderKey: PeerKey(me), Coord: coord})
+	waitUntil(t, 10*time.Second, "both lies refused by both selectors", func() bool {
+		for _, s := range ps.sels {
+			d := s.Drops()
+			if d[DropNotHolder] != 1 || d[DropOutOfRange] != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	publish(Token{ID: 1, Epoch: 4, Holder: me, HolderKey: PeerKey(me), Coord: coord})
+	waitUntil(t, 10*time.Second, "the honest announcement taken", func() bool {
+		for _, s := range ps.sels {
+			found := false
+			for _, tok := range s.LiveTokens() {
+				found = found || (tok.ID == 1 && tok.Holder == me)
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	})
+}
