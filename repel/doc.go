@@ -96,8 +96,9 @@
 // the moving token's change, so with one shared view every move lowers it
 // by a positive amount and moves stop: a distributed local search. Holders'
 // views differ in practice (own samples of peers, drifting coordinates), so
-// CoolingMoves doubles the gain a token needs every so many moves since it
-// last settled, which bounds the moves anyway. ForceThreshold adds the
+// CoolingMoves doubles the gain a token needs every so many moves on its
+// count, and only rest (CoolingRest per move) brings the count down, which
+// bounds the moves anyway. ForceThreshold adds the
 // seed's gate on |F| (Force) before any candidate is scored.
 //
 // # Measured on PlanetLab (490 hosts)

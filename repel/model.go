@@ -206,7 +206,8 @@ type held struct {
 	settled      bool
 	lastAnnounce time.Time
 	nextCheck    time.Time
-	lastOffered  uint64 // highest epoch this node has offered the token at
+	lastOffered  uint64    // highest epoch this node has offered the token at
+	lastCool     time.Time // when Moves last came down (or the token settled)
 	pending      *pendingMove
 }
 
@@ -397,12 +398,17 @@ func (n *Node) Tick(now time.Time) Ready {
 		}
 		if !h.settled && now.Sub(h.tok.HeldSince) >= n.cfg.SettleAfter {
 			h.settled = true
-			// A token that rested here has cooled down: its next move
-			// needs only SettledMinGain again.
-			h.tok.Moves = 0
-			n.tokens[h.tok.ID].tok.Moves = 0
+			h.lastCool = now
 			n.setRole(RoleSuperpeer)
 			n.event(EventSettled, h.tok)
+		}
+		if h.settled && h.tok.Moves > 0 && now.Sub(h.lastCool) >= n.cfg.CoolingRest {
+			// Every CoolingRest at rest buys back one move, so a token can
+			// follow a swarm that changes, but holders that disagree can
+			// pass it around at most once per CoolingRest in the long run.
+			h.tok.Moves--
+			n.tokens[h.tok.ID].tok.Moves = h.tok.Moves
+			h.lastCool = now
 		}
 		every := n.cfg.MovingAnnounceInterval
 		if h.settled {
@@ -810,13 +816,14 @@ func (n *Node) maybeMove(now time.Time) {
 }
 
 // minGain is the relative gain the next move of the held token needs: the
-// base threshold, doubled for every CoolingMoves moves the token has made
-// since it last settled. Holders judge candidates from their own views
+// base threshold, doubled for every CoolingMoves moves on the token's count
+// (one more per move, one less per CoolingRest at rest). Holders judge candidates from their own views
 // (their own samples of peers, their own slightly different coordinates), so
 // there is no single potential they all descend; cooling bounds how long
 // they can pass a token around on disagreements. With the gain scale below
 // no move can pass once the factor exceeds Tokens, so an unsettled token
-// moves at most CoolingMoves·log2(Tokens/MinGain) times.
+// moves at most CoolingMoves·log2(Tokens/MinGain) times in a row, and after
+// that once per CoolingRest.
 func (n *Node) minGain(h *held) float64 {
 	g := n.cfg.MinGain
 	if h.settled {

@@ -45,11 +45,16 @@ type Config struct {
 	// superpeer with clients should move only for a clear gain, not for
 	// Vivaldi jitter.
 	SettledMinGain float64
-	// CoolingMoves: every this many moves since the token last settled
+	// CoolingMoves: every this many moves on a token's count (Token.Moves)
 	// double the gain its next move needs. In one static view the potential
-	// alone makes moves stop; across holders whose views differ it does not,
-	// and cooling bounds the moves anyway. 0 disables cooling.
+	// alone makes moves stop; across holders whose views differ it does not
+	// (measured on PlanetLab with digests: a token passed around every few
+	// minutes for hours), and cooling bounds the moves anyway. 0 disables
+	// cooling.
 	CoolingMoves int
+	// CoolingRest is how long a settled token must rest to take one move
+	// off its count, so that it can follow a changing swarm at that pace.
+	CoolingRest time.Duration
 	// DigestSize is how many points of its attached clients (Peer.Attached)
 	// a holder puts in each announcement (Token.Digest), chosen by
 	// farthest-point and weighted by the clients nearest each. With it every
@@ -97,6 +102,7 @@ func DefaultConfig() Config {
 		MinGain:                0.01,
 		SettledMinGain:         0.05,
 		CoolingMoves:           4,
+		CoolingRest:            10 * time.Minute,
 		DigestSize:             16,
 		MaxCandidates:          0,
 		MoveInterval:           5 * time.Second,
@@ -118,6 +124,7 @@ func LocalConfig() Config {
 	c.MovingAnnounceInterval = 200 * time.Millisecond
 	c.SettleAfter = 2 * time.Second
 	c.DeadAfter = 3500 * time.Millisecond
+	c.CoolingRest = 20 * time.Second
 	c.MinDistance = 10 * time.Microsecond
 	return c
 }
@@ -144,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: SettledMinGain %v must be ≥ MinGain", c.SettledMinGain)
 	case c.CoolingMoves < 0:
 		return fmt.Errorf("repel: CoolingMoves %d must be ≥ 0", c.CoolingMoves)
+	case c.CoolingMoves > 0 && c.CoolingRest <= 0:
+		return fmt.Errorf("repel: CoolingRest %v must be positive", c.CoolingRest)
 	case c.DigestSize < 0 || c.DigestSize > MaxDigest:
 		return fmt.Errorf("repel: DigestSize %d out of range (0..%d)", c.DigestSize, MaxDigest)
 	case c.MaxCandidates < 0:

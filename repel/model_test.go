@@ -637,3 +637,47 @@ func TestNode_DigestAttracts(t *testing.T) {
 		t.Fatalf("want a move to the crowd, got %+v", offer)
 	}
 }
+
+// TestNode_Cooling: a token that has moved many times recently will not
+// move for a gain a fresh one would take; rest brings its count down.
+func TestNode_Cooling(t *testing.T) {
+	cfg := testConfig(2, Attract)
+	cfg.CoolingRest = 10 * time.Second
+	c := func(x float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{x, 0}, Height: 0.001} }
+	crowd := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: c(0.2), Digest: []Sample{
+		{ID: "crowd", Key: PeerKey("crowd"), Coord: c(0.1), Weight: 50},
+	}}
+	run := func(moves uint32) (moved bool, n *Node) {
+		a := mustNode(t, "a", cfg)
+		a.SetCoord(c(0))
+		a.Tick(at(0))
+		offer := Token{ID: 0, Epoch: 3, Holder: "a", HolderKey: PeerKey("a"), Moves: moves}
+		if _, err := a.Step(at(0), Message{Type: MsgMove, From: "x", To: "a", Token: offer}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Step(at(0), Message{Type: MsgAnnounce, From: "b", Token: crowd}); err != nil {
+			t.Fatal(err)
+		}
+		for s := 0.25; s < 4; s += 0.25 {
+			if len(msgs(a.Tick(at(s)), MsgMove)) > 0 {
+				return true, a
+			}
+		}
+		return false, a
+	}
+	if moved, _ := run(0); !moved {
+		t.Fatal("a fresh token did not move to the crowd")
+	}
+	moved, a := run(60)
+	if moved {
+		t.Fatal("a token with 60 recent moves still moved")
+	}
+	// Settled at 5 s; every 10 s of rest takes one move off.
+	for s := 4.0; s <= 36; s += 0.5 {
+		a.Tick(at(s))
+		a.Step(at(s), Message{Type: MsgAnnounce, From: "b", Token: crowd})
+	}
+	if tok, _ := a.Held(); tok.Moves != 57 {
+		t.Fatalf("after ~31 s of rest Moves = %d, want 57", tok.Moves)
+	}
+}

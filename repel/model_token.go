@@ -56,8 +56,9 @@ type Token struct {
 	// HeldSince is when the holder took this version, on the holder's clock;
 	// it is informational (settling is judged by the holder alone).
 	HeldSince time.Time
-	// Moves counts the moves since the token last settled; it sets how much
-	// gain the next move needs (see Config.CoolingMoves).
+	// Moves counts the token's recent moves: one more per move, one less
+	// per Config.CoolingRest at rest; it sets how much gain the next move
+	// needs (see Config.CoolingMoves). A re-mint starts it at 0.
 	Moves uint32
 	// Digest summarises the clients attached to the holder: at most
 	// Config.DigestSize of them, each weighted by how many clients it stands

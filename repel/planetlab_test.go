@@ -436,6 +436,7 @@ func TestPlanetLab(t *testing.T) {
 				ss = append(ss, scoreOf(f, coords, sps))
 				moves += ps.moves
 				took = max(took, d)
+				t.Logf("%s S=%d sim %d: mean %.1f ms, %d moves, quiet by %v virtual", v.name, S, sim, ss[len(ss)-1].mean, ps.moves, d.Round(time.Second))
 			}
 			rows = append(rows, plRow{v.name, S, average(ss), fmt.Sprintf("%d sims: %.0f moves each, quiet by %v virtual; %v wall", sims, float64(moves)/sims, took.Round(time.Second), time.Since(t0).Round(time.Millisecond))})
 		}
