@@ -37,7 +37,7 @@ type RepelOptions struct {
 	// ViewEvery is how often clients re-attach to their predicted-nearest
 	// holder and holders learn their attached clients (default 15 s).
 	ViewEvery time.Duration
-	// Limit bounds the virtual time (default 60 min); Quiet is how long the
+	// Limit bounds the virtual time (default 30 min); Quiet is how long the
 	// tokens must be settled without a move to end the run early (default
 	// 2 min).
 	Limit, Quiet time.Duration
@@ -55,14 +55,15 @@ type RepelResult struct {
 	Settled    bool               `json:"settled"`
 	// SettledAt is the virtual time at which every token was last settled
 	// with no move since (the run's convergence time).
-	SettledSeconds float64        `json:"settled_seconds"`
-	VirtualSeconds float64        `json:"virtual_seconds"`
-	Running        int            `json:"running_nodes"`
-	Events         map[string]int `json:"events"`
-	Messages       map[string]int `json:"messages"`
-	Deliveries     uint64         `json:"deliveries"`
-	StepErrors     int            `json:"step_errors"`
-	LoopEvents     uint64         `json:"loop_events"`
+	SettledSeconds float64 `json:"settled_seconds"`
+	VirtualSeconds float64 `json:"virtual_seconds"`
+	// Running counts the peers that ever ran a node.
+	Running    int            `json:"running_nodes"`
+	Events     map[string]int `json:"events"`
+	Messages   map[string]int `json:"messages"`
+	Deliveries uint64         `json:"deliveries"`
+	StepErrors int            `json:"step_errors"`
+	LoopEvents uint64         `json:"loop_events"`
 }
 
 var epoch0 = time.Unix(1_700_000_000, 0).UTC()
@@ -82,6 +83,9 @@ type repelSim struct {
 	lastMove time.Duration
 	settled  time.Duration // -1 while not settled
 	done     bool
+	minter   []bool
+	isOn     []bool          // in running
+	lastHeld []time.Duration // when the node last held a token
 }
 
 // SimulateRepel runs the repel model (repel.Node) on every peer over the
@@ -110,7 +114,7 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		o.ViewEvery = 15 * time.Second
 	}
 	if o.Limit <= 0 {
-		o.Limit = time.Hour
+		o.Limit = 30 * time.Minute
 	}
 	if o.Quiet <= 0 {
 		o.Quiet = 2 * time.Minute
@@ -144,6 +148,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	for _, i := range minters {
 		s.base = append(s.base, s.peer(i))
 	}
+	s.minter = isMinter
+	s.isOn = make([]bool, n)
+	s.lastHeld = make([]time.Duration, n)
 	for _, i := range minters {
 		if err := s.start(i); err != nil {
 			return nil, err
@@ -155,6 +162,7 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		for _, i := range s.running {
 			s.handle(i, s.nodes[i].Tick(now))
 		}
+		s.park()
 		s.check()
 		if !s.done {
 			s.net.After(o.TickEvery, tick)
@@ -181,7 +189,11 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		r.SettledSeconds = s.settled.Seconds()
 	}
 	r.VirtualSeconds = s.net.Now().Seconds()
-	r.Running = len(s.running)
+	for _, nd := range s.nodes {
+		if nd != nil {
+			r.Running++
+		}
+	}
 	r.LoopEvents = s.net.Processed
 	return r, nil
 }
@@ -224,6 +236,9 @@ func (s *repelSim) view(i int) []repel.Peer {
 // announcement of every token: what it would have recorded had it run all
 // along.
 func (s *repelSim) start(i int) error {
+	if s.nodes[i] != nil {
+		return s.resume(i)
+	}
 	nd, err := repel.NewNode(s.o.IDs[i], s.keys[i], s.o.Config, randv2.New(randv2.NewPCG(uint64(s.o.Seed), uint64(i))))
 	if err != nil {
 		return err
@@ -231,7 +246,15 @@ func (s *repelSim) start(i int) error {
 	nd.SetCoord(s.o.Coords[i])
 	nd.SetPeers(s.view(i))
 	s.nodes[i] = nd
+	return s.resume(i)
+}
+
+// resume puts node i (back) in the running set and replays the freshest
+// announcement of every token to it.
+func (s *repelSim) resume(i int) error {
 	s.running = append(s.running, i)
+	s.isOn[i] = true
+	s.lastHeld[i] = s.net.Now()
 	for t, ok := range s.hasLast {
 		if ok && s.latest[t].From != s.o.IDs[i] {
 			s.step(i, s.latest[t])
@@ -279,7 +302,7 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 			continue
 		}
 		s.net.Send(i, j, func() {
-			if s.nodes[j] == nil {
+			if !s.isOn[j] {
 				if err := s.start(j); err != nil {
 					s.res.StepErrors++
 					return
@@ -288,6 +311,27 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 			s.step(j, m)
 		})
 	}
+}
+
+// park stops running the nodes that only record announcements: not a
+// minter, holding no token, offering none, and tokenless for two move
+// timeouts. A parked node is resumed, its table refreshed by replay, when
+// it is next offered a token.
+func (s *repelSim) park() {
+	now := s.net.Now()
+	keep := s.running[:0]
+	for _, i := range s.running {
+		nd := s.nodes[i]
+		if _, ok := nd.Held(); ok || nd.Moving() {
+			s.lastHeld[i] = now
+		}
+		if s.minter[i] || now-s.lastHeld[i] < 2*s.o.Config.MoveTimeout {
+			keep = append(keep, i)
+			continue
+		}
+		s.isOn[i] = false
+	}
+	s.running = keep
 }
 
 func (s *repelSim) holders() []int {

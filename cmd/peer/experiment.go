@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/experiments/exp"
+	"github.com/superpeer-overlay/superpeer/experiments/report"
+)
+
+func init() {
+	commands["experiment"] = command{
+		summary: "run a named, reproducible experiment (peer experiment list)",
+		run:     runExperiment,
+	}
+}
+
+func runExperiment(args []string, stdout, stderr io.Writer) error {
+	names := strings.Join(exp.Names(), ", ")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "usage: peer experiment NAME [--quick] [--seed N] [--out DIR] | peer experiment list")
+		return fmt.Errorf("%w: missing experiment name (list, %s)", errUsage, names)
+	}
+	name := args[0]
+	if name == "list" {
+		fs := newFlagSet("experiment list", stderr)
+		fs.SetOutput(io.Discard)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		for _, e := range exp.List() {
+			fmt.Fprintf(stdout, "%-16s %s\n", e.Name, e.Summary)
+		}
+		return nil
+	}
+	e, ok := exp.Lookup(name)
+	if !ok {
+		return fmt.Errorf("%w: unknown experiment %q (%s)", errUsage, name, names)
+	}
+	fs := newFlagSet("experiment "+name, stderr)
+	quick := fs.Bool("quick", false, "the small size (about a minute) instead of the full one")
+	seed := fs.Int64("seed", 1, "seed of everything random; the same seed gives the same numbers (simulator) or the same within noise (live swarm)")
+	out := fs.String("out", report.DefaultRoot, "results root: results go to OUT/"+name+"/RUN-ID/")
+	id := fs.String("id", "", "run directory name (default: start time, size and seed)")
+	timeout := fs.Duration("timeout", 2*time.Hour, "give up after this long")
+	// Errors are one line (from run); the flag list only on --help.
+	fs.SetOutput(io.Discard)
+	if err := parseFlags(fs, args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
+		return err
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("%w: --timeout %v must be positive", errUsage, *timeout)
+	}
+	if *out == "" {
+		return fmt.Errorf("%w: --out must not be empty", errUsage)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	_, err := e.Run(exp.Options{Ctx: ctx, Quick: *quick, Seed: *seed, Out: *out, ID: *id, Stdout: stdout, Stderr: stderr})
+	return err
+}

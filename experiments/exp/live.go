@@ -1,0 +1,75 @@
+package exp
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/experiments/report"
+	"github.com/superpeer-overlay/superpeer/experiments/swarm"
+	"github.com/superpeer-overlay/superpeer/superpeer"
+)
+
+// liveConfig is one live swarm running the prefix method.
+type liveConfig struct {
+	N        int
+	S        int
+	Seed     int64
+	RTT      latency.RTTs
+	HostOf   func(int) int
+	Capacity int
+	TTL      time.Duration
+}
+
+// liveSwarm builds, joins and converges a swarm and runs the prefix
+// selection on it until it has converged. The caller closes it.
+func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swarm, time.Duration, error) {
+	var bar *report.Progress
+	stage := ""
+	prog := func(st string, done, total int) {
+		if st != stage {
+			if bar != nil {
+				bar.Finish()
+			}
+			stage = st
+			bar = report.NewProgress(stderr, st, total)
+		}
+		bar.Set(done)
+	}
+	s, err := swarm.New(ctx, swarm.Config{N: c.N, Seed: c.Seed, RTT: c.RTT, HostOf: c.HostOf, Progress: prog})
+	if err != nil {
+		return nil, 0, err
+	}
+	fail := func(err error) (*swarm.Swarm, time.Duration, error) {
+		s.Close()
+		return nil, 0, err
+	}
+	if err := s.Join(ctx); err != nil {
+		return fail(err)
+	}
+	if err := s.WaitConverged(ctx, 20); err != nil {
+		return fail(err)
+	}
+	if bar != nil {
+		bar.Finish()
+	}
+	if c.TTL == 0 {
+		c.TTL = 6 * time.Second
+	}
+	err = s.StartPrefix(ctx, superpeer.PrefixOptions{
+		Superpeers: c.S,
+		Attach:     superpeer.AttachOptions{Capacity: c.Capacity, TTL: c.TTL},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	took, err := s.WaitPrefix(ctx, s.SelectionStart())
+	if err != nil {
+		return fail(err)
+	}
+	return s, took, nil
+}
+
+// capacityFor is the swarm's default capacity, twice the mean load.
+func capacityFor(n, S int) int { return 2 * ((n + S - 1) / S) }
