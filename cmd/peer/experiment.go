@@ -25,8 +25,7 @@ func init() {
 func runExperiment(args []string, stdout, stderr io.Writer) error {
 	names := strings.Join(exp.Names(), ", ")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: peer experiment NAME [--quick] [--seed N] [--out DIR] | peer experiment list")
-		return fmt.Errorf("%w: missing experiment name (list, %s)", errUsage, names)
+		return fmt.Errorf("%w: missing experiment name: peer experiment NAME [--quick] [--seed N] [--out DIR], NAME one of list, %s", errUsage, names)
 	}
 	name := args[0]
 	if name == "list" {

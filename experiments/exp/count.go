@@ -41,7 +41,7 @@ func runCount(o Options, r *report.Run) error {
 	p := countParams{common: commonOf(o), M: 256,
 		Identities: "peer i of the swarm seeded with seed (sim.Identity): the first n of one sequence"}
 	if o.Quick {
-		p.N = []int{10, 30, 100, 300, 1000, 3000, 10_000, 30_000}
+		p.N = []int{10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000}
 		p.S = []int{8, 16, 100, 1000}
 	} else {
 		p.N = []int{10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_000}
