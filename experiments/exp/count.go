@@ -47,6 +47,9 @@ func runCount(o Options, r *report.Run) error {
 		p.N = []int{10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_000}
 		p.S = []int{8, 16, 100, 1000, 10_000}
 	}
+	if o.tiny {
+		p.N, p.S = []int{10, 100, 1000}, []int{8, 100}
+	}
 	maxN := p.N[len(p.N)-1]
 	bar := report.NewProgress(o.Stderr, "identities", maxN)
 	_, keys, err := sim.Identities(o.Seed, maxN, func(d int) { bar.Set(d) })

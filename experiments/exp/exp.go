@@ -33,6 +33,8 @@ type Options struct {
 	// ID names the run directory; "" is the start time and the seed.
 	ID             string
 	Stdout, Stderr io.Writer
+	// tiny shrinks an experiment further than Quick, for tests.
+	tiny bool
 }
 
 // Experiment is one named experiment.
