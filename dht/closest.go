@@ -131,12 +131,20 @@ func awaitClose(s network.Stream) {
 // ask sends one closest request to p and returns the peers it named.
 func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]peer.ID, error) {
 	n.stats.ClosestSent.Add(1)
+	// One slow or vanished peer must not hold a lookup up for its whole
+	// timeout: each request gets a fraction of it.
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout/4)
+	defer cancel()
 	s, err := n.h.NewStream(ctx, p, n.closestProtocol())
 	if err != nil {
 		n.stats.ClosestFailed.Add(1)
 		return nil, err
 	}
 	defer s.Close()
+	// Deadlines are not enforced by every transport (mocknet ignores them):
+	// a cancelled request resets its stream.
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
 	_ = s.SetDeadline(time.Now().Add(closestStreamTimeout))
 	if err := pbio.NewDelimitedWriter(s).WriteMsg(&pb.ClosestRequest{Target: target[:], Count: uint32(count)}); err != nil {
 		_ = s.Reset()
@@ -240,6 +248,7 @@ func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, e
 		err   error
 	}
 	answers := make(chan answer, n.cfg.alpha)
+	// Requests still out when the lookup ends are cancelled with it.
 	inflight := 0
 	for {
 		// Ask the closest not-yet-asked candidates among the k best live ones.
@@ -263,7 +272,10 @@ func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, e
 				done = false
 			}
 		}
-		if done && inflight == 0 {
+		if done {
+			// The k best live candidates have all answered; requests still
+			// out went to farther peers and cannot change the answer. (Their
+			// goroutines finish into the buffered channel.)
 			break
 		}
 		select {

@@ -110,7 +110,8 @@ func RoutingTableRefresh(period time.Duration) Option {
 	}
 }
 
-// LookupTimeout bounds one lookup (default 30 s).
+// LookupTimeout bounds one lookup (default 20 s); each request of a
+// raw-key lookup gets a quarter of it.
 func LookupTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -196,7 +197,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		alpha:         3,
 		autoRefresh:   true,
 		refreshPeriod: 10 * time.Minute,
-		lookupTimeout: 30 * time.Second,
+		lookupTimeout: 20 * time.Second,
 	}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {

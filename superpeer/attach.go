@@ -29,7 +29,7 @@ const (
 	maxAttachFrame = 512
 	// maxCoordDims refuses absurd coordinates.
 	maxCoordDims       = 16
-	attachStreamTimout = 10 * time.Second
+	attachStreamTimout = 5 * time.Second
 )
 
 // Drop reasons of the attach protocol.
@@ -278,6 +278,8 @@ var ErrBadAnswer = errors.New("superpeer: bad attach answer")
 // Request asks sp to serve this peer (or, with leave, to stop).
 func (a *Attach) Request(ctx context.Context, sp peer.ID, leave bool, coord []float64, height float64) (Answer, error) {
 	a.Stats.Sent.Add(1)
+	ctx, cancel := context.WithTimeout(ctx, attachStreamTimout)
+	defer cancel()
 	s, err := a.h.NewStream(ctx, sp, AttachProtocol)
 	if err != nil {
 		return Answer{}, err
