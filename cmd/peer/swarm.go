@@ -11,8 +11,10 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
+	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
@@ -43,6 +45,18 @@ type swarmReport struct {
 	Superpeers *swarm.SelectionSummary `json:"superpeers,omitempty"`
 	// Kill, when peers were killed after convergence.
 	Kill *killReport `json:"kill,omitempty"`
+	// Vivaldi is the live coordinates' median and p90 relative error
+	// against the latency matrix, over all pairs of live peers.
+	Vivaldi *swarm.VivaldiSummary `json:"vivaldi,omitempty"`
+	// Repel is what the tokens did (method repel).
+	Repel *swarm.RepelSummary `json:"repel,omitempty"`
+}
+
+// coordReport is a peer's Vivaldi coordinate (seconds).
+type coordReport struct {
+	Vec    []float64 `json:"vec"`
+	Height float64   `json:"height"`
+	Error  float64   `json:"error"`
 }
 
 type killReport struct {
@@ -52,6 +66,12 @@ type killReport struct {
 	KilledSuper    int                     `json:"killed_superpeers"`
 	RecoverSeconds float64                 `json:"recover_seconds"`
 	After          *swarm.SelectionSummary `json:"superpeers_after"`
+	// TokensBackSeconds (repel) is how long until every token was held by
+	// exactly one live peer again; the bound is T_dead + T_settle.
+	TokensBackSeconds float64 `json:"tokens_back_seconds,omitempty"`
+	BoundSeconds      float64 `json:"bound_seconds,omitempty"`
+	// RepelAfter is what the tokens did, counted from the start.
+	RepelAfter *swarm.RepelSummary `json:"repel_after,omitempty"`
 }
 
 type peerReport struct {
@@ -63,6 +83,8 @@ type peerReport struct {
 	Role string `json:"role,omitempty"`
 	// Superpeer is the peer ID it is attached to, or its own ID.
 	Superpeer string `json:"superpeer,omitempty"`
+	// Coord is its Vivaldi coordinate at the end of the run.
+	Coord *coordReport `json:"coord,omitempty"`
 }
 
 // openLatency resolves --latency (see openMatrix) and places n peers on it;
@@ -93,7 +115,10 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	parallel := fs.Int("parallel", 256, "peers joining at once (joins wait on link latency, so many at once pay)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
-	method := fs.String("method", "prefix", "selection method: prefix, or none (the DHT only)")
+	method := fs.String("method", "prefix", "selection method: prefix, repel, or none (the DHT only)")
+	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
+	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
+	vivBound := fs.Float64("vivaldi-bound", 0.2, "wait for Vivaldi until the live median relative error is below this, or stops improving")
 	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
@@ -121,8 +146,14 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --lookups, --max-rounds and --timeout must not be negative", errUsage)
 	}
 	switch {
-	case *method != "prefix" && *method != "none":
-		return fmt.Errorf("%w: --method %q: want prefix or none (repel is not wired into the swarm yet)", errUsage, *method)
+	case *method != "prefix" && *method != "repel" && *method != "none":
+		return fmt.Errorf("%w: --method %q: want prefix, repel or none", errUsage, *method)
+	case *force != "attract" && *force != "repulsion":
+		return fmt.Errorf("%w: --force %q: want repulsion or attract", errUsage, *force)
+	case *method == "repel" && !*viv:
+		return fmt.Errorf("%w: --method repel needs --vivaldi", errUsage)
+	case !(*vivBound >= 0):
+		return fmt.Errorf("%w: --vivaldi-bound %v is negative", errUsage, *vivBound)
 	case *superpeers < 1 || *superpeers >= *n:
 		return fmt.Errorf("%w: --superpeers %d must be in [1, n)", errUsage, *superpeers)
 	case *capacity < 0:
@@ -152,7 +183,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 
 	bar := newProgress(stderr)
-	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update})
+	var nodeOpts []dht.Option
+	var gossip *swarm.GossipCounter
+	if *method == "repel" {
+		nodeOpts, gossip = swarm.RepelNodeOptions()
+	}
+	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, NodeOptions: nodeOpts})
 	if err != nil {
 		return err
 	}
@@ -171,6 +207,70 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		Links:           s.Links(),
 		Lookup:          s.CheckLookups(ctx, *lookups, false, rng),
 		RawLookup:       s.CheckLookups(ctx, *lookups, true, rng),
+	}
+	var vr *swarm.VivaldiRun
+	if *viv {
+		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{}); err != nil {
+			return err
+		}
+		defer vr.Close()
+		vs, err := vr.Wait(ctx, swarm.VivaldiWait{Bound: *vivBound, Patience: 10})
+		if err != nil {
+			return err
+		}
+		rep.Vivaldi = &vs
+	}
+	var rr *swarm.RepelRun
+	if *method == "repel" {
+		model := repel.Attract
+		if *force == "repulsion" {
+			model = repel.Repulsion
+		}
+		cfg := swarm.RepelSwarmConfig(*superpeers, model)
+		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl}}, gossip); err != nil {
+			return err
+		}
+		defer rr.Close()
+		took, err := rr.WaitConverged(ctx, rr.Start())
+		if err != nil {
+			return err
+		}
+		sum, rs, err := rr.Summary(took, rand.New(rand.NewSource(*seed+3)))
+		if err != nil {
+			return err
+		}
+		rep.Superpeers, rep.Repel = &sum, &rs
+		if *kill > 0 || *killSP {
+			holders := 0.5
+			if *killSP {
+				holders = 1
+			}
+			victims := rr.PickKill(*kill, holders, rand.New(rand.NewSource(*seed+4)))
+			kr := &killReport{Fraction: *kill, Superpeers: *killSP, Killed: len(victims), BoundSeconds: (cfg.DeadAfter + cfg.SettleAfter).Seconds()}
+			for _, i := range victims {
+				if rr.Selector(i).Role() == superpeer.Superpeer {
+					kr.KilledSuper++
+				}
+			}
+			start := time.Now()
+			rr.Kill(victims)
+			back, err := rr.Wait(ctx, start, swarm.RepelState.TokensBack)
+			if err != nil {
+				return err
+			}
+			kr.TokensBackSeconds = back.Seconds()
+			took, err := rr.WaitConverged(ctx, start)
+			if err != nil {
+				return err
+			}
+			kr.RecoverSeconds = took.Seconds()
+			after, rs, err := rr.Summary(took, rand.New(rand.NewSource(*seed+3)))
+			if err != nil {
+				return err
+			}
+			kr.After, kr.RepelAfter = &after, &rs
+			rep.Kill = kr
+		}
 	}
 	if *method == "prefix" {
 		opts := superpeer.PrefixOptions{
@@ -221,8 +321,17 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		pr := peerReport{ID: p.Host.ID().String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index)}
 		if sel := s.Selector(p.Index); sel != nil {
 			pr.Role, pr.Superpeer = sel.Role().String(), sel.Superpeer().String()
-			if !live[p.Index] {
-				pr.Role, pr.Superpeer = "dead", ""
+		}
+		if rr != nil && rr.Selector(p.Index) != nil {
+			sel := rr.Selector(p.Index)
+			pr.Role, pr.Superpeer = sel.Role().String(), sel.Superpeer().String()
+		}
+		if pr.Role != "" && !live[p.Index] {
+			pr.Role, pr.Superpeer = "dead", ""
+		}
+		if vr != nil && live[p.Index] {
+			if c := vr.Coord(p.Index); len(c.Vec) > 0 {
+				pr.Coord = &coordReport{Vec: c.Vec, Height: c.Height, Error: c.Error}
 			}
 		}
 		rep.Peers = append(rep.Peers, pr)
@@ -235,12 +344,24 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "kad requests     %d, %.0f per peer\n", s.KadMessages(), float64(s.KadMessages())/float64(rep.N))
 	fmt.Fprintf(stdout, "kad lookups      %d of %d exact\n", rep.Lookup.Exact, rep.Lookup.Tried)
 	fmt.Fprintf(stdout, "raw-key lookups  %d of %d exact\n", rep.RawLookup.Exact, rep.RawLookup.Tried)
+	if rep.Vivaldi != nil {
+		fmt.Fprintf(stdout, "vivaldi          median %.3f  p90 %.3f relative error after %.1f s (%.0f samples per peer, %s)\n", rep.Vivaldi.Median, rep.Vivaldi.P90, rep.Vivaldi.Seconds, rep.Vivaldi.Samples, rep.Vivaldi.Stopped)
+	}
 	if rep.Superpeers != nil {
 		printSelection(stdout, "selection", rep.Superpeers)
 	}
+	if rep.Repel != nil {
+		printRepel(stdout, rep.Repel, rep.Superpeers)
+	}
 	if rep.Kill != nil {
 		fmt.Fprintf(stdout, "killed           %d peers (%d superpeers); recovered in %.1f s\n", rep.Kill.Killed, rep.Kill.KilledSuper, rep.Kill.RecoverSeconds)
+		if rep.Kill.RepelAfter != nil {
+			fmt.Fprintf(stdout, "  tokens back     %.1f s (bound T_dead + T_settle = %.1f s)\n", rep.Kill.TokensBackSeconds, rep.Kill.BoundSeconds)
+		}
 		printSelection(stdout, "after the kill", rep.Kill.After)
+		if rep.Kill.RepelAfter != nil {
+			printRepel(stdout, rep.Kill.RepelAfter, rep.Kill.After)
+		}
 	}
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, rep); err != nil {
@@ -260,6 +381,17 @@ func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
 		sum.ClientRTT.Mean, sum.ClientRTT.P50, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.RandomClientRTT.P50, sum.RandomClientRTT.P90)
 	fmt.Fprintf(w, "  per peer per s   kad %.2f  closest %.2f  attach %.2f msgs, %.1f attach bytes\n",
 		sum.PerPeerPerSecond["kad_requests"], sum.PerPeerPerSecond["closest_requests"], sum.PerPeerPerSecond["attach_requests"], sum.PerPeerPerSecond["attach_bytes"])
+}
+
+func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary) {
+	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints, %d fenced\n", rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced)
+	fmt.Fprintf(w, "  k-median RTT ms  mean %.1f  p50 %.1f  p90 %.1f (centralised, true RTTs)\n", rs.KMedianClientRTT.Mean, rs.KMedianClientRTT.P50, rs.KMedianClientRTT.P90)
+	pp := sum.PerPeerPerSecond
+	fmt.Fprintf(w, "  per peer per s   gossip %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; vivaldi %.2f samples\n",
+		pp["gossip_messages"], pp["gossip_bytes"], pp["announce_sent"], pp["move_frames"], pp["vivaldi_samples"])
+	if len(rs.Drops) > 0 {
+		fmt.Fprintf(w, "  refused          %v\n", rs.Drops)
+	}
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -25,6 +25,10 @@ import (
 // PRUNE) — as a pubsub RawTracer shared by all peers.
 type GossipCounter struct {
 	RPCs, Messages, Bytes atomic.Uint64
+	// Dropped counts RPCs dropped on a full outbound queue, Rejected
+	// messages refused by validation (or throttled), Undeliverable messages
+	// a slow subscriber missed.
+	Dropped, Rejected, Undeliverable atomic.Uint64
 }
 
 var _ pubsub.RawTracer = (*GossipCounter)(nil)
@@ -53,9 +57,21 @@ func (g *GossipCounter) UndeliverableMessage(*pubsub.Message)                 {}
 // RepelNodeOptions are the dht.Node options a swarm that runs the repel
 // method needs (Config.NodeOptions): GossipSub, with every peer's sends
 // counted in the returned counter.
+//
+// An announcement is relayed along the mesh only (no flood publishing to
+// every topic peer) with a smaller mesh degree than GossipSub's default 6:
+// in a swarm each peer is connected to a large part of the others, and
+// hundreds of in-process peers relaying every announcement to all of them
+// would spend the machine on it.
 func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
 	g := &GossipCounter{}
-	return []dht.Option{dht.GossipSub(pubsub.WithRawTracer(g))}, g
+	params := pubsub.DefaultGossipSubParams()
+	params.D, params.Dlo, params.Dhi, params.Dscore, params.Dout, params.Dlazy = 4, 3, 8, 2, 1, 4
+	return []dht.Option{dht.GossipSub(
+		pubsub.WithRawTracer(g),
+		pubsub.WithFloodPublish(false),
+		pubsub.WithGossipSubParams(params),
+	)}, g
 }
 
 // RepelSwarmConfig is the token method for a swarm whose links carry
@@ -63,17 +79,20 @@ func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
 // short timers, except that a move's hand-over (a stream open, an offer and
 // an ack: two or three RTTs) gets time to finish before the holder gives
 // up, decisions wait for gossip to cross the mesh (a few hops of one-way
-// latency), and settling outlasts a couple of decisions.
+// latency), and settling outlasts a couple of decisions. Hundreds of
+// in-process peers on a loaded machine delay gossip by seconds, so T_dead
+// leaves room for several missed announcements: a token re-minted while its
+// holder lives beats it (a higher epoch) and restarts its settling.
 func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	c := repel.LocalConfig()
 	c.Tokens = S
 	c.Model = model
-	c.MoveInterval = time.Second
-	c.MoveTimeout = 2 * time.Second
-	c.MovingAnnounceInterval = 500 * time.Millisecond
-	c.AnnounceInterval = time.Second
+	c.MoveInterval = 2 * time.Second
+	c.MoveTimeout = 4 * time.Second
+	c.MovingAnnounceInterval = time.Second
+	c.AnnounceInterval = 2 * time.Second
 	c.SettleAfter = 4 * time.Second
-	c.DeadAfter = 5 * time.Second
+	c.DeadAfter = 10 * time.Second
 	return c
 }
 

@@ -57,7 +57,7 @@ func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCo
 func startRepel(t *testing.T, ctx context.Context, s *Swarm, v *VivaldiRun, g *GossipCounter, S, capacity int) *RepelRun {
 	t.Helper()
 	cfg := RepelSwarmConfig(S, repel.Attract)
-	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 3 * time.Second}}, g)
+	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 6 * time.Second}}, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func checkExactlyS(t *testing.T, r *RepelRun, S, capacity int) {
 func TestRepel_SwarmSettles(t *testing.T) {
 	const n, S, capacity = 200, 8, 50
 	s, v, g := repelSwarm(t, n, 21)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	r := startRepel(t, ctx, s, v, g, S, capacity)
 	took, err := r.WaitConverged(ctx, r.Start())

@@ -14,7 +14,7 @@ import (
 
 // VivaldiOptions configure the coordinate service on every peer of a swarm.
 type VivaldiOptions struct {
-	// Interval is how often each peer samples one peer (default 200 ms).
+	// Interval is how often each peer samples one peer (default 300 ms).
 	Interval time.Duration
 	// Random is how many random swarm peers each peer may sample besides
 	// its routing table (default 16): a fixed peer sample drawn at start,
@@ -69,7 +69,7 @@ type VivaldiRun struct {
 // of the swarm.
 func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 	if opts.Interval == 0 {
-		opts.Interval = 200 * time.Millisecond
+		opts.Interval = 300 * time.Millisecond
 	}
 	if opts.Random == 0 {
 		opts.Random = 16
