@@ -159,6 +159,7 @@ func SimulateVivaldi(o VivaldiOptions) (*VivaldiResult, error) {
 	net := NewNet(o.RTT)
 	sampleRng := rand.New(rand.NewSource(o.Seed ^ 0x51f15eed))
 	count := make([]uint32, n)
+	ticks := make([]func(), n) // one closure per peer, not one per sample
 	var tick func(i int)
 	tick = func(i int) {
 		nb := nbrs[i]
@@ -190,11 +191,12 @@ func SimulateVivaldi(o VivaldiOptions) (*VivaldiResult, error) {
 			})
 		})
 		if int(count[i]) < o.Rounds {
-			net.After(o.Interval, func() { tick(i) })
+			net.After(o.Interval, ticks[i])
 		}
 	}
 	for i := 0; i < n; i++ {
-		net.At(time.Duration(rng.Int63n(int64(o.Interval))), func() { tick(i) })
+		ticks[i] = func() { tick(i) }
+		net.At(time.Duration(rng.Int63n(int64(o.Interval))), ticks[i])
 	}
 	want := map[int]bool{o.Rounds: true}
 	for _, r := range o.Checkpoints {
