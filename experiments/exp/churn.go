@@ -100,6 +100,7 @@ func runChurn(o Options, r *report.Run) error {
 		killAt := time.Now()
 		s.Kill(pick)
 		var mu sync.Mutex
+		bar := report.NewProgress(o.Stderr, fmt.Sprintf("recovering from %.0f%% (samples)", 100*f), 0)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -111,6 +112,7 @@ func runChurn(o Options, r *report.Run) error {
 				ps := s.PrefixState()
 				mu.Lock()
 				row.Series = append(row.Series, churnPoint{T: time.Since(killAt).Seconds(), Wrong: ps.Wrong, Unserved: ps.Unserved})
+				bar.Set(len(row.Series))
 				mu.Unlock()
 				select {
 				case <-stop:
@@ -119,7 +121,6 @@ func runChurn(o Options, r *report.Run) error {
 				}
 			}
 		}()
-		bar := report.NewProgress(o.Stderr, fmt.Sprintf("recovering from %.0f%%", 100*f), 0)
 		d, err := s.WaitPrefix(o.Ctx, killAt)
 		bar.Finish()
 		close(stop)

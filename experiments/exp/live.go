@@ -65,6 +65,9 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 		return fail(err)
 	}
 	took, err := s.WaitPrefix(ctx, s.SelectionStart())
+	if bar != nil {
+		bar.Finish()
+	}
 	if err != nil {
 		return fail(err)
 	}

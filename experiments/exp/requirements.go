@@ -158,7 +158,7 @@ func runRequirements(o Options, r *report.Run) error {
 		for i, id := range ids {
 			idStrs[i] = string(id)
 		}
-		rbar := report.NewProgress(o.Stderr, "repel (virtual s)", 3600)
+		rbar := report.NewProgress(o.Stderr, "repel (virtual s)", 1800)
 		rr, err := sim.SimulateRepel(sim.RepelOptions{
 			RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs,
 			Config: repelConfig(sc.S), Seed: o.Seed,

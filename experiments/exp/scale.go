@@ -203,7 +203,7 @@ func scaleRepel(o Options, p scaleParams, n int) (simScaleRow, error) {
 	for i, id := range ids {
 		idStrs[i] = string(id)
 	}
-	rbar := report.NewProgress(o.Stderr, fmt.Sprintf("repel sim %d (virtual s)", n), 3600)
+	rbar := report.NewProgress(o.Stderr, fmt.Sprintf("repel sim %d (virtual s)", n), 1800)
 	t2 := time.Now()
 	rr, err := sim.SimulateRepel(sim.RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs,
 		Config: repelConfig(p.RepelS), Seed: o.Seed,
