@@ -19,8 +19,10 @@ type PrefixOptions struct {
 	Superpeers int
 	// Pow2 uses the seed's 2^⌈log2 S⌉ groups instead of exactly S.
 	Pow2 bool
-	// Recheck is how often a peer looks its superpeer key up again and
-	// renews its attachment (default a third of the attach TTL).
+	// Recheck is how often a peer looks its superpeer key up again (default
+	// the attach TTL). Attachments are renewed every TTL/3 apart from this;
+	// a failed renewal, a refusal and a routing-table change in the peer's
+	// group each bring a lookup forward.
 	Recheck time.Duration
 	// MinRecheck spaces rechecks triggered by routing-table changes and
 	// refusals (default 500 ms), so a burst of joins costs one lookup.
@@ -75,7 +77,7 @@ func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
 		return nil, err
 	}
 	if opts.Recheck == 0 {
-		opts.Recheck = att.TTL() / 3
+		opts.Recheck = att.TTL()
 	}
 	if opts.Recheck <= 0 || opts.MinRecheck < 0 {
 		att.Close()
@@ -129,11 +131,11 @@ func (s *PrefixSelector) Start(ctx context.Context) error {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.done = make(chan struct{})
 	events, stop := s.node.WatchRoutingTable()
-	go func() {
-		defer close(s.done)
-		defer stop()
-		s.loop(ctx, events)
-	}()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.keepalive(ctx) }()
+	go func() { defer wg.Done(); defer stop(); s.loop(ctx, events) }()
+	go func() { wg.Wait(); close(s.done) }()
 	return nil
 }
 
@@ -184,7 +186,8 @@ func (s *PrefixSelector) superpeerOf(ctx context.Context, g int) (peer.ID, bool,
 	return got[0], s.scheme.Group(dht.KeyOf(got[0])) == g, nil
 }
 
-// step decides the role with one lookup and keeps the attachment.
+// step decides the role with one lookup and moves the attachment when the
+// lookup says another superpeer should serve us. Renewals are keepalive's.
 func (s *PrefixSelector) step(ctx context.Context) {
 	s.steps.Add(1)
 	self := s.node.ID()
@@ -204,28 +207,66 @@ func (s *PrefixSelector) step(ctx context.Context) {
 	s.mu.Lock()
 	current := s.attached
 	s.mu.Unlock()
-
-	// Our group's superpeer first, then the one that serves us now, then
-	// the other groups' superpeers nearest first.
+	if current == sp {
+		s.note.set(Client, sp, "superpeer of its group", time.Now())
+		return
+	}
+	// Our group's superpeer first; if it is full, keep the one that serves
+	// us now, or find the nearest group's superpeer that accepts.
 	if s.try(ctx, sp, "superpeer of its group") {
 		return
 	}
-	if current != "" && current != sp && s.try(ctx, current, "renewed overflow") {
+	if current != "" {
 		return
 	}
 	for _, g := range s.scheme.GroupsByDistance(s.group) {
 		other, inGroup, err := s.superpeerOf(ctx, g)
-		if err != nil || !inGroup || other == sp || other == current || other == self {
+		if err != nil || !inGroup || other == sp || other == self {
 			continue
 		}
 		if s.try(ctx, other, fmt.Sprintf("own superpeer full; group %d's accepted", g)) {
 			return
 		}
 	}
-	s.mu.Lock()
-	s.attached = ""
-	s.mu.Unlock()
 	s.note.set(Client, "", "no superpeer accepted", time.Now())
+}
+
+// keepalive renews the attachment every TTL/3, apart from the lookups so
+// that a slow lookup cannot let it lapse; a refused or failed renewal ends
+// the attachment and asks for a recheck.
+func (s *PrefixSelector) keepalive(ctx context.Context) {
+	tick := time.NewTicker(s.attach.TTL() / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		cur := s.attached
+		s.mu.Unlock()
+		if cur == "" {
+			continue
+		}
+		ans, err := s.attach.Request(ctx, cur, false, nil, 0)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && ans.Status == Accepted {
+			continue
+		}
+		s.mu.Lock()
+		lost := s.attached == cur
+		if lost {
+			s.attached = ""
+		}
+		s.mu.Unlock()
+		if lost {
+			s.note.set(Client, "", "superpeer stopped serving", time.Now())
+			s.Recheck()
+		}
+	}
 }
 
 // try asks sp to serve us and records it if it accepts.
