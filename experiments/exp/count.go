@@ -108,9 +108,11 @@ func runCount(o Options, r *report.Run) error {
 			series = append(series,
 				report.Series{Name: fmt.Sprintf("S=%d measured", S), X: xs, Y: meas, Points: true},
 				report.Series{Name: fmt.Sprintf("S=%d expected", S), X: xs, Y: exp})
+			// Eighty decades apart: plot log10 on a linear axis (gonum's
+			// log ticks over that range are unreadable).
 			withBook = append(withBook,
-				report.Series{Name: fmt.Sprintf("S=%d measured", S), X: xs, Y: meas, Points: true},
-				report.Series{Name: fmt.Sprintf("S=%d book", S), X: xs, Y: book})
+				report.Series{Name: fmt.Sprintf("S=%d measured", S), X: xs, Y: log10s(meas), Points: true},
+				report.Series{Name: fmt.Sprintf("S=%d book", S), X: xs, Y: log10s(book)})
 		}
 		title := "seed's scheme: 2^⌈log2 S⌉ groups"
 		if scheme == "exact" {
@@ -119,9 +121,17 @@ func runCount(o Options, r *report.Run) error {
 		if err := r.Lines("count-"+scheme, report.Figure{Title: "superpeers vs n, " + title, X: "peers n", Y: "superpeers", LogX: true, LogY: true, Legend: "top-left"}, series); err != nil {
 			return err
 		}
-		if err := r.Lines("count-book-"+scheme, report.Figure{Title: "measured vs Tanenbaum & van Steen's 2^(k−m)·N, " + scheme, X: "peers n", Y: "superpeers", LogX: true, LogY: true, Legend: "bottom-right"}, withBook); err != nil {
+		if err := r.Lines("count-book-"+scheme, report.Figure{Title: "measured vs Tanenbaum & van Steen's 2^(k−m)·N, " + scheme, X: "peers n", Y: "log10(superpeers)", LogX: true, Legend: "bottom-right"}, withBook); err != nil {
 			return err
 		}
 	}
 	return r.WriteResults(p, map[string]any{"rows": rows})
+}
+
+func log10s(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.Log10(x)
+	}
+	return out
 }
