@@ -2,6 +2,7 @@ package superpeer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -140,7 +141,11 @@ func (s *PrefixSelector) Start(ctx context.Context) error {
 }
 
 func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEvent) {
-	timer := time.NewTimer(0)
+	// The first lookup comes within 2·MinRecheck, spread by the peer's key:
+	// a thousand peers started together do not all look up at once.
+	k := s.node.Key()
+	first := time.Duration(binary.BigEndian.Uint64(k[24:]) % uint64(2*s.opts.MinRecheck+1))
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	var last time.Time
 	for {

@@ -122,7 +122,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
-	ttl := fs.Duration("ttl", 6*time.Second, "attachment lifetime without renewal; peers recheck every third of it")
+	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	if err := parseFlags(fs, args); err != nil {
