@@ -10,6 +10,7 @@ import (
 	"time"
 
 	logging "github.com/ipfs/go-log/v2"
+	kb "github.com/libp2p/go-libp2p-kbucket"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -160,6 +161,7 @@ const (
 	StatMoveBytes     = "move_bytes"
 	StatLookups       = "token_lookups"
 	StatPublishDrop   = "publish_queue_full"
+	StatMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
 )
 
 // NewSelector makes a repel selector on node, which must run GossipSub
@@ -365,9 +367,11 @@ func (s *Selector) loop(ctx context.Context) {
 			}
 			s.apply(now, r, in.reply)
 		}
-		// Tokens silent for half of T_dead: look up the live peers nearest
-		// their names, so that the model can tell whether this peer is the
-		// one to mint them again.
+		// Tokens silent for a quarter of T_dead: if this peer is nearer
+		// their names than every peer its routing table knows, it may be the
+		// one to mint them again; a lookup of the live peers nearest the name
+		// tells the model for sure. Peers with a nearer routing-table entry
+		// know already that they are not first (setView passes those on).
 		if t, ok := s.model.Held(); ok {
 			heard[t.ID] = now
 			delete(closest, t.ID)
@@ -377,8 +381,8 @@ func (s *Selector) loop(ctx context.Context) {
 		}
 		var due []uint32
 		for i := range heard {
-			half := s.opts.Config.DeadAfter / 2
-			if now.Sub(heard[i]) >= half && now.Sub(looked[i]) >= half {
+			quarter := s.opts.Config.DeadAfter / 4
+			if now.Sub(heard[i]) >= quarter && now.Sub(looked[i]) >= quarter && s.mayMint(uint32(i)) {
 				due = append(due, uint32(i))
 				looked[i] = now
 			}
@@ -391,21 +395,43 @@ func (s *Selector) loop(ctx context.Context) {
 	}
 }
 
-// lookupNames finds the live peers XOR-closest to each token's name.
+// mayMint reports whether this peer is XOR-nearer token id's name than
+// every peer near it in its routing table.
+func (s *Selector) mayMint(id uint32) bool {
+	key := TokenKey(id)
+	self := s.node.Key()
+	for _, p := range s.node.RoutingTable().NearestPeers(kb.ID(key[:]), 1) {
+		if dht.Key(key).Closer(dht.KeyOf(p), self) {
+			return false
+		}
+	}
+	return true
+}
+
+// lookupNames finds the live peers XOR-closest to each token's name, all
+// at once.
 func (s *Selector) lookupNames(ctx context.Context, ids []uint32) {
 	out := make(map[uint32][]peer.ID, len(ids))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, id := range ids {
-		s.stats.add(StatLookups, 1)
-		ps, err := s.node.Closest(ctx, dht.Key(TokenKey(id)), s.opts.MintLookup)
-		if err != nil {
-			if ctx.Err() != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.stats.add(StatLookups, 1)
+			ps, err := s.node.Closest(ctx, dht.Key(TokenKey(id)), s.opts.MintLookup)
+			if err != nil {
 				return
 			}
-			continue
-		}
-		out[id] = ps
+			mu.Lock()
+			out[id] = ps
+			mu.Unlock()
+		}()
 	}
-	s.post(ctx, input{closest: out})
+	wg.Wait()
+	if ctx.Err() == nil {
+		s.post(ctx, input{closest: out})
+	}
 }
 
 // setView hands the model its coordinate and the peers it should know: the
@@ -469,6 +495,18 @@ func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
 	for _, ps := range closest {
 		for _, p := range ps {
 			if p != self && !bad[p] {
+				add(p, false)
+			}
+		}
+	}
+	// The routing table's peers nearest each token's name: enough for the
+	// model to see that this peer is not the one to mint it (the rank of a
+	// peer that is comes from the lookups above).
+	rt := s.node.RoutingTable()
+	for i := 0; i < s.opts.Config.Tokens; i++ {
+		key := TokenKey(uint32(i))
+		for _, p := range rt.NearestPeers(kb.ID(key[:]), s.opts.MintLookup) {
+			if !bad[p] {
 				add(p, false)
 			}
 		}

@@ -2,6 +2,8 @@ package repel
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
 
 	lpnet "github.com/libp2p/go-libp2p/core/network"
@@ -9,6 +11,12 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
 )
+
+// gone reports whether a read failed because the stream ended or was reset
+// (a peer that went away or gave up), not because of what it sent.
+func gone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, lpnet.ErrReset) || errors.Is(err, context.Canceled)
+}
 
 // handleMove answers a move offer: one MOVE frame in, the model's ACK or
 // REFUSE out. A frame that does not decode or is not a MOVE resets the
@@ -19,8 +27,12 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 	from := st.Conn().RemotePeer()
 	f, _, err := readMove(st)
 	if err != nil {
-		s.drops.add(DropDecode, 1)
-		log.Debugw("repel: bad move frame", "from", from, "err", err)
+		if gone(err) {
+			s.stats.add(StatMoveLost, 1)
+		} else {
+			s.drops.add(DropDecode, 1)
+			log.Debugw("repel: bad move frame", "from", from, "err", err)
+		}
 		_ = st.Reset()
 		return
 	}
@@ -92,7 +104,11 @@ func (s *Selector) sendMove(m Message) {
 	s.stats.add(StatMoveBytes, uint64(n))
 	f, _, err := readMove(st)
 	if err != nil {
-		s.drops.add(DropDecode, 1)
+		if gone(err) || ctx.Err() != nil {
+			s.stats.add(StatMoveLost, 1)
+		} else {
+			s.drops.add(DropDecode, 1)
+		}
 		_ = st.Reset()
 		return
 	}

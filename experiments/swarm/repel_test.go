@@ -80,6 +80,22 @@ func logSummary(t *testing.T, r *RepelRun, took time.Duration) {
 	}
 }
 
+// waitLogged waits for cond, logging the state every 15 s.
+func waitLogged(t *testing.T, ctx context.Context, r *RepelRun, since time.Time, cond func(RepelState) bool) (time.Duration, error) {
+	t.Helper()
+	last := time.Now()
+	return r.Wait(ctx, since, func(st RepelState) bool {
+		if time.Since(last) > 15*time.Second {
+			last = time.Now()
+			stats, _ := r.counts()
+			t.Logf("%.0f s: %d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved; %d minted, %d moves, %d fenced",
+				time.Since(since).Seconds(), st.Missing, st.Duplicated, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved,
+				stats["minted"], stats["accepted"], stats["fenced"])
+		}
+		return cond(st)
+	})
+}
+
 func checkExactlyS(t *testing.T, r *RepelRun, S, capacity int) {
 	t.Helper()
 	st := r.State()
@@ -101,7 +117,7 @@ func TestRepel_SwarmSettles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	r := startRepel(t, ctx, s, v, g, S, capacity)
-	took, err := r.WaitConverged(ctx, r.Start())
+	took, err := waitLogged(t, ctx, r, r.Start(), RepelState.Converged)
 	if err != nil {
 		t.Fatal(err)
 	}
