@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/plot/vg"
+
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/experiments/report"
 	"github.com/superpeer-overlay/superpeer/experiments/sim"
@@ -118,10 +120,10 @@ func runCount(o Options, r *report.Run) error {
 		if scheme == "exact" {
 			title = "exactly S groups (prefix code)"
 		}
-		if err := r.Lines("count-"+scheme, report.Figure{Title: "superpeers vs n, " + title, X: "peers n", Y: "superpeers", LogX: true, LogY: true, Legend: "top-left"}, series); err != nil {
+		if err := r.Lines("count-"+scheme, report.Figure{Title: "superpeers vs n, " + title, X: "peers n", Y: "superpeers", LogX: true, LogY: true, Legend: "top-left", Height: 6 * vg.Inch}, series); err != nil {
 			return err
 		}
-		if err := r.Lines("count-book-"+scheme, report.Figure{Title: "measured vs Tanenbaum & van Steen's 2^(k−m)·N, " + scheme, X: "peers n", Y: "log10(superpeers)", LogX: true, Legend: "bottom-right"}, withBook); err != nil {
+		if err := r.Lines("count-book-"+scheme, report.Figure{Title: "measured vs Tanenbaum & van Steen's 2^(k−m)·N, " + scheme, X: "peers n", Y: "log10(superpeers)", LogX: true, Legend: "bottom-right", Height: 6 * vg.Inch}, withBook); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,8 @@ package exp
 import (
 	"fmt"
 
+	"gonum.org/v1/plot/vg"
+
 	"github.com/superpeer-overlay/superpeer/experiments/report"
 	"github.com/superpeer-overlay/superpeer/experiments/sim"
 	"github.com/superpeer-overlay/superpeer/experiments/vivaldieval"
@@ -73,7 +75,7 @@ func runVivaldi(o Options, r *report.Run) error {
 		last := res.Checkpoints[len(res.Checkpoints)-1]
 		t.Add(spec, res.Nodes, res.Rounds, last.Median, last.P90, last.SerfMedian, last.SerfP90)
 	}
-	if err := r.Lines("error-vs-rounds", report.Figure{Title: "Vivaldi median relative error, ours vs serf", X: "rounds", Y: "median |pred − true| / true", LogX: true, LogY: true}, series); err != nil {
+	if err := r.Lines("error-vs-rounds", report.Figure{Title: "Vivaldi median relative error, ours vs serf", X: "rounds", Y: "median |pred − true| / true", LogX: true, LogY: true, Legend: "bottom-left", Height: 6 * vg.Inch}, series); err != nil {
 		return err
 	}
 	if err := printTable(o, r, "matrices", "Vivaldi relative error after the last round (all pairs)", t); err != nil {
@@ -125,7 +127,7 @@ func runVivaldi(o Options, r *report.Run) error {
 		st.Add(sr.spec, sr.n, rounds, last.Median, last.P90, vr.Pairs, vr.Updates, secs)
 		simRes = append(simRes, map[string]any{"space": sr.spec, "n": sr.n, "seconds": secs, "result": vr})
 	}
-	if err := r.Lines("sim-error-vs-rounds", report.Figure{Title: "simulated Vivaldi (delayed messages), median relative error", X: "rounds", Y: "median relative error", LogX: true, LogY: true}, simSeries); err != nil {
+	if err := r.Lines("sim-error-vs-rounds", report.Figure{Title: "simulated Vivaldi (delayed messages), median relative error", X: "rounds", Y: "median relative error", LogX: true, LogY: true, Legend: "bottom-left"}, simSeries); err != nil {
 		return err
 	}
 	if err := printTable(o, r, "simulator", "simulated Vivaldi at scale (random pairs beyond 2000 peers)", st); err != nil {
