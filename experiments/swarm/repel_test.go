@@ -112,6 +112,9 @@ func checkExactlyS(t *testing.T, r *RepelRun, S, capacity int) {
 // TestRepel_SwarmSettles: 200 peers over PlanetLab, S = 8: every token
 // settles, exactly 8 superpeers, every client attached.
 func TestRepel_SwarmSettles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 live peers: minutes on a loaded 2-core machine")
+	}
 	const n, S, capacity = 200, 8, 50
 	s, v, g := repelSwarm(t, n, 21)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -127,4 +130,60 @@ func TestRepel_SwarmSettles(t *testing.T) {
 		t.Fatalf("%d clients unserved, %d wrongly attached", st.Unserved, st.Wrong)
 	}
 	logSummary(t, r, took)
+}
+
+// TestRepel_SwarmRecoversFromKill: after the tokens settle among 200
+// peers, a quarter of the peers die, at least half of the holders among
+// them: every token is held by exactly one live peer again within T_dead +
+// T_settle, the selection converges again (exactly S superpeers, every
+// client attached), and no token is duplicated once settled.
+func TestRepel_SwarmRecoversFromKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 live peers: minutes on a loaded 2-core machine")
+	}
+	const n, S, capacity = 200, 8, 50
+	s, v, g := repelSwarm(t, n, 22)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	r := startRepel(t, ctx, s, v, g, S, capacity)
+	took, err := waitLogged(t, ctx, r, r.Start(), RepelState.Converged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSummary(t, r, took)
+
+	victims := r.PickKill(0.25, 0.5, rand.New(rand.NewSource(4)))
+	holders := 0
+	for _, i := range victims {
+		if _, ok := r.Selector(i).Held(); ok {
+			holders++
+		}
+	}
+	if len(victims) != n/4 || holders < S/2 {
+		t.Fatalf("picked %d victims with %d holders", len(victims), holders)
+	}
+	cfg := r.Config()
+	start := time.Now()
+	r.Kill(victims)
+	back, err := waitLogged(t, ctx, r, start, RepelState.TokensBack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := cfg.DeadAfter + cfg.SettleAfter
+	t.Logf("killed %d peers (%d holders); every token held once again after %.1f s (bound T_dead + T_settle = %v)", len(victims), holders, back.Seconds(), bound)
+	if back > bound {
+		t.Errorf("tokens back after %v, over T_dead + T_settle = %v", back, bound)
+	}
+	recovered, err := waitLogged(t, ctx, r, start, RepelState.Converged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyS(t, r, S, capacity)
+	logSummary(t, r, recovered)
+	// Settled: no token is duplicated or lost while we watch.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if st := r.State(); st.Duplicated != 0 || st.Missing != 0 {
+			t.Fatalf("after settling: %d tokens duplicated, %d missing", st.Duplicated, st.Missing)
+		}
+	}
 }
