@@ -132,6 +132,8 @@ type Selector struct {
 	sub    *pubsub.Subscription
 	model  *Node // owned by loop
 
+	lastSnap time.Time // owned by loop: when the snapshot was last taken
+
 	inbox chan input
 	kick  chan struct{}
 	pub   chan []byte
@@ -548,8 +550,17 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 	for _, e := range r.Events {
 		s.stats.add(e.Kind.String(), 1)
 	}
+	// The snapshot copies every token: only on a change, or once a tick.
+	if len(r.Events) == 0 && !r.RoleChanged && now.Sub(s.lastSnap) < s.opts.Tick {
+		return
+	}
+	s.lastSnap = now
 	held, holding := s.model.Held()
+	held.Digest = nil
 	live := s.model.LiveTokens(now)
+	for i := range live {
+		live[i].Digest = nil // readers need holders and places only
+	}
 	s.mu.Lock()
 	changed := holding != s.snap.holding || r.Role != s.snap.role || holderSetChanged(s.snap.live, live)
 	if r.Role == RoleSuperpeer && s.snap.role != RoleSuperpeer {

@@ -219,6 +219,9 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		rep.Vivaldi = &vs
+		// Good enough: sample slowly from now on, leaving the machine to
+		// the selection.
+		vr.SetInterval(2 * time.Second)
 	}
 	var rr *swarm.RepelRun
 	if *method == "repel" {

@@ -49,6 +49,9 @@ func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCo
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Good enough: sample slowly from now on, to leave the machine to the
+	// method under test.
+	v.SetInterval(2 * time.Second)
 	t.Logf("swarm built and converged in %.1f s", start.Sub(built).Seconds())
 	t.Logf("vivaldi: median %.3f p90 %.3f after %.1f s (%.0f samples per peer, %s)", vs.Median, vs.P90, vs.Seconds, vs.Samples, vs.Stopped)
 	return s, v, g
@@ -88,9 +91,9 @@ func waitLogged(t *testing.T, ctx context.Context, r *RepelRun, since time.Time,
 		if time.Since(last) > 15*time.Second {
 			last = time.Now()
 			stats, _ := r.counts()
-			t.Logf("%.0f s: %d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved; %d minted, %d moves, %d fenced",
+			t.Logf("%.0f s: %d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved; %d minted, %d moves, %d fenced, %d move timeouts; %d announced, %d heard, %d publish drops",
 				time.Since(since).Seconds(), st.Missing, st.Duplicated, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved,
-				stats["minted"], stats["accepted"], stats["fenced"])
+				stats["minted"], stats["accepted"], stats["fenced"], stats["move-timed-out"], stats[repel.StatAnnounceSent], stats[repel.StatAnnounceRecv], stats[repel.StatPublishDrop])
 		}
 		return cond(st)
 	})

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -56,12 +59,20 @@ type VivaldiSummary struct {
 	Stopped string `json:"stopped"`
 }
 
-// VivaldiRun is a vivaldi.Service on every peer of a swarm.
+// VivaldiRun is a vivaldi.Service on every peer of a swarm. The run drives
+// the sampling itself (each peer alternates between one of its 16 nearest
+// known peers and a random candidate, as the service does), so that
+// SetInterval can slow it down once the coordinates are good: hundreds of
+// in-process peers sampling every few hundred ms cost more CPU than the
+// method that uses the coordinates.
 type VivaldiRun struct {
-	s     *Swarm
-	svcs  []*vivaldi.Service
-	start time.Time
-	dead  []bool
+	s        *Swarm
+	svcs     []*vivaldi.Service
+	start    time.Time
+	dead     []bool
+	interval atomic.Int64
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // StartVivaldi starts the coordinate service on every peer that is in the
@@ -82,6 +93,9 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 	}
 	rng := rand.New(rand.NewSource(opts.Seed))
 	v := &VivaldiRun{s: s, svcs: make([]*vivaldi.Service, len(s.Peers)), dead: make([]bool, len(s.Peers))}
+	v.interval.Store(int64(opts.Interval))
+	ctx, cancel := context.WithCancel(context.Background())
+	v.cancel = cancel
 	live := s.Live()
 	for _, i := range live {
 		p := s.Peers[i]
@@ -96,7 +110,7 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 		source := func() []peer.ID {
 			return append(node.RoutingTable().ListPeers(), random...)
 		}
-		vo := []vivaldi.Option{vivaldi.WithInterval(opts.Interval), vivaldi.WithPeerSource(source), vivaldi.WithSeed(rng.Int63())}
+		vo := []vivaldi.Option{vivaldi.WithInterval(0), vivaldi.WithSeed(rng.Int63())}
 		if opts.Config != nil {
 			vo = append(vo, vivaldi.WithConfig(*opts.Config))
 		}
@@ -106,9 +120,63 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
 		}
 		v.svcs[i] = svc
+		v.wg.Add(1)
+		go v.drive(ctx, svc, p.Host.ID(), source, rng.Int63())
 	}
 	v.start = time.Now()
 	return v, nil
+}
+
+// SetInterval changes how often every peer samples (from its next sample).
+func (v *VivaldiRun) SetInterval(d time.Duration) {
+	if d > 0 {
+		v.interval.Store(int64(d))
+	}
+}
+
+// drive samples one peer per interval, jittered: half the time one of the
+// 16 nearest peers whose coordinate it knows, else a random candidate.
+func (v *VivaldiRun) drive(ctx context.Context, svc *vivaldi.Service, self peer.ID, source func() []peer.ID, seed int64) {
+	defer v.wg.Done()
+	rng := rand.New(rand.NewSource(seed))
+	for {
+		d := time.Duration(v.interval.Load())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d/2 + time.Duration(rng.Int63n(int64(d)))):
+		}
+		var p peer.ID
+		if rng.Intn(2) == 0 {
+			me := svc.Coordinate()
+			type pd struct {
+				p peer.ID
+				d float64
+			}
+			var known []pd
+			for q, c := range svc.PeerCoordinates() {
+				known = append(known, pd{q, me.DistanceTo(c)})
+			}
+			sort.Slice(known, func(i, j int) bool { return known[i].d < known[j].d })
+			if len(known) > 16 {
+				known = known[:16]
+			}
+			if len(known) > 0 {
+				p = known[rng.Intn(len(known))].p
+			}
+		}
+		if p == "" {
+			cands := source()
+			if len(cands) == 0 {
+				continue
+			}
+			p = cands[rng.Intn(len(cands))]
+		}
+		if p == self {
+			continue
+		}
+		_, _ = svc.Sample(ctx, p)
+	}
 }
 
 // Service is peer i's coordinate service (nil if it has none).
@@ -205,6 +273,8 @@ func (v *VivaldiRun) Kill(idx []int) {
 
 // Close stops every service.
 func (v *VivaldiRun) Close() {
+	v.cancel()
+	v.wg.Wait()
 	for i, svc := range v.svcs {
 		if svc != nil && !v.dead[i] {
 			v.dead[i] = true
