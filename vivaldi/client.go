@@ -49,6 +49,7 @@ type Client struct {
 	refIdx int
 	window []slot // ring of the last NeighborWindow updates, in order
 	winIdx int
+	minRTT float64 // least RTT of the first StartHeightSamples samples, seconds
 	stats  Stats
 }
 
@@ -250,8 +251,9 @@ func (c *Client) reference(r float64) float64 {
 }
 
 // updateVivaldi is the update of [1] (adaptive timestep weighted by both
-// error estimates, height vectors), with our early timestep and, once the
-// node has settled, the neighbour mean, relative force and residual clip.
+// error estimates, height vectors), with our early phase (bigger timestep,
+// damped confidence weight, height from the least RTT) and, once the node
+// has settled, the neighbour mean, relative force and residual clip.
 // Lock held.
 func (c *Client) updateVivaldi(o Coord, rtt float64) {
 	cfg := &c.cfg
@@ -268,6 +270,12 @@ func (c *Client) updateVivaldi(o Coord, rtt float64) {
 		total = zero
 	}
 	w := c.coord.Error / total
+	if p := cfg.EarlyConfidence; p != 1 && c.coord.Error >= cfg.SettledError {
+		// Unsettled: both estimates are still mostly the prior, so their
+		// differences count for less (see Config.EarlyConfidence).
+		a, b := math.Pow(c.coord.Error, p), math.Pow(math.Max(o.Error, zero), p)
+		w = a / (a + b)
+	}
 
 	cc := cfg.CC
 	if cfg.CCStart > cfg.CC {
@@ -287,17 +295,35 @@ func (c *Client) updateVivaldi(o Coord, rtt float64) {
 	settled := c.coord.Error < cfg.SettledError
 	if settled && cfg.NeighborWindow > 0 && c.coord.vecDistance(o) > zero {
 		c.applyNeighborForce(cc, ref)
+	} else {
+		res := rtt - dist
+		if settled {
+			res = c.clip(res, rtt)
+		}
+		force := cc * w * res
+		if settled && cfg.RelativeForce > 0 {
+			force *= c.relScale(ref, rtt)
+		}
+		c.applyForce(force, o)
+	}
+	c.startHeight(rtt)
+}
+
+// startHeight sets the height of an unsettled node in its first
+// StartHeightSamples samples to StartHeight times the least RTT it has seen
+// (see Config.StartHeight). Lock held.
+func (c *Client) startHeight(rtt float64) {
+	cfg := &c.cfg
+	if cfg.StartHeight <= 0 || c.tick > uint64(cfg.StartHeightSamples) {
 		return
 	}
-	res := rtt - dist
-	if settled {
-		res = c.clip(res, rtt)
+	if c.tick == 1 || rtt < c.minRTT {
+		c.minRTT = rtt
 	}
-	force := cc * w * res
-	if settled && cfg.RelativeForce > 0 {
-		force *= c.relScale(ref, rtt)
+	if c.coord.Error < cfg.SettledError {
+		return // settled: a coordinate restored by SetCoordinate keeps its height
 	}
-	c.applyForce(force, o)
+	c.coord.Height = math.Max(cfg.HeightMin, cfg.StartHeight*c.minRTT)
 }
 
 // clip bounds a residual of a link of rtt seconds to ±ResidualClip·rtt.

@@ -184,18 +184,21 @@ func TestConfig_Validate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for field, mutate := range map[string]func(*Config){
-		"Dimensions":        func(c *Config) { c.Dimensions = 0 },
-		"ErrorMax":          func(c *Config) { c.ErrorMax = math.NaN() },
-		"CE":                func(c *Config) { c.CE = 2 },
-		"CC":                func(c *Config) { c.CC = -1 },
-		"CCStart":           func(c *Config) { c.CCStart = 3 },
-		"HeightMin":         func(c *Config) { c.HeightMin = -1 },
-		"LatencyFilterSize": func(c *Config) { c.LatencyFilterSize = 0 },
-		"MaxFilterPeers":    func(c *Config) { c.MaxFilterPeers = 0 },
-		"GravityRho":        func(c *Config) { c.GravityRho = math.Inf(1) },
-		"RelativeForce":     func(c *Config) { c.RelativeForce = 5 },
-		"NeighborWindow":    func(c *Config) { c.NeighborWindow = -1 },
-		"SettledError":      func(c *Config) { c.SettledError = -1 },
+		"Dimensions":         func(c *Config) { c.Dimensions = 0 },
+		"ErrorMax":           func(c *Config) { c.ErrorMax = math.NaN() },
+		"CE":                 func(c *Config) { c.CE = 2 },
+		"CC":                 func(c *Config) { c.CC = -1 },
+		"CCStart":            func(c *Config) { c.CCStart = 3 },
+		"HeightMin":          func(c *Config) { c.HeightMin = -1 },
+		"LatencyFilterSize":  func(c *Config) { c.LatencyFilterSize = 0 },
+		"MaxFilterPeers":     func(c *Config) { c.MaxFilterPeers = 0 },
+		"GravityRho":         func(c *Config) { c.GravityRho = math.Inf(1) },
+		"RelativeForce":      func(c *Config) { c.RelativeForce = 5 },
+		"NeighborWindow":     func(c *Config) { c.NeighborWindow = -1 },
+		"SettledError":       func(c *Config) { c.SettledError = -1 },
+		"StartHeight":        func(c *Config) { c.StartHeight = 2 },
+		"StartHeightSamples": func(c *Config) { c.StartHeightSamples = -1 },
+		"EarlyConfidence":    func(c *Config) { c.EarlyConfidence = math.NaN() },
 	} {
 		c := DefaultConfig()
 		mutate(&c)
@@ -206,6 +209,77 @@ func TestConfig_Validate(t *testing.T) {
 		if _, err := NewClient(c, nil); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: NewClient err = %v, want ErrConfig", field, err)
 		}
+	}
+}
+
+func TestClient_StartHeight(t *testing.T) {
+	cfg := DefaultConfig()
+	c := newTestClient(t, cfg, 1)
+	o := NewCoord(cfg.Dimensions, cfg.HeightMin, cfg.ErrorMax)
+	// The height follows StartHeight × the least RTT so far, for the first
+	// StartHeightSamples samples of an unsettled node.
+	for i, ms := range []float64{40, 20, 30} {
+		if err := c.Update(fmt.Sprint("p", i), o, time.Duration(ms*float64(time.Millisecond))); err != nil {
+			t.Fatal(err)
+		}
+		if h, want := c.GetCoordinate().Height, cfg.StartHeight*min(40, ms)/1000; i < 2 && math.Abs(h-want) > 1e-12 {
+			t.Fatalf("after %v ms: height %v, want %v", ms, h, want)
+		}
+	}
+	if h, want := c.GetCoordinate().Height, cfg.StartHeight*0.020; math.Abs(h-want) > 1e-12 {
+		t.Fatalf("height %v, want %v (the least RTT so far)", h, want)
+	}
+
+	// A settled coordinate restored across a restart keeps its height.
+	r := newTestClient(t, cfg, 2)
+	saved := NewCoord(cfg.Dimensions, 0.003, 0.1)
+	saved.Vec[0] = 0.05
+	if err := r.SetCoordinate(saved); err != nil {
+		t.Fatal(err)
+	}
+	far := NewCoord(cfg.Dimensions, cfg.HeightMin, 0.1)
+	far.Vec[0] = 0.1
+	if err := r.Update("q", far, 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if h := r.GetCoordinate().Height; math.Abs(h-cfg.StartHeight*0.005) < 1e-9 {
+		t.Fatalf("restored settled coordinate had its height reset to %v", h)
+	}
+
+	// 0 turns it off: the height stays at HeightMin after a sample from a
+	// coincident peer (the whole move goes into the vector).
+	cfg.StartHeight = 0
+	z := newTestClient(t, cfg, 1)
+	if err := z.Update("p", o, 40*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if h := z.GetCoordinate().Height; h != cfg.HeightMin {
+		t.Fatalf("StartHeight 0: height %v, want HeightMin", h)
+	}
+}
+
+func TestClient_EarlyConfidence(t *testing.T) {
+	// An unsettled node sampling a confident peer moves less with a damped
+	// weight than with [1]'s, but still towards the right distance.
+	move := func(p float64) float64 {
+		cfg := DefaultConfig()
+		cfg.EarlyConfidence = p
+		cfg.StartHeight = 0
+		c := newTestClient(t, cfg, 1)
+		start := NewCoord(cfg.Dimensions, cfg.HeightMin, cfg.ErrorMax)
+		start.Vec[0] = 0.010
+		if err := c.SetCoordinate(start); err != nil {
+			t.Fatal(err)
+		}
+		peer := NewCoord(cfg.Dimensions, cfg.HeightMin, 0.1)
+		if err := c.Update("p", peer, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		return c.GetCoordinate().DistanceTo(peer) - start.DistanceTo(peer)
+	}
+	full, damped := move(1), move(0.25)
+	if !(damped > 0 && damped < full) {
+		t.Fatalf("moved %v with EarlyConfidence 0.25, %v with 1: want 0 < damped < full", damped, full)
 	}
 }
 

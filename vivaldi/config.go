@@ -32,9 +32,11 @@ type Config struct {
 	ErrorMax float64
 
 	// CE bounds how far one sample moves the error estimate (dimensionless;
-	// [1] and [3]: 0.25, ours 0.15). A smaller value averages the error
+	// [1] and [3]: 0.25, ours 0.1). A smaller value averages the error
 	// over more samples: the weights below are steadier and a node keeps
-	// its big early timestep a little longer.
+	// its big early timestep (CCStart) a little longer. 0.1 rather than
+	// 0.15 lowered PlanetLab's round-32 median by ~0.01 and left the later
+	// rounds alone; 0.08 began to cost Seattle at round 100.
 	CE float64
 
 	// CC bounds how far one sample moves the coordinate towards its ideal
@@ -49,7 +51,9 @@ type Config struct {
 	// Everybody starts at the origin, where small steps waste the first rounds
 	// inching outwards. Dimensionless, in [0, 2] (with both errors at the
 	// maximum the weight is 1/2, so 2 is a full correction); a value below CC
-	// means CC throughout. Our addition; 1.
+	// means CC throughout. Our addition; 1.25 (1.5 is faster still on
+	// PlanetLab but overshoots on Seattle's non-Euclidean links, losing
+	// 0.03 at round 32).
 	CCStart float64
 
 	// HeightMin is the least height (seconds). Heights model access links and
@@ -115,6 +119,37 @@ type Config struct {
 	// sample alone is the better guide; and the coarse layout is set by the
 	// long links, which RelativeForce would hold back. Dimensionless; 0.7.
 	SettledError float64
+
+	// StartHeight sets a new node's height, for its first StartHeightSamples
+	// samples, to StartHeight times the least RTT it has measured so far
+	// (dimensionless fraction; 0 disables). Everyone starts at HeightMin,
+	// and the height-vector rule of [1] gives the height only the share
+	// h/(|x|+h) of each move, so from 10 µs it takes hundreds of samples to
+	// grow: meanwhile the vectors stretch to stand in for access links. Any
+	// RTT is at least the sum of both heights, so with similar heights a
+	// node's is at most half its least RTT; a little less leaves room for
+	// the peer's. Our addition; 0.4 (0.3–0.5 alike on PlanetLab and
+	// Seattle; round-32 median on PlanetLab −0.01 to −0.02).
+	StartHeight float64
+
+	// StartHeightSamples is how many of a node's first samples StartHeight
+	// governs its height for (samples); after that the update rules own it.
+	// 32: the least RTT over 32 random peers is close to the node's own
+	// access delay plus a near peer's; longer made no difference.
+	StartHeightSamples int
+
+	// EarlyConfidence is the exponent p applied to both error estimates in
+	// the confidence weight w = e_i^p / (e_i^p + e_j^p) while the node is not
+	// settled (dimensionless, in [0, 1]; 1 is [1]'s weight, 0 an even
+	// split). In the first rounds every error estimate is still mostly the
+	// ErrorMax prior decaying at the same pace, so the differences between
+	// them are noise rather than knowledge, and the full weight lets a
+	// node lurch towards whichever peer happened to decay a little faster.
+	// A root keeps the ordering (a newcomer at ErrorMax still moves more
+	// than a settled peer it samples, w ≈ 0.66 instead of 0.94 against
+	// error 0.1) but damps it. Settled nodes use [1]'s weight, so a
+	// newcomer's guesses never shove them around. Our addition; 0.25.
+	EarlyConfidence float64
 }
 
 // DefaultConfig is the configuration for a libp2p swarm on the Internet. It
@@ -124,20 +159,23 @@ func DefaultConfig() Config { return DefaultWANConfig() }
 // DefaultWANConfig is tuned on measured Internet matrices (PlanetLab, Seattle).
 func DefaultWANConfig() Config {
 	return Config{
-		Dimensions:        8,
-		ErrorMax:          1.5,
-		CE:                0.15,
-		CC:                0.75,
-		CCStart:           1.0,
-		HeightMin:         10e-6,
-		LatencyFilterSize: 3,
-		MaxFilterPeers:    1024,
-		GravityRho:        150,
-		SettledError:      0.7,
-		NeighborWindow:    64,
-		RelativeForce:     1,
-		ResidualClip:      0.5,
-		HeightShare:       0.2,
+		Dimensions:         8,
+		ErrorMax:           1.5,
+		CE:                 0.1,
+		CC:                 0.75,
+		CCStart:            1.25,
+		HeightMin:          10e-6,
+		LatencyFilterSize:  3,
+		MaxFilterPeers:     1024,
+		GravityRho:         150,
+		SettledError:       0.7,
+		NeighborWindow:     64,
+		RelativeForce:      1,
+		ResidualClip:       0.5,
+		HeightShare:        0.2,
+		StartHeight:        0.4,
+		StartHeightSamples: 32,
+		EarlyConfidence:    0.25,
 	}
 }
 
@@ -186,6 +224,12 @@ func (c Config) Validate() error {
 		return bad("ResidualClip", c.ResidualClip, "must be ≥ 0")
 	case !finite(c.RelativeForce) || c.RelativeForce < 0 || c.RelativeForce > 2:
 		return bad("RelativeForce", c.RelativeForce, "must be in [0, 2]")
+	case !finite(c.StartHeight) || c.StartHeight < 0 || c.StartHeight > 1:
+		return bad("StartHeight", c.StartHeight, "must be in [0, 1]")
+	case c.StartHeightSamples < 0:
+		return bad("StartHeightSamples", c.StartHeightSamples, "must be ≥ 0")
+	case !finite(c.EarlyConfidence) || c.EarlyConfidence < 0 || c.EarlyConfidence > 1:
+		return bad("EarlyConfidence", c.EarlyConfidence, "must be in [0, 1]")
 	}
 	return nil
 }

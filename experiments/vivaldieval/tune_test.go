@@ -12,8 +12,9 @@ import (
 )
 
 // TestTune prints ours vs serf for a config given in VIVALDI_TUNE
-// ("dims=4,cc=0.25,..."); it is how the defaults were chosen and is skipped
-// unless that variable is set.
+// ("dims=4,cc=0.25,..."; "cps=10+20+32" scores extra rounds, "seeds=4"
+// averages seeds seed..seed+3, NOSERF=1 skips the baseline); it is how the
+// defaults were chosen and is skipped unless that variable is set.
 func TestTune(t *testing.T) {
 	spec, ok := os.LookupEnv("VIVALDI_TUNE")
 	if !ok {
@@ -23,6 +24,7 @@ func TestTune(t *testing.T) {
 	seed, rounds, sched, noserf, jitter := int64(1), 500, "random", os.Getenv("NOSERF") != "", 0.0
 	mats := []string{"planetlab-490", "seattle-99"}
 	nseeds := 1
+	var cps []int // checkpoints besides the last; nil is DefaultCheckpoints
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, _ := strings.Cut(kv, "=")
 		f, _ := strconv.ParseFloat(v, 64)
@@ -51,6 +53,23 @@ func TestTune(t *testing.T) {
 			cfg.HeightShare = f
 		case "rel":
 			cfg.RelativeForce = f
+		case "hstart":
+			cfg.StartHeight = f
+		case "hstartn":
+			cfg.StartHeightSamples = int(f)
+		case "econf":
+			cfg.EarlyConfidence = f
+		case "emax":
+			cfg.ErrorMax = f
+		case "cps":
+			cps = nil
+			for _, r := range strings.Split(v, "+") {
+				n, err := strconv.Atoi(r)
+				if err != nil {
+					t.Fatalf("cps: %v", err)
+				}
+				cps = append(cps, n)
+			}
 		case "seed":
 			seed = int64(f)
 		case "seeds":
@@ -82,7 +101,7 @@ func TestTune(t *testing.T) {
 		}
 		var sum []Checkpoint
 		for k := 0; k < nseeds; k++ {
-			r, err := Run(Options{Matrix: m, Name: name, Rounds: rounds, Schedule: sched, Seed: seed + int64(k), Config: &cfg, NoSerf: noserf, Jitter: jitter})
+			r, err := Run(Options{Matrix: m, Name: name, Rounds: rounds, Schedule: sched, Seed: seed + int64(k), Config: &cfg, Checkpoints: cps, NoSerf: noserf, Jitter: jitter})
 			if err != nil {
 				t.Fatal(err)
 			}
