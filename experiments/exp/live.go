@@ -2,6 +2,7 @@ package exp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -20,7 +21,13 @@ type liveConfig struct {
 	HostOf   func(int) int
 	Capacity int
 	TTL      time.Duration
+	// SelectTimeout bounds the wait for the selection to converge (0: the
+	// caller's context alone). On timeout liveSwarm returns the swarm
+	// with errSelectTimeout.
+	SelectTimeout time.Duration
 }
+
+var errSelectTimeout = errors.New("selection did not converge in time")
 
 // liveSwarm builds, joins and converges a swarm and runs the prefix
 // selection on it until it has converged. The caller closes it.
@@ -64,11 +71,20 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 	if err != nil {
 		return fail(err)
 	}
-	took, err := s.WaitPrefix(ctx, s.SelectionStart())
+	wctx := ctx
+	if c.SelectTimeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, c.SelectTimeout)
+		defer cancel()
+	}
+	took, err := s.WaitPrefix(wctx, s.SelectionStart())
 	if bar != nil {
 		bar.Finish()
 	}
 	if err != nil {
+		if c.SelectTimeout > 0 && ctx.Err() == nil {
+			return s, time.Since(s.SelectionStart()), errSelectTimeout
+		}
 		return fail(err)
 	}
 	return s, took, nil

@@ -1,6 +1,7 @@
 package exp
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,8 @@ type scaleParams struct {
 	RepelS        int    `json:"repel_s"`
 	RepelSpace    string `json:"repel_space"`
 	VivaldiRounds int    `json:"vivaldi_rounds"`
+	// SelectTimeout bounds each live swarm's wait for its selection.
+	SelectTimeout time.Duration `json:"select_timeout_ns"`
 }
 
 type liveScaleRow struct {
@@ -43,6 +46,10 @@ type liveScaleRow struct {
 	MiBPerPeer      float64 `json:"mib_per_peer"`
 	Goroutines      int     `json:"goroutines"`
 	Superpeers      int     `json:"superpeers"`
+	// SelectConverged is false when the selection had not converged after
+	// SelectTimeout; WrongAtEnd counts the peers still in a wrong state.
+	SelectConverged bool `json:"select_converged"`
+	WrongAtEnd      int  `json:"wrong_at_end"`
 }
 
 type simScaleRow struct {
@@ -62,7 +69,7 @@ type simScaleRow struct {
 
 func runScale(o Options, r *report.Run) error {
 	p := scaleParams{common: commonOf(o), Latency: latency.Default, S: 16,
-		PrefixS: 64, PrefixSpace: latency.Default, RepelS: 64, RepelSpace: "synthetic:clusters"}
+		PrefixS: 64, PrefixSpace: latency.Default, RepelS: 64, RepelSpace: "synthetic:clusters", SelectTimeout: 3 * time.Minute}
 	if o.Quick {
 		p.LiveN = []int{50, 100}
 		p.PrefixN = []int{1000, 10_000, 100_000}
@@ -123,7 +130,7 @@ func runScale(o Options, r *report.Run) error {
 		return err
 	}
 	// Live swarms.
-	lt := report.NewTable("peers", "build s", "converge s", "select s", "RSS MiB", "MiB/peer", "goroutines", "superpeers")
+	lt := report.NewTable("peers", "build s", "converge s", "select s", "selected", "wrong", "RSS MiB", "MiB/peer", "goroutines", "superpeers")
 	var liveRows []liveScaleRow
 	for _, n := range p.LiveN {
 		freeMemory()
@@ -133,16 +140,22 @@ func runScale(o Options, r *report.Run) error {
 		}
 		pl := rtt.(*latency.Placement)
 		before := swarm.RSS()
-		s, took, err := liveSwarm(o.Ctx, liveConfig{N: n, S: p.S, Seed: o.Seed, RTT: rtt, HostOf: pl.Host, Capacity: capacityFor(n, p.S)}, o.Stderr)
+		s, took, err := liveSwarm(o.Ctx, liveConfig{N: n, S: p.S, Seed: o.Seed, RTT: rtt, HostOf: pl.Host, Capacity: capacityFor(n, p.S), SelectTimeout: p.SelectTimeout}, o.Stderr)
+		converged := true
+		if errors.Is(err, errSelectTimeout) {
+			converged, err = false, nil
+		}
 		if err != nil {
 			return err
 		}
 		rss := swarm.RSS()
+		st := s.PrefixState()
 		row := liveScaleRow{N: n, BuildSeconds: s.BuildTime.Seconds(), ConvergeSeconds: s.ConvergeTime.Seconds(), SelectSeconds: took.Seconds(),
-			RSSMiB: mib(rss), MiBPerPeer: mib(rss-min(before, rss)) / float64(n), Goroutines: swarm.Goroutines(), Superpeers: len(s.PrefixState().Superpeers)}
+			RSSMiB: mib(rss), MiBPerPeer: mib(rss-min(before, rss)) / float64(n), Goroutines: swarm.Goroutines(), Superpeers: len(st.Superpeers),
+			SelectConverged: converged, WrongAtEnd: st.Wrong}
 		s.Close()
 		liveRows = append(liveRows, row)
-		lt.Add(n, row.BuildSeconds, row.ConvergeSeconds, row.SelectSeconds, row.RSSMiB, row.MiBPerPeer, row.Goroutines, row.Superpeers)
+		lt.Add(n, row.BuildSeconds, row.ConvergeSeconds, row.SelectSeconds, converged, row.WrongAtEnd, row.RSSMiB, row.MiBPerPeer, row.Goroutines, row.Superpeers)
 	}
 	if err := printTable(o, r, "live", "live swarm (mocknet, prefix method) vs n", lt); err != nil {
 		return err
