@@ -280,6 +280,9 @@ func (c *Client) updateVivaldi(o Coord, rtt float64) {
 	cc := cfg.CC
 	if cfg.CCStart > cfg.CC {
 		frac := math.Min(1, c.coord.Error/cfg.ErrorMax)
+		if k := cfg.CCStartSamples; k > 0 { // and fades with the sample count
+			frac *= math.Max(0, 1-float64(c.tick-1)/float64(k))
+		}
 		cc = cfg.CC + (cfg.CCStart-cfg.CC)*frac
 	}
 

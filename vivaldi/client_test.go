@@ -196,6 +196,7 @@ func TestConfig_Validate(t *testing.T) {
 		"RelativeForce":      func(c *Config) { c.RelativeForce = 5 },
 		"NeighborWindow":     func(c *Config) { c.NeighborWindow = -1 },
 		"SettledError":       func(c *Config) { c.SettledError = -1 },
+		"CCStartSamples":     func(c *Config) { c.CCStartSamples = -1 },
 		"StartHeight":        func(c *Config) { c.StartHeight = 2 },
 		"StartHeightSamples": func(c *Config) { c.StartHeightSamples = -1 },
 		"EarlyConfidence":    func(c *Config) { c.EarlyConfidence = math.NaN() },

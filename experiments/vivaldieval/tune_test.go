@@ -57,6 +57,8 @@ func TestTune(t *testing.T) {
 			cfg.StartHeight = f
 		case "hstartn":
 			cfg.StartHeightSamples = int(f)
+		case "ccn":
+			cfg.CCStartSamples = int(f)
 		case "econf":
 			cfg.EarlyConfidence = f
 		case "emax":
