@@ -196,7 +196,7 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		node: node, viv: viv, opts: opts, attach: att, model: model,
 		inbox:       make(chan input, 256),
 		kick:        make(chan struct{}, 1),
-		pub:         make(chan []byte, 16),
+		pub:         make(chan []byte, 1),
 		unreachable: map[peer.ID]time.Time{},
 	}
 	att.SetRole(s.attachRole)
@@ -529,10 +529,21 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 				log.Warnw("repel: cannot encode own announcement", "err", err)
 				continue
 			}
+			// Only the latest announcement matters (it supersedes the
+			// earlier ones): a publisher that lags drops the older.
 			select {
 			case s.pub <- b:
 			default:
-				s.stats.add(StatPublishDrop, 1)
+				select {
+				case <-s.pub:
+					s.stats.add(StatPublishDrop, 1)
+				default:
+				}
+				select {
+				case s.pub <- b:
+				default:
+					s.stats.add(StatPublishDrop, 1)
+				}
 			}
 		case MsgMove:
 			s.wg.Add(1)

@@ -76,9 +76,10 @@ func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
 
 // RepelSwarmConfig is the token method for a swarm whose links carry
 // Internet latencies (PlanetLab: RTTs up to a few hundred ms): LocalConfig's
-// short timers, except that a move's hand-over (a stream open, an offer and
-// an ack: two or three RTTs) gets time to finish before the holder gives
-// up, decisions wait for gossip to cross the mesh (a few hops of one-way
+// short timers, except that a move's hand-over (a dial to a peer not yet
+// connected, identify, an offer and an ack: several RTTs) gets time to
+// finish before the holder gives up — a hand-over that is taken but timed
+// out leaves two holders until fencing — decisions wait for gossip to cross the mesh (a few hops of one-way
 // latency), and settling outlasts a couple of decisions. Hundreds of
 // in-process peers on a loaded machine delay gossip by seconds, so T_dead
 // leaves room for several missed announcements: a token re-minted while its
@@ -87,12 +88,19 @@ func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	c := repel.LocalConfig()
 	c.Tokens = S
 	c.Model = model
-	c.MoveInterval = 2 * time.Second
-	c.MoveTimeout = 4 * time.Second
+	c.MoveInterval = 3 * time.Second
+	c.MoveTimeout = 8 * time.Second
 	c.MovingAnnounceInterval = time.Second
 	c.AnnounceInterval = 2 * time.Second
-	c.SettleAfter = 4 * time.Second
-	c.DeadAfter = 10 * time.Second
+	c.SettleAfter = 5 * time.Second
+	c.DeadAfter = 20 * time.Second
+	// Views of a live swarm lag (clients re-attach after a token moves,
+	// digests follow a round later), so the local search cools faster than
+	// in the model's perfect network: the gain a move needs doubles every
+	// two moves, and a settled token moves only for a 20% gain.
+	c.MinGain = 0.05
+	c.SettledMinGain = 0.2
+	c.CoolingMoves = 2
 	return c
 }
 

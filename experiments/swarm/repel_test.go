@@ -60,7 +60,7 @@ func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCo
 func startRepel(t *testing.T, ctx context.Context, s *Swarm, v *VivaldiRun, g *GossipCounter, S, capacity int) *RepelRun {
 	t.Helper()
 	cfg := RepelSwarmConfig(S, repel.Attract)
-	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 6 * time.Second}}, g)
+	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 12 * time.Second}}, g)
 	if err != nil {
 		t.Fatal(err)
 	}
