@@ -35,7 +35,8 @@ type SelectorOptions struct {
 	// MoveTimeout).
 	Tick time.Duration
 	// View is how often the node's own coordinate and its peers are handed
-	// to the model (default MoveInterval/2).
+	// to the model, and the readers' snapshot of the tokens refreshed
+	// without a change (default MoveInterval).
 	View time.Duration
 	// Neighbours is how many of the Vivaldi peers nearest by coordinate the
 	// model is told of (default 32): its move candidates and, for Attract,
@@ -70,7 +71,7 @@ func (o *SelectorOptions) defaults() error {
 		o.Tick = max(min(c.MoveInterval, c.MovingAnnounceInterval, c.MoveTimeout)/4, 10*time.Millisecond)
 	}
 	if o.View == 0 {
-		o.View = max(c.MoveInterval/2, o.Tick)
+		o.View = max(c.MoveInterval, o.Tick)
 	}
 	if o.Neighbours == 0 {
 		o.Neighbours = 32
@@ -561,8 +562,8 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 	for _, e := range r.Events {
 		s.stats.add(e.Kind.String(), 1)
 	}
-	// The snapshot copies every token: only on a change, or once a tick.
-	if len(r.Events) == 0 && !r.RoleChanged && now.Sub(s.lastSnap) < s.opts.Tick {
+	// The snapshot copies every token: only on a change, or once a View.
+	if len(r.Events) == 0 && !r.RoleChanged && now.Sub(s.lastSnap) < s.opts.View {
 		return
 	}
 	s.lastSnap = now

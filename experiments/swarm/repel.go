@@ -82,7 +82,8 @@ func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
 // out leaves two holders until fencing — decisions wait for gossip to cross the mesh (a few hops of one-way
 // latency), and settling outlasts a couple of decisions. Hundreds of
 // in-process peers on a loaded machine delay gossip by seconds, so T_dead
-// leaves room for several missed announcements: a token re-minted while its
+// leaves room for several missed announcements (and announcements are
+// sparse: every peer verifies the signature of every one): a token re-minted while its
 // holder lives beats it (a higher epoch) and restarts its settling.
 func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	c := repel.LocalConfig()
@@ -90,8 +91,8 @@ func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	c.Model = model
 	c.MoveInterval = 3 * time.Second
 	c.MoveTimeout = 8 * time.Second
-	c.MovingAnnounceInterval = time.Second
-	c.AnnounceInterval = 2 * time.Second
+	c.MovingAnnounceInterval = 2 * time.Second
+	c.AnnounceInterval = 4 * time.Second
 	c.SettleAfter = 5 * time.Second
 	c.DeadAfter = 20 * time.Second
 	// Views of a live swarm lag (clients re-attach after a token moves,
