@@ -119,10 +119,35 @@ type common struct {
 	Size  string `json:"size"`
 	Go    string `json:"go"`
 	CPUs  int    `json:"cpus"`
+	// Revision is the commit the binary was built from (go build's VCS
+	// stamp), with "+dirty" when the tree had uncommitted changes.
+	Revision string `json:"revision,omitempty"`
 }
 
 func commonOf(o Options) common {
-	return common{Seed: o.Seed, Quick: o.Quick, Size: sizeName(o.Quick), Go: runtime.Version(), CPUs: runtime.GOMAXPROCS(0)}
+	return common{Seed: o.Seed, Quick: o.Quick, Size: sizeName(o.Quick), Go: runtime.Version(), CPUs: runtime.GOMAXPROCS(0), Revision: revision()}
+}
+
+func revision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
 }
 
 // space resolves a latency spec for n peers: a matrix (builtin name or file)
