@@ -403,8 +403,11 @@ func (s *Selector) loop(ctx context.Context) {
 func (s *Selector) mayMint(id uint32) bool {
 	key := TokenKey(id)
 	self := s.node.Key()
-	for _, p := range s.node.RoutingTable().NearestPeers(kb.ID(key[:]), 1) {
-		if dht.Key(key).Closer(dht.KeyOf(p), self) {
+	net := s.node.Host().Network()
+	for _, p := range s.node.RoutingTable().NearestPeers(kb.ID(key[:]), s.opts.MintLookup) {
+		// A peer we are not connected to may be dead (its routing-table
+		// entry outlives it until a query to it fails).
+		if net.Connectedness(p) == lpnet.Connected && dht.Key(key).Closer(dht.KeyOf(p), self) {
 			return false
 		}
 	}
@@ -509,7 +512,9 @@ func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
 	for i := 0; i < s.opts.Config.Tokens; i++ {
 		key := TokenKey(uint32(i))
 		for _, p := range rt.NearestPeers(kb.ID(key[:]), s.opts.MintLookup) {
-			if !bad[p] {
+			// Dead peers linger in the routing table; one nearer the name
+			// would push this peer's turn to mint back by T_dead.
+			if !bad[p] && h.Network().Connectedness(p) == lpnet.Connected {
 				add(p, false)
 			}
 		}
