@@ -51,6 +51,10 @@ type SelectorOptions struct {
 	// Switch is how much nearer (by predicted RTT) another holder must be
 	// before an attached client moves to it (default 1.1: 10% nearer).
 	Switch float64
+	// Probe is how many of the predicted-nearest holders a client measures
+	// (one Vivaldi exchange each) when it chooses anew, trying them by
+	// measured RTT (default 3; negative: none, by prediction alone).
+	Probe int
 	// MintLookup is how many peers a lookup of a silent token's name asks
 	// for (default 3): the model mints when this peer ranks first among the
 	// live peers nearest the name, the next ranks later.
@@ -84,6 +88,9 @@ func (o *SelectorOptions) defaults() error {
 	}
 	if o.MintLookup == 0 {
 		o.MintLookup = 3
+	}
+	if o.Probe == 0 {
+		o.Probe = 3
 	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
@@ -142,6 +149,7 @@ type Selector struct {
 	mu          sync.Mutex
 	snap        snapshot
 	attached    peer.ID
+	probed      time.Time             // when the attacher last measured holders (attacher only)
 	unreachable map[peer.ID]time.Time // move targets that could not be reached, until when
 	start       time.Time
 	settledAt   time.Time // when the held token last settled here

@@ -2,6 +2,7 @@ package repel
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -78,9 +79,35 @@ func (s *Selector) attachStep(ctx context.Context) {
 	}
 	// Keep the current holder unless another is clearly nearer: Vivaldi
 	// jitter should not bounce clients between two holders.
-	if curAt > 0 && cands[curAt].d <= s.opts.Switch*cands[0].d {
+	keep := curAt == 0 || (curAt > 0 && cands[curAt].d <= s.opts.Switch*cands[0].d)
+	if curAt > 0 && keep {
 		c := cands[curAt]
 		cands = append([]cand{c}, append(cands[:curAt:curAt], cands[curAt+1:]...)...)
+	}
+	// Choosing anew (not attached, our holder gone, or another clearly
+	// nearer): measure the Probe predicted-nearest holders and try them by
+	// measured RTT, since the embedding's error decides the far tail. Not
+	// more often than every few renewals.
+	if !keep && s.opts.Probe > 0 && (curAt < 0 || time.Since(s.probed) > 5*s.opts.Renew) {
+		s.probed = time.Now()
+		k := min(s.opts.Probe, len(cands))
+		probe := append([]cand(nil), cands[:k]...)
+		if curAt >= k {
+			probe = append(probe, cands[curAt])
+		}
+		for i := range probe {
+			if rtt, err := s.viv.Sample(ctx, probe[i].p); err == nil {
+				probe[i].d = rtt.Seconds()
+			} else {
+				probe[i].d = math.Inf(1)
+			}
+		}
+		sort.SliceStable(probe, func(i, j int) bool { return probe[i].d < probe[j].d })
+		rest := cands[k:]
+		if curAt >= k {
+			rest = append(append([]cand(nil), cands[k:curAt]...), cands[curAt+1:]...)
+		}
+		cands = append(probe, rest...)
 	}
 	for _, c := range cands {
 		ans, err := s.attach.Request(ctx, c.p, false, me.Vec, me.Height)
