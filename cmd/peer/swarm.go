@@ -112,7 +112,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	jsonOut := fs.String("json", "", "write the machine-readable report to this file")
 	lookups := fs.Int("lookups", 100, "random-key lookups to check after convergence")
 	rounds := fs.Int("max-rounds", 20, "self-lookup rounds before giving up on convergence")
-	parallel := fs.Int("parallel", 256, "peers joining at once (joins wait on link latency, so many at once pay)")
+	parallel := fs.Int("parallel", 2048, "peers joining at once (joins wait on link latency, so many at once pay)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	method := fs.String("method", "prefix", "selection method: prefix, repel, or none (the DHT only)")
