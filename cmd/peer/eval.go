@@ -87,20 +87,11 @@ func runEvalVivaldi(args []string, stdout, stderr io.Writer) error {
 // synthetic[:clusters][,heavytail] is generated with nodes hosts from seed;
 // anything else goes to latency.Open.
 func openMatrix(spec string, nodes int, seed int64) (latency.RTTs, string, error) {
-	kind, ok := strings.CutPrefix(spec, "synthetic")
-	if ok && (kind == "" || kind[0] == ':') {
-		cfg := latency.DefaultSyntheticConfig()
-		for _, opt := range strings.Split(strings.TrimPrefix(kind, ":"), ",") {
-			switch opt {
-			case "":
-			case "clusters":
-				cfg.Clusters = 8
-			case "heavytail":
-				cfg.HeavyTail = true
-			default:
-				return nil, "", fmt.Errorf("%w: %q: unknown synthetic option %q (clusters, heavytail)", errUsage, spec, opt)
-			}
-		}
+	cfg, ok, err := latency.ParseSyntheticSpec(spec)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %q: %v", errUsage, spec, err)
+	}
+	if ok {
 		s := latency.NewSynthetic(nodes, seed, cfg)
 		return s, s.Name, nil
 	}

@@ -154,19 +154,11 @@ func revision() string {
 // placed with latency.Place, or "synthetic[:clusters,heavytail]" generated
 // with n hosts (O(n) memory).
 func space(spec string, n int, seed int64) (latency.RTTs, string, error) {
-	if kind, ok := strings.CutPrefix(spec, "synthetic"); ok && (kind == "" || kind[0] == ':') {
-		cfg := latency.DefaultSyntheticConfig()
-		for _, opt := range strings.Split(strings.TrimPrefix(kind, ":"), ",") {
-			switch opt {
-			case "":
-			case "clusters":
-				cfg.Clusters = 8
-			case "heavytail":
-				cfg.HeavyTail = true
-			default:
-				return nil, "", fmt.Errorf("unknown synthetic option %q", opt)
-			}
-		}
+	cfg, ok, err := latency.ParseSyntheticSpec(spec)
+	if err != nil {
+		return nil, "", err
+	}
+	if ok {
 		s := latency.NewSynthetic(n, seed, cfg)
 		return s, spec, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 )
 
 // SyntheticConfig shapes a generated latency space: points in a plane (or
@@ -110,4 +111,28 @@ func (s *Synthetic) RTT(i, j int) float64 {
 		sum += d * d
 	}
 	return math.Max(0.1, math.Sqrt(sum)+s.access[i]+s.access[j])
+}
+
+// ParseSyntheticSpec reads the spec the CLI and the experiments take for a
+// generated space: "synthetic", optionally followed by ":" and a comma list
+// of "clusters" (8 clusters) and "heavytail". ok is false when spec names
+// no synthetic space (a matrix name or file, say).
+func ParseSyntheticSpec(spec string) (cfg SyntheticConfig, ok bool, err error) {
+	kind, ok := strings.CutPrefix(spec, "synthetic")
+	if !ok || (kind != "" && kind[0] != ':') {
+		return SyntheticConfig{}, false, nil
+	}
+	cfg = DefaultSyntheticConfig()
+	for _, opt := range strings.Split(strings.TrimPrefix(kind, ":"), ",") {
+		switch opt {
+		case "":
+		case "clusters":
+			cfg.Clusters = 8
+		case "heavytail":
+			cfg.HeavyTail = true
+		default:
+			return SyntheticConfig{}, true, fmt.Errorf("unknown synthetic option %q (clusters, heavytail)", opt)
+		}
+	}
+	return cfg, true, nil
 }
