@@ -25,9 +25,22 @@ type PrefixOptions struct {
 	// a failed renewal, a refusal and a routing-table change in the peer's
 	// group each bring a lookup forward.
 	Recheck time.Duration
+	// ClientRecheck is how often a client that is attached looks its
+	// superpeer key up again (default 8 × Recheck). Superpeers and
+	// unattached peers recheck every Recheck. A client needs few lookups of
+	// its own: its superpeer's failure shows as a failed renewal, and a
+	// superpeer that is overtaken by a closer peer learns it from its
+	// routing table and refuses the next renewal, which brings the client's
+	// lookup forward. This is what keeps the lookup load of a swarm of
+	// thousands of peers small (n / (8·Recheck) lookups per second).
+	ClientRecheck time.Duration
 	// MinRecheck spaces rechecks triggered by routing-table changes and
 	// refusals (default 500 ms), so a burst of joins costs one lookup.
 	MinRecheck time.Duration
+	// StartSpread spreads the first lookups of peers started together over
+	// this window, by peer key (default 2 × MinRecheck). A swarm of n peers
+	// started at once sets it in proportion to n.
+	StartSpread time.Duration
 	// Attach configures the attach protocol (capacity C, TTL).
 	Attach AttachOptions
 }
@@ -50,6 +63,7 @@ type PrefixSelector struct {
 
 	mu       sync.Mutex
 	attached peer.ID // the superpeer that accepted us, as a client
+	home     bool    // attached is our own group's superpeer
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -80,9 +94,16 @@ func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
 	if opts.Recheck == 0 {
 		opts.Recheck = att.TTL()
 	}
-	if opts.Recheck <= 0 || opts.MinRecheck < 0 {
+	if opts.ClientRecheck == 0 {
+		opts.ClientRecheck = 8 * opts.Recheck
+	}
+	if opts.StartSpread == 0 {
+		opts.StartSpread = 2 * opts.MinRecheck
+	}
+	if opts.Recheck <= 0 || opts.ClientRecheck <= 0 || opts.MinRecheck < 0 || opts.StartSpread < 0 {
 		att.Close()
-		return nil, fmt.Errorf("superpeer: recheck %v / min recheck %v must be positive", opts.Recheck, opts.MinRecheck)
+		return nil, fmt.Errorf("superpeer: recheck %v, client recheck %v, min recheck %v, start spread %v: must be positive",
+			opts.Recheck, opts.ClientRecheck, opts.MinRecheck, opts.StartSpread)
 	}
 	s := &PrefixSelector{
 		node:    node,
@@ -141,10 +162,10 @@ func (s *PrefixSelector) Start(ctx context.Context) error {
 }
 
 func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEvent) {
-	// The first lookup comes within 2·MinRecheck, spread by the peer's key:
+	// The first lookup comes within StartSpread, spread by the peer's key:
 	// a thousand peers started together do not all look up at once.
 	k := s.node.Key()
-	first := time.Duration(binary.BigEndian.Uint64(k[24:]) % uint64(2*s.opts.MinRecheck+1))
+	first := time.Duration(binary.BigEndian.Uint64(k[24:]) % uint64(s.opts.StartSpread+1))
 	timer := time.NewTimer(first)
 	defer timer.Stop()
 	var last time.Time
@@ -176,8 +197,35 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 			default:
 			}
 		}
-		timer.Reset(s.opts.Recheck)
+		timer.Reset(s.nextRecheck())
 	}
+}
+
+// nextRecheck is the time to the next periodic lookup: Recheck for a
+// superpeer, an unattached peer or a client served away from its group
+// (which moves home as soon as its own superpeer has room), ClientRecheck
+// for a client attached at home, either varied by ±20% (derived from the key and the step count, so runs
+// repeat) so that peers started together drift apart.
+func (s *PrefixSelector) nextRecheck() time.Duration {
+	d := s.opts.Recheck
+	s.mu.Lock()
+	attached := s.attached != "" && s.home
+	s.mu.Unlock()
+	if role, _ := s.note.state(); role == Client && attached {
+		d = s.opts.ClientRecheck
+	}
+	k := s.node.Key()
+	x := splitmix(binary.BigEndian.Uint64(k[16:]) + s.steps.Load())
+	f := 0.8 + 0.4*float64(x>>11)/(1<<53)
+	return time.Duration(float64(d) * f)
+}
+
+// splitmix is SplitMix64's output function: a well-mixed 64-bit value.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // superpeerOf looks up the superpeer of group g: the live peer XOR-closest
@@ -218,7 +266,7 @@ func (s *PrefixSelector) step(ctx context.Context) {
 	}
 	// Our group's superpeer first; if it is full, keep the one that serves
 	// us now, or find the nearest group's superpeer that accepts.
-	if s.try(ctx, sp, "superpeer of its group") {
+	if s.try(ctx, sp, true, "superpeer of its group") {
 		return
 	}
 	if current != "" {
@@ -229,7 +277,7 @@ func (s *PrefixSelector) step(ctx context.Context) {
 		if err != nil || !inGroup || other == sp || other == self {
 			continue
 		}
-		if s.try(ctx, other, fmt.Sprintf("own superpeer full; group %d's accepted", g)) {
+		if s.try(ctx, other, false, fmt.Sprintf("own superpeer full; group %d's accepted", g)) {
 			return
 		}
 	}
@@ -275,7 +323,7 @@ func (s *PrefixSelector) keepalive(ctx context.Context) {
 }
 
 // try asks sp to serve us and records it if it accepts.
-func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, reason string) bool {
+func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, home bool, reason string) bool {
 	ans, err := s.attach.Request(ctx, sp, false, nil, 0)
 	if err != nil || ans.Status != Accepted {
 		if err == nil && ans.Status == NotSuperpeer {
@@ -292,7 +340,7 @@ func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, reason string) boo
 	}
 	s.mu.Lock()
 	old := s.attached
-	s.attached = sp
+	s.attached, s.home = sp, home
 	s.mu.Unlock()
 	if old != "" && old != sp {
 		_, _ = s.attach.Request(ctx, old, true, nil, 0)

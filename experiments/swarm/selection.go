@@ -15,8 +15,13 @@ import (
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
-// StartPrefix runs the prefix selector on every live peer.
+// StartPrefix runs the prefix selector on every live peer. Unless opts set
+// it, the first lookups of the n peers are spread over n × 2 ms (at least
+// one second): all of them start at once here, which no real network does.
 func (s *Swarm) StartPrefix(ctx context.Context, opts superpeer.PrefixOptions) error {
+	if opts.StartSpread == 0 {
+		opts.StartSpread = max(time.Second, time.Duration(len(s.Peers))*2*time.Millisecond)
+	}
 	s.selectors = make([]*superpeer.PrefixSelector, len(s.Peers))
 	for _, p := range s.Peers {
 		sel, err := superpeer.NewPrefix(p.Node, opts)
