@@ -25,7 +25,9 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/superpeer"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 func init() {
@@ -90,11 +92,17 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	keyPath := fs.String("key", "peer.key", "file holding this peer's identity key (made if missing)")
 	httpAddr := fs.String("http", "", "serve status as JSON on this address, e.g. 127.0.0.1:8080")
 	refresh := fs.Duration("refresh", 10*time.Minute, "routing-table refresh interval")
-	method := fs.String("method", "none", "superpeer selection: prefix, or none (the DHT only)")
-	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted (with --method prefix)")
+	method := fs.String("method", "none", "superpeer selection: prefix (reserved key bits), repel (repelling tokens in Vivaldi space), or none (the DHT only)")
+	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted (with --method prefix or repel)")
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 64, "C, the most clients this peer serves as a superpeer (0: unbounded)")
 	ttl := fs.Duration("ttl", 30*time.Second, "attachment lifetime without renewal; the peer rechecks every third of it")
+	def := repel.DefaultConfig()
+	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
+	settle := fs.Duration("settle", def.SettleAfter, "repel: T_settle, how long a peer holds a token before it is a superpeer")
+	dead := fs.Duration("dead", def.DeadAfter, "repel: T_dead, how long a token may go unheard before it is minted again; must exceed 2 × --announce")
+	announce := fs.Duration("announce", def.AnnounceInterval, "repel: how often a settled holder announces its token (a moving one: every "+def.MovingAnnounceInterval.String()+" or this, whichever is shorter)")
+	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -120,14 +128,32 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *refresh <= 0:
 		return fmt.Errorf("%w: --refresh %v must be positive", errUsage, *refresh)
-	case *method != "prefix" && *method != "none":
-		return fmt.Errorf("%w: --method %q: want prefix or none", errUsage, *method)
+	case *method != "prefix" && *method != "repel" && *method != "none":
+		return fmt.Errorf("%w: --method %q: want prefix, repel or none", errUsage, *method)
 	case *superpeers < 1:
 		return fmt.Errorf("%w: --superpeers %d must be at least 1", errUsage, *superpeers)
 	case *capacity < 0:
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	case *ttl < 100*time.Millisecond:
 		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
+	case *force != "attract" && *force != "repulsion":
+		return fmt.Errorf("%w: --force %q: want repulsion or attract", errUsage, *force)
+	case *settle <= 0:
+		return fmt.Errorf("%w: --settle %v must be positive", errUsage, *settle)
+	case *announce <= 0:
+		return fmt.Errorf("%w: --announce %v must be positive", errUsage, *announce)
+	case *dead <= 2**announce:
+		return fmt.Errorf("%w: --dead %v must exceed 2 × --announce (%v), or one lost announcement gets a live token minted again", errUsage, *dead, *announce)
+	case *vivInterval < time.Millisecond:
+		return fmt.Errorf("%w: --vivaldi-interval %v is below 1ms", errUsage, *vivInterval)
+	case *method == "repel" && *ttl < 2*def.MoveInterval:
+		// A repel client renews at most once a move interval; the
+		// attachment must outlive a lost renewal.
+		return fmt.Errorf("%w: --ttl %v: with --method repel it must be at least %v (clients renew at most once per %v move interval)", errUsage, *ttl, 2*def.MoveInterval, def.MoveInterval)
+	}
+	rcfg := repelConfig(*superpeers, *force, *settle, *dead, *announce)
+	if err := rcfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	key, made, err := loadIdentity(*keyPath)
 	if err != nil {
@@ -153,28 +179,59 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	node, err := dht.New(ctx, h, dht.Bootstrap(bootInfos...), dht.RoutingTableRefresh(*refresh))
+	nodeOpts := []dht.Option{dht.Bootstrap(bootInfos...), dht.RoutingTableRefresh(*refresh)}
+	if *method == "repel" {
+		// The repel method gossips its tokens (GossipSub's defaults: a
+		// real deployment has no swarm's hundreds of peers per process).
+		nodeOpts = append(nodeOpts, dht.GossipSub())
+	}
+	node, err := dht.New(ctx, h, nodeOpts...)
 	if err != nil {
 		return err
 	}
 	defer node.Close()
-	var sel *superpeer.PrefixSelector
-	if *method == "prefix" {
-		sel, err = superpeer.NewPrefix(node, superpeer.PrefixOptions{
-			Superpeers: *superpeers, Pow2: *pow2,
-			Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl},
-		})
+	attach := superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl}
+	var (
+		sel     runSelector
+		prefix  *superpeer.PrefixSelector
+		rsel    *repel.Selector
+		started string // logged once the selector runs
+	)
+	switch *method {
+	case "prefix":
+		prefix, err = superpeer.NewPrefix(node, superpeer.PrefixOptions{Superpeers: *superpeers, Pow2: *pow2, Attach: attach})
 		if err != nil {
 			return err
 		}
-		defer sel.Close()
+		defer prefix.Close()
+		sel = prefix
+		started = fmt.Sprintf("selecting superpeers by prefix: S = %d, group %d of %d", *superpeers, prefix.Scheme().Group(node.Key()), prefix.Scheme().Groups())
+	case "repel":
+		// Vivaldi samples the routing table's peers (or, while it is
+		// empty, the connected ones), half of the time one of the 16
+		// nearest by coordinate, as the swarm's peers do.
+		viv, err := vivaldi.NewService(h, vivaldi.WithInterval(*vivInterval), vivaldi.WithPeerSource(func() []peer.ID {
+			return node.RoutingTable().ListPeers()
+		}))
+		if err != nil {
+			return err
+		}
+		defer viv.Close()
+		rsel, err = repel.NewSelector(node, viv, repel.SelectorOptions{Config: rcfg, Attach: attach})
+		if err != nil {
+			return err
+		}
+		defer rsel.Close()
+		sel = rsel
+		started = fmt.Sprintf("selecting superpeers by repel: S = %d, force %s, T_settle %v, T_dead %v, announce every %v, Vivaldi sample every %v",
+			*superpeers, rcfg.Model, rcfg.SettleAfter, rcfg.DeadAfter, rcfg.AnnounceInterval, *vivInterval)
 	}
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
 			return fmt.Errorf("--http %s: %w", *httpAddr, err)
 		}
-		srv := &http.Server{Handler: statusHandler(node, sel), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: statusHandler(node, sel, rsel), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		logger.Printf("status on http://%s/status", ln.Addr())
@@ -208,11 +265,63 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		if err := sel.Start(ctx); err != nil {
 			return err
 		}
-		logger.Printf("selecting superpeers by prefix: S = %d, group %d of %d", *superpeers, sel.Scheme().Group(node.Key()), sel.Scheme().Groups())
+		logger.Printf("%s", started)
+		if rsel != nil {
+			go watchToken(ctx, rsel, logger)
+		}
 	}
 	watchRoutingTable(ctx, node, logger)
 	logger.Printf("shutting down")
 	return nil
+}
+
+// runSelector is what `peer run` needs of a selection method: both
+// superpeer.PrefixSelector and repel.Selector.
+type runSelector interface {
+	superpeer.Selector
+	Attach() *superpeer.Attach
+}
+
+// watchToken logs the repel tokens this peer takes and gives up (minted,
+// handed over, fenced) until ctx ends; roles are logged as changes.
+func watchToken(ctx context.Context, rsel *repel.Selector, logger *log.Logger) {
+	var last repel.Token
+	had := false
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		t, ok := rsel.Held()
+		switch {
+		case ok && (!had || t.ID != last.ID || t.Epoch != last.Epoch):
+			logger.Printf("holding token %d (epoch %d, %d moves); superpeer after T_settle", t.ID, t.Epoch, t.Moves)
+		case !ok && had:
+			logger.Printf("no longer holding token %d (epoch %d)", last.ID, last.Epoch)
+		}
+		last, had = t, ok
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// repelConfig is the token method for one peer on the Internet:
+// repel.DefaultConfig with S tokens, the force model and the timers of the
+// flags. A moving token announces every DefaultConfig's
+// MovingAnnounceInterval, or every announce if that is shorter.
+func repelConfig(S int, force string, settle, dead, announce time.Duration) repel.Config {
+	c := repel.DefaultConfig()
+	c.Tokens = S
+	c.Model = repel.Attract
+	if force == "repulsion" {
+		c.Model = repel.Repulsion
+	}
+	c.SettleAfter = settle
+	c.DeadAfter = dead
+	c.AnnounceInterval = announce
+	c.MovingAnnounceInterval = min(c.MovingAnnounceInterval, announce)
+	return c
 }
 
 // watchRoutingTable logs peers as they enter and leave the routing table
@@ -244,10 +353,18 @@ func watchRoutingTable(ctx context.Context, node *dht.Node, logger *log.Logger) 
 }
 
 type status struct {
-	ID           string            `json:"id"`
-	Role         string            `json:"role,omitempty"`
-	Superpeer    string            `json:"superpeer,omitempty"`
-	Clients      []string          `json:"clients,omitempty"`
+	ID        string   `json:"id"`
+	Role      string   `json:"role,omitempty"`
+	Superpeer string   `json:"superpeer,omitempty"`
+	Clients   []string `json:"clients,omitempty"`
+	// Coord is the peer's Vivaldi coordinate (seconds) and its own error
+	// estimate (method repel).
+	Coord *coordReport `json:"coord,omitempty"`
+	// Token is the token this peer holds (method repel; absent if none).
+	Token *tokenStatus `json:"token,omitempty"`
+	// KnownTokens is how many tokens the peer has heard of within T_dead
+	// (method repel).
+	KnownTokens  *int              `json:"known_tokens,omitempty"`
 	Key          string            `json:"key"`
 	Addrs        []string          `json:"addrs"`
 	RoutingTable []string          `json:"routing_table"`
@@ -255,7 +372,18 @@ type status struct {
 	Drops        map[string]uint64 `json:"drops"`
 }
 
-func statusHandler(node *dht.Node, sel *superpeer.PrefixSelector) http.Handler {
+// tokenStatus is the token a repel peer holds.
+type tokenStatus struct {
+	ID    uint32 `json:"id"`
+	Epoch uint64 `json:"epoch"`
+	// Settled is true once the peer has held it for T_settle (it is then a
+	// superpeer).
+	Settled bool `json:"settled"`
+}
+
+// statusHandler serves /status; sel is nil without a selection method,
+// rsel non-nil (and sel too) with the repel method.
+func statusHandler(node *dht.Node, sel runSelector, rsel *repel.Selector) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		st := status{ID: node.ID().String(), Key: node.Key().Hex(), NetworkSize: node.NetworkSize(), Drops: node.Stats().Drops()}
@@ -273,6 +401,21 @@ func statusHandler(node *dht.Node, sel *superpeer.PrefixSelector) http.Handler {
 			}
 			for k, v := range sel.Attach().Drops() {
 				st.Drops["attach/"+k] = v
+			}
+		}
+		if rsel != nil {
+			c := rsel.Vivaldi().Coordinate()
+			st.Coord = &coordReport{Vec: c.Vec, Height: c.Height, Error: c.Error}
+			if t, ok := rsel.Held(); ok {
+				st.Token = &tokenStatus{ID: t.ID, Epoch: t.Epoch, Settled: rsel.TokenRole() == repel.RoleSuperpeer}
+			}
+			known := len(rsel.LiveTokens())
+			st.KnownTokens = &known
+			for k, v := range rsel.Drops() {
+				st.Drops["repel/"+k] = v
+			}
+			for k, v := range rsel.Vivaldi().Drops() {
+				st.Drops["vivaldi/"+k] = v
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
