@@ -176,9 +176,7 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 		case <-timer.C:
 		case <-s.trigger:
 		case ev := <-events:
-			// Only a peer of our own group, or our superpeer, can change
-			// who serves us.
-			if s.scheme.Group(dht.KeyOf(ev.Peer)) != s.group && ev.Peer != s.Superpeer() {
+			if !s.relevant(ev) {
 				continue
 			}
 		}
@@ -199,6 +197,31 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 		}
 		timer.Reset(s.nextRecheck())
 	}
+}
+
+// relevant says whether a routing-table change can change who serves us:
+// a peer added closer to our group key than our superpeer (or than us, when
+// we are the superpeer; any peer of our group, when we know none), or our
+// superpeer gone. Everything else is noise: in a large group every lookup
+// puts its asker into the tables of the peers near the group key, and
+// rechecking on each of those events makes lookups beget lookups.
+func (s *PrefixSelector) relevant(ev dht.RoutingEvent) bool {
+	role, sp := s.note.state()
+	s.mu.Lock()
+	home := s.home
+	s.mu.Unlock()
+	if !ev.Added {
+		return ev.Peer == sp
+	}
+	k := dht.KeyOf(ev.Peer)
+	if s.scheme.Group(k) != s.group {
+		return false
+	}
+	if role == Client && (sp == "" || !home) {
+		return true
+	}
+	gk := s.scheme.GroupKey(s.group)
+	return k.Xor(gk).Less(dht.KeyOf(sp).Xor(gk))
 }
 
 // nextRecheck is the time to the next periodic lookup: Recheck for a
