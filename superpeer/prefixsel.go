@@ -58,12 +58,17 @@ type PrefixSelector struct {
 
 	group   int
 	trigger chan struct{}
+	retry   chan struct{} // retry the pending attach without a lookup
 	lookups atomic.Uint64
 	steps   atomic.Uint64
 
 	mu       sync.Mutex
 	attached peer.ID // the superpeer that accepted us, as a client
 	home     bool    // attached is our own group's superpeer
+	// pending is the superpeer our last lookup named that answered
+	// NOT_SUPERPEER (it had not learned its role yet), and how often.
+	pending      peer.ID
+	pendingTries int
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -112,6 +117,7 @@ func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
 		attach:  att,
 		group:   scheme.Group(node.Key()),
 		trigger: make(chan struct{}, 1),
+		retry:   make(chan struct{}, 1),
 	}
 	att.SetRole(s.note.state)
 	att.OnRefusedAsNonSuperpeer(s.Recheck)
@@ -175,6 +181,9 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 			return
 		case <-timer.C:
 		case <-s.trigger:
+		case <-s.retry:
+			s.retryPending(ctx)
+			continue
 		case ev := <-events:
 			if !s.relevant(ev) {
 				continue
@@ -267,6 +276,9 @@ func (s *PrefixSelector) superpeerOf(ctx context.Context, g int) (peer.ID, bool,
 func (s *PrefixSelector) step(ctx context.Context) {
 	s.steps.Add(1)
 	self := s.node.ID()
+	s.mu.Lock()
+	s.pending, s.pendingTries = "", 0
+	s.mu.Unlock()
 	sp, _, err := s.superpeerOf(ctx, s.group)
 	if err != nil {
 		return // keep the state; the next recheck tries again
@@ -349,27 +361,75 @@ func (s *PrefixSelector) keepalive(ctx context.Context) {
 func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, home bool, reason string) bool {
 	ans, err := s.attach.Request(ctx, sp, false, nil, 0)
 	if err != nil || ans.Status != Accepted {
-		if err == nil && ans.Status == NotSuperpeer {
-			// It does not know yet; ask again soon.
-			go func() {
-				select {
-				case <-time.After(s.opts.MinRecheck):
-					s.Recheck()
-				case <-ctx.Done():
-				}
-			}()
+		if err == nil && ans.Status == NotSuperpeer && home {
+			s.notYet(ctx, sp)
 		}
 		return false
 	}
 	s.mu.Lock()
 	old := s.attached
 	s.attached, s.home = sp, home
+	s.pending, s.pendingTries = "", 0
 	s.mu.Unlock()
 	if old != "" && old != sp {
 		_, _ = s.attach.Request(ctx, old, true, nil, 0)
 	}
 	s.note.set(Client, sp, reason, time.Now())
 	return true
+}
+
+// notYet handles our group's superpeer refusing us because it has not
+// learned its role yet (our refusal prompts it to look up). The lookup that
+// named it is fresh, so we ask it again, without a lookup, after MinRecheck,
+// 2·MinRecheck, 4·MinRecheck; only then do we look up again. Rechecking at
+// once instead made a hundred clients of a new superpeer look up every
+// MinRecheck until it knew.
+func (s *PrefixSelector) notYet(ctx context.Context, sp peer.ID) {
+	s.mu.Lock()
+	if s.pending != sp {
+		s.pending, s.pendingTries = sp, 0
+	}
+	s.pendingTries++
+	tries := s.pendingTries
+	s.mu.Unlock()
+	if tries > 3 {
+		s.mu.Lock()
+		s.pending, s.pendingTries = "", 0
+		s.mu.Unlock()
+		go func() {
+			select {
+			case <-time.After(s.opts.MinRecheck):
+				s.Recheck()
+			case <-ctx.Done():
+			}
+		}()
+		return
+	}
+	go func() {
+		select {
+		case <-time.After(s.opts.MinRecheck << (tries - 1)):
+			select {
+			case s.retry <- struct{}{}:
+			default:
+			}
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// retryPending asks the pending superpeer again, unless a lookup or an
+// accepted attach has settled things since.
+func (s *PrefixSelector) retryPending(ctx context.Context) {
+	s.mu.Lock()
+	sp, attached := s.pending, s.attached
+	s.mu.Unlock()
+	if sp == "" || attached == sp {
+		return
+	}
+	if role, _ := s.note.state(); role == Superpeer {
+		return
+	}
+	s.try(ctx, sp, true, "superpeer of its group")
 }
 
 // leave ends our attachment as a client.
