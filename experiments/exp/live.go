@@ -21,6 +21,8 @@ type liveConfig struct {
 	HostOf   func(int) int
 	Capacity int
 	TTL      time.Duration
+	// Parallel is how many peers join at once (0: the swarm's default).
+	Parallel int
 	// SelectTimeout bounds the wait for the selection to converge (0: the
 	// caller's context alone). On timeout liveSwarm returns the swarm
 	// with errSelectTimeout.
@@ -44,7 +46,7 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 		}
 		bar.Set(done)
 	}
-	s, err := swarm.New(ctx, swarm.Config{N: c.N, Seed: c.Seed, RTT: c.RTT, HostOf: c.HostOf, Progress: prog})
+	s, err := swarm.New(ctx, swarm.Config{N: c.N, Seed: c.Seed, RTT: c.RTT, HostOf: c.HostOf, Parallel: c.Parallel, Progress: prog})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -23,28 +24,37 @@ type linker struct {
 	index map[peer.ID]int
 	rtt   func(i, j int) float64 // ms
 
-	mu     sync.Mutex
-	linked map[[2]int]struct{}
-	links  int
-	dead   map[int]bool
+	// linked holds the pairs that have a link. It is read on every dial to
+	// an unconnected peer — thousands of times a second in a large swarm —
+	// so it is a sync.Map read without a lock: one mutex on that path made
+	// a convoy of ten thousand dialling goroutines at n = 5000.
+	linked sync.Map // [2]int → struct{}
+	dead   []atomic.Bool
+	mu     sync.Mutex // serialises making links and kills
+	links  atomic.Int64
+}
+
+// newLinker links the n peers of index (filled in by the caller before any
+// dial).
+func newLinker(mn mocknet.Mocknet, index map[peer.ID]int, n int, rtt func(i, j int) float64) *linker {
+	return &linker{mn: mn, index: index, rtt: rtt, dead: make([]atomic.Bool, n)}
 }
 
 // kill refuses every later dial to or from p and cuts p's links.
 func (l *linker) kill(p peer.ID) {
 	i := l.index[p]
 	l.mu.Lock()
-	if l.dead == nil {
-		l.dead = map[int]bool{}
-	}
-	l.dead[i] = true
+	l.dead[i].Store(true)
 	var partners []int
-	for pair := range l.linked {
+	l.linked.Range(func(k, _ any) bool {
+		pair := k.([2]int)
 		if pair[0] == i {
 			partners = append(partners, pair[1])
 		} else if pair[1] == i {
 			partners = append(partners, pair[0])
 		}
-	}
+		return true
+	})
 	l.mu.Unlock()
 	ids := make(map[int]peer.ID, len(partners))
 	for id, k := range l.index {
@@ -70,12 +80,18 @@ func (l *linker) ensure(a, b peer.ID) error {
 		i, j = j, i
 	}
 	pair := [2]int{i, j}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.dead[i] || l.dead[j] {
+	if l.dead[i].Load() || l.dead[j].Load() {
 		return fmt.Errorf("swarm: peer %s is down", b)
 	}
-	if _, ok := l.linked[pair]; ok {
+	if _, ok := l.linked.Load(pair); ok {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dead[i].Load() || l.dead[j].Load() {
+		return fmt.Errorf("swarm: peer %s is down", b)
+	}
+	if _, ok := l.linked.Load(pair); ok {
 		return nil
 	}
 	link, err := l.mn.LinkPeers(a, b)
@@ -86,8 +102,8 @@ func (l *linker) ensure(a, b peer.ID) error {
 	// half the RTT.
 	oneWay := time.Duration(l.rtt(i, j) / 2 * float64(time.Millisecond))
 	link.SetOptions(mocknet.LinkOptions{Latency: oneWay})
-	l.linked[pair] = struct{}{}
-	l.links++
+	l.linked.Store(pair, struct{}{})
+	l.links.Add(1)
 	return nil
 }
 

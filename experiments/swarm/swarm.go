@@ -137,7 +137,7 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 	for i := max(0, cfg.N-cfg.Hold); i < cfg.N; i++ {
 		s.held[i] = true
 	}
-	s.link = &linker{mn: s.mn, index: s.index, rtt: cfg.RTT.RTT, linked: map[[2]int]struct{}{}}
+	s.link = newLinker(s.mn, s.index, cfg.N, cfg.RTT.RTT)
 	for i := 0; i < cfg.N; i++ {
 		sk, err := identity(cfg.Seed, i)
 		if err != nil {
@@ -189,9 +189,7 @@ func (s *Swarm) HostOf(i int) int { return s.cfg.HostOf(i) }
 
 // Links is how many mocknet links the swarm has made.
 func (s *Swarm) Links() int {
-	s.link.mu.Lock()
-	defer s.link.mu.Unlock()
-	return s.link.links
+	return int(s.link.links.Load())
 }
 
 func (s *Swarm) info(i int) peer.AddrInfo {
