@@ -38,8 +38,9 @@ type PrefixOptions struct {
 	// refusals (default 500 ms), so a burst of joins costs one lookup.
 	MinRecheck time.Duration
 	// StartSpread spreads the first lookups of peers started together over
-	// this window, by peer key (default 2 × MinRecheck). A swarm of n peers
-	// started at once sets it in proportion to n.
+	// this window, by peer key (default 2 × MinRecheck), and likewise the
+	// lookups of the clients of a superpeer that failed. A swarm of n peers
+	// on one machine sets it in proportion to n.
 	StartSpread time.Duration
 	// Attach configures the attach protocol (capacity C, TTL).
 	Attach AttachOptions
@@ -69,6 +70,9 @@ type PrefixSelector struct {
 	// NOT_SUPERPEER (it had not learned its role yet), and how often.
 	pending      peer.ID
 	pendingTries int
+	// misses counts steps in a row that left us neither superpeer nor
+	// attached at home; the periodic lookup backs off with it.
+	misses int
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -242,9 +246,16 @@ func (s *PrefixSelector) nextRecheck() time.Duration {
 	d := s.opts.Recheck
 	s.mu.Lock()
 	attached := s.attached != "" && s.home
+	misses := s.misses
 	s.mu.Unlock()
 	if role, _ := s.note.state(); role == Client && attached {
 		d = s.opts.ClientRecheck
+	} else if misses > 1 {
+		// Unserved, or served away from home, after lookups in a row:
+		// back off (2, 4, … × Recheck, at most ClientRecheck) so that a
+		// crowd of peers that cannot be served yet does not swamp the
+		// peers near its group key with lookups.
+		d = min(s.opts.ClientRecheck, s.opts.Recheck<<min(misses-1, 16))
 	}
 	k := s.node.Key()
 	x := splitmix(binary.BigEndian.Uint64(k[16:]) + s.steps.Load())
@@ -275,6 +286,16 @@ func (s *PrefixSelector) superpeerOf(ctx context.Context, g int) (peer.ID, bool,
 // lookup says another superpeer should serve us. Renewals are keepalive's.
 func (s *PrefixSelector) step(ctx context.Context) {
 	s.steps.Add(1)
+	defer func() {
+		role, _ := s.note.state()
+		s.mu.Lock()
+		if role == Superpeer || (s.attached != "" && s.home) {
+			s.misses = 0
+		} else {
+			s.misses++
+		}
+		s.mu.Unlock()
+	}()
 	self := s.node.ID()
 	s.mu.Lock()
 	s.pending, s.pendingTries = "", 0
@@ -352,7 +373,18 @@ func (s *PrefixSelector) keepalive(ctx context.Context) {
 		s.mu.Unlock()
 		if lost {
 			s.note.set(Client, "", "superpeer stopped serving", time.Now())
-			s.Recheck()
+			// All the clients of a superpeer that fails notice within one
+			// renewal of each other; their lookups of the group key are
+			// spread over StartSpread so they do not arrive as one burst.
+			k := s.node.Key()
+			x := splitmix(binary.BigEndian.Uint64(k[8:]) + s.steps.Load())
+			delay := time.Duration(x % uint64(s.opts.StartSpread+1))
+			select {
+			case <-time.After(delay):
+				s.Recheck()
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
@@ -369,7 +401,11 @@ func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, home bool, reason 
 	s.mu.Lock()
 	old := s.attached
 	s.attached, s.home = sp, home
-	s.pending, s.pendingTries = "", 0
+	if home {
+		// A fallback keeps the pending retry: we move home once our own
+		// superpeer knows its role.
+		s.pending, s.pendingTries = "", 0
+	}
 	s.mu.Unlock()
 	if old != "" && old != sp {
 		_, _ = s.attach.Request(ctx, old, true, nil, 0)

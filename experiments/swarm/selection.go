@@ -16,11 +16,13 @@ import (
 )
 
 // StartPrefix runs the prefix selector on every live peer. Unless opts set
-// it, the first lookups of the n peers are spread over n × 2 ms (at least
-// one second): all of them start at once here, which no real network does.
+// it, the first lookups of the n peers are spread over n × 20 ms (at least
+// one second): all of them start at once here, which no real network does,
+// and the machine answers some 50–100 raw lookups a second in a swarm of
+// thousands, so a burst beyond that only makes lookups time out and repeat.
 func (s *Swarm) StartPrefix(ctx context.Context, opts superpeer.PrefixOptions) error {
 	if opts.StartSpread == 0 {
-		opts.StartSpread = max(time.Second, time.Duration(len(s.Peers))*2*time.Millisecond)
+		opts.StartSpread = max(time.Second, time.Duration(len(s.Peers))*20*time.Millisecond)
 	}
 	s.selectors = make([]*superpeer.PrefixSelector, len(s.Peers))
 	for _, p := range s.Peers {
@@ -90,6 +92,15 @@ type PrefixState struct {
 	Unserved int
 	// Room is the spare capacity of the expected superpeers.
 	Room int
+	// Examples describes the first few wrong peers.
+	Examples []string
+}
+
+func (st *PrefixState) wrong(format string, args ...any) {
+	st.Wrong++
+	if len(st.Examples) < 3 {
+		st.Examples = append(st.Examples, fmt.Sprintf(format, args...))
+	}
 }
 
 // Converged is true when every peer's role is right, every client is
@@ -136,12 +147,12 @@ func (s *Swarm) PrefixState() PrefixState {
 			st.Superpeers = append(st.Superpeers, i)
 			st.Assignment[i] = i
 			if !isExpected[i] {
-				st.Wrong++
+				st.wrong("peer %d believes it is a superpeer", i)
 			}
 			continue
 		}
 		if isExpected[i] {
-			st.Wrong++
+			st.wrong("peer %d should be a superpeer", i)
 			continue
 		}
 		if sp == "" {
@@ -150,13 +161,13 @@ func (s *Swarm) PrefixState() PrefixState {
 		}
 		j := s.Index(sp)
 		if j < 0 || !isExpected[j] || !clients[j][s.Peers[i].Host.ID()] {
-			st.Wrong++
+			st.wrong("peer %d is attached to %d (a superpeer: %v; lists it: %v)", i, j, j >= 0 && isExpected[j], j >= 0 && clients[j][s.Peers[i].Host.ID()])
 			continue
 		}
 		st.Assignment[i] = j
 		home := expected[scheme.Group(s.Peers[i].Key)]
 		if j != home && (capacity == 0 || len(clients[home]) < capacity) {
-			st.Wrong++
+			st.wrong("peer %d is served by %d away from its group's superpeer %d, which has room", i, j, home)
 		}
 	}
 	return st
@@ -175,7 +186,7 @@ func (s *Swarm) WaitPrefix(ctx context.Context, since time.Time) (time.Duration,
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("swarm: selection not converged: %d wrong, %d unserved (room %d): %w", st.Wrong, st.Unserved, st.Room, ctx.Err())
+			return 0, fmt.Errorf("swarm: selection not converged: %d wrong %q, %d unserved (room %d): %w", st.Wrong, st.Examples, st.Unserved, st.Room, ctx.Err())
 		case <-tick.C:
 		}
 	}
