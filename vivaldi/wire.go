@@ -3,16 +3,30 @@ package vivaldi
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
+	ma "github.com/multiformats/go-multiaddr"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
-// MaxMessageSize caps every frame we read (bytes). A coordinate of
-// MaxDimensions doubles is under 300 bytes; anything larger is not ours.
+// MaxMessageSize caps every frame we read and write (bytes). A coordinate of
+// MaxDimensions doubles is under 300 bytes; a reply with four neighbours of
+// eight dimensions about 800 (a replier leaves out neighbours that would
+// not fit). Anything larger is not ours.
 const MaxMessageSize = 1024
+
+// Bounds on one neighbour entry of a reply.
+const (
+	MaxPeerIDSize    = 64 // bytes of a peer ID (an Ed25519 one has 38)
+	MaxNeighborAddrs = 2  // multiaddrs per neighbour
+	MaxAddrSize      = 64 // bytes of one binary multiaddr
+)
 
 // Drop reasons: why a frame was refused. Service.Drops counts them.
 const (
@@ -25,6 +39,37 @@ const (
 	DropStream     = "stream"        // the stream failed (reset, timeout, EOF)
 )
 
+// Neighbour refusals: one neighbour entry of a frame refused, while the rest
+// of the frame is used. Service.Drops counts them too, one per entry.
+const (
+	DropNeighborID     = "neighbor_id"     // not a peer ID, or over MaxPeerIDSize
+	DropNeighborCoord  = "neighbor_coord"  // missing, invalid, or not our dimensions
+	DropNeighborRTT    = "neighbor_rtt"    // NaN, Inf, negative or over MaxRTT
+	DropNeighborAddr   = "neighbor_addr"   // over MaxNeighborAddrs or MaxAddrSize, or unparsable
+	DropNeighborExcess = "neighbor_excess" // beyond what was asked for (any, in a request)
+	DropNeighborDup    = "neighbor_dup"    // repeated, or naming the caller or the replier
+)
+
+// Frame is one decoded Message: a request (Coord, Want) or a reply (Coord,
+// Neighbors).
+type Frame struct {
+	Coord Coord
+	// Want is how many neighbours a request asks for (at most MaxNeighbors).
+	Want int
+	// Neighbors are the reply's neighbour entries that passed the checks.
+	Neighbors []Neighbor
+	// Refused counts the entries that did not, by reason (nil if none).
+	Refused map[string]int
+}
+
+// Neighbor is one neighbour entry of a reply.
+type Neighbor struct {
+	ID    peer.ID
+	RTT   float64 // the replier's measured RTT to it (s); 0 if unmeasured
+	Coord Coord   // its coordinate as the replier heard it
+	Addrs []ma.Multiaddr
+}
+
 // FrameError is a frame refused for Reason.
 type FrameError struct {
 	Reason string
@@ -35,24 +80,154 @@ func (e *FrameError) Error() string { return "vivaldi frame: " + e.Reason + ": "
 func (e *FrameError) Unwrap() error { return e.Err }
 
 // ReadCoord reads one frame from r and checks the coordinate in it, for dims
-// dimensions. The error is a *FrameError naming the reason.
+// dimensions. The error is a *FrameError naming the reason. Neighbour
+// entries, if any, are ignored.
 func ReadCoord(r io.Reader, dims int) (Coord, error) {
+	f, err := ReadMessage(r, dims, 0)
+	return f.Coord, err
+}
+
+// ReadMessage reads one frame from r: its coordinate, for dims dimensions,
+// must be valid, or the whole frame is refused with a *FrameError naming
+// the reason. Of its neighbour entries the first maxNeighbors valid ones
+// are kept; every other entry is refused and counted in Frame.Refused.
+func ReadMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
 	var m pb.Message
 	if err := pbio.NewDelimitedReader(r, MaxMessageSize).ReadMsg(&m); err != nil {
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
-			return Coord{}, &FrameError{DropOversize, err}
+			return Frame{}, &FrameError{DropOversize, err}
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return Coord{}, &FrameError{DropDecode, err}
+			return Frame{}, &FrameError{DropDecode, err}
 		default:
 			var ne interface{ Timeout() bool }
 			if errors.As(err, &ne) {
-				return Coord{}, &FrameError{DropStream, err}
+				return Frame{}, &FrameError{DropStream, err}
 			}
-			return Coord{}, &FrameError{DropDecode, err}
+			return Frame{}, &FrameError{DropDecode, err}
 		}
 	}
-	return fromPB(&m, dims)
+	c, err := fromPB(&m, dims)
+	if err != nil {
+		return Frame{}, err
+	}
+	f := Frame{Coord: c, Want: int(min(m.GetWantNeighbors(), MaxNeighbors))}
+	seen := make(map[peer.ID]bool, len(m.GetNeighbors()))
+	for _, e := range m.GetNeighbors() {
+		if len(f.Neighbors) >= maxNeighbors {
+			f.refuse(DropNeighborExcess)
+			continue
+		}
+		n, reason := neighborFromPB(e, dims)
+		if reason == "" && seen[n.ID] {
+			reason = DropNeighborDup
+		}
+		if reason != "" {
+			f.refuse(reason)
+			continue
+		}
+		seen[n.ID] = true
+		f.Neighbors = append(f.Neighbors, n)
+	}
+	return f, nil
+}
+
+func (f *Frame) refuse(reason string) {
+	if f.Refused == nil {
+		f.Refused = make(map[string]int)
+	}
+	f.Refused[reason]++
+}
+
+// neighborFromPB checks one entry; the reason is "" if it is good.
+func neighborFromPB(e *pb.Neighbor, dims int) (Neighbor, string) {
+	b := e.GetId()
+	if len(b) == 0 || len(b) > MaxPeerIDSize {
+		return Neighbor{}, DropNeighborID
+	}
+	id, err := peer.IDFromBytes(b)
+	if err != nil {
+		return Neighbor{}, DropNeighborID
+	}
+	rtt := e.GetRtt()
+	if math.IsNaN(rtt) || rtt < 0 || rtt > MaxRTT.Seconds() {
+		return Neighbor{}, DropNeighborRTT
+	}
+	if e.GetCoord() == nil {
+		return Neighbor{}, DropNeighborCoord
+	}
+	c := Coord{Vec: append([]float64(nil), e.Coord.GetVec()...), Height: e.Coord.GetHeight(), Error: e.Coord.GetError()}
+	if c.Check() != nil || len(c.Vec) != dims {
+		return Neighbor{}, DropNeighborCoord
+	}
+	if len(e.GetAddrs()) > MaxNeighborAddrs {
+		return Neighbor{}, DropNeighborAddr
+	}
+	var addrs []ma.Multiaddr
+	for _, ab := range e.GetAddrs() {
+		if len(ab) == 0 || len(ab) > MaxAddrSize {
+			return Neighbor{}, DropNeighborAddr
+		}
+		a, err := ma.NewMultiaddrBytes(ab)
+		if err != nil {
+			return Neighbor{}, DropNeighborAddr
+		}
+		addrs = append(addrs, a)
+	}
+	return Neighbor{ID: id, RTT: rtt, Coord: c, Addrs: addrs}, ""
+}
+
+// DecodeMessage is ReadMessage on a byte slice holding one frame.
+func DecodeMessage(b []byte, dims, maxNeighbors int) (Frame, error) {
+	return ReadMessage(bytes.NewReader(b), dims, maxNeighbors)
+}
+
+// EncodeMessage is f as one length-prefixed frame (Refused is not sent).
+// Neighbours at the end that would take the frame over MaxMessageSize are
+// left out, and so are addresses over the bounds, so that every frame we
+// send is one we accept.
+func EncodeMessage(f Frame) []byte {
+	var buf bytes.Buffer
+	_ = pbio.NewDelimitedWriter(&buf).WriteMsg(messageToPB(f))
+	return buf.Bytes()
+}
+
+// messageToPB is f as a Message that fits MaxMessageSize: trailing
+// neighbours are dropped until it does.
+func messageToPB(f Frame) *pb.Message {
+	m := toPB(f.Coord)
+	if f.Want > 0 {
+		m.WantNeighbors = uint32(min(f.Want, MaxNeighbors))
+	}
+	for _, n := range f.Neighbors {
+		e := &pb.Neighbor{
+			Id:    []byte(n.ID),
+			Rtt:   n.RTT,
+			Coord: &pb.Coordinate{Vec: n.Coord.Vec, Height: n.Coord.Height, Error: n.Coord.Error},
+		}
+		for _, a := range n.Addrs {
+			if len(e.Addrs) >= MaxNeighborAddrs {
+				break
+			}
+			if b := a.Bytes(); len(b) <= MaxAddrSize {
+				e.Addrs = append(e.Addrs, b)
+			}
+		}
+		m.Neighbors = append(m.Neighbors, e)
+	}
+	for len(m.Neighbors) > 0 && frameSize(m) > MaxMessageSize {
+		m.Neighbors = m.Neighbors[:len(m.Neighbors)-1]
+	}
+	return m
+}
+
+// frameSize is the bytes m takes as a frame, less its length prefix: what
+// the reader's MaxMessageSize bounds.
+func frameSize(m *pb.Message) int { return proto.Size(m) }
+
+// String is a short description of f, for logs.
+func (f Frame) String() string {
+	return fmt.Sprintf("frame{coord %v, want %d, %d neighbours, refused %v}", f.Coord, f.Want, len(f.Neighbors), f.Refused)
 }
 
 // DecodeCoord is ReadCoord on a byte slice holding one frame.

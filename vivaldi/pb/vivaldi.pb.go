@@ -87,18 +87,100 @@ func (x *Coordinate) GetError() float64 {
 	return 0
 }
 
+// Neighbor is a peer the replier knows, offered to the caller as a
+// candidate near neighbour (Pyxida's neighbour gossip).
+type Neighbor struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the peer ID's bytes.
+	Id []byte `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// rtt is the replier's measured RTT to it (seconds); 0 if the replier has
+	// not measured it.
+	Rtt float64 `protobuf:"fixed64,2,opt,name=rtt,proto3" json:"rtt,omitempty"`
+	// coord is its coordinate as the replier last heard it.
+	Coord *Coordinate `protobuf:"bytes,3,opt,name=coord,proto3" json:"coord,omitempty"`
+	// addrs are up to two of its multiaddrs (binary), so that the caller can
+	// dial it.
+	Addrs         [][]byte `protobuf:"bytes,4,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Neighbor) Reset() {
+	*x = Neighbor{}
+	mi := &file_vivaldi_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Neighbor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Neighbor) ProtoMessage() {}
+
+func (x *Neighbor) ProtoReflect() protoreflect.Message {
+	mi := &file_vivaldi_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Neighbor.ProtoReflect.Descriptor instead.
+func (*Neighbor) Descriptor() ([]byte, []int) {
+	return file_vivaldi_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Neighbor) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Neighbor) GetRtt() float64 {
+	if x != nil {
+		return x.Rtt
+	}
+	return 0
+}
+
+func (x *Neighbor) GetCoord() *Coordinate {
+	if x != nil {
+		return x.Coord
+	}
+	return nil
+}
+
+func (x *Neighbor) GetAddrs() [][]byte {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
 // Message is both the request (the caller's coordinate) and the reply (the
-// callee's).
+// callee's). Fields 2 and 3 were added later: a caller that does not set
+// want_neighbors gets none, so older peers see the frames they always did.
 type Message struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Coord         *Coordinate            `protobuf:"bytes,1,opt,name=coord,proto3" json:"coord,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Coord *Coordinate            `protobuf:"bytes,1,opt,name=coord,proto3" json:"coord,omitempty"`
+	// want_neighbors, in a request: how many neighbours the caller would like
+	// in the reply (0: none).
+	WantNeighbors uint32 `protobuf:"varint,2,opt,name=want_neighbors,json=wantNeighbors,proto3" json:"want_neighbors,omitempty"`
+	// neighbors, in a reply: at most want_neighbors of the callee's.
+	Neighbors     []*Neighbor `protobuf:"bytes,3,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_vivaldi_proto_msgTypes[1]
+	mi := &file_vivaldi_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +192,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_vivaldi_proto_msgTypes[1]
+	mi := &file_vivaldi_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,12 +205,26 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_vivaldi_proto_rawDescGZIP(), []int{1}
+	return file_vivaldi_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Message) GetCoord() *Coordinate {
 	if x != nil {
 		return x.Coord
+	}
+	return nil
+}
+
+func (x *Message) GetWantNeighbors() uint32 {
+	if x != nil {
+		return x.WantNeighbors
+	}
+	return 0
+}
+
+func (x *Message) GetNeighbors() []*Neighbor {
+	if x != nil {
+		return x.Neighbors
 	}
 	return nil
 }
@@ -142,9 +238,16 @@ const file_vivaldi_proto_rawDesc = "" +
 	"Coordinate\x12\x10\n" +
 	"\x03vec\x18\x01 \x03(\x01R\x03vec\x12\x16\n" +
 	"\x06height\x18\x02 \x01(\x01R\x06height\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\x01R\x05error\"A\n" +
+	"\x05error\x18\x03 \x01(\x01R\x05error\"z\n" +
+	"\bNeighbor\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x10\n" +
+	"\x03rtt\x18\x02 \x01(\x01R\x03rtt\x126\n" +
+	"\x05coord\x18\x03 \x01(\v2 .superpeer.vivaldi.pb.CoordinateR\x05coord\x12\x14\n" +
+	"\x05addrs\x18\x04 \x03(\fR\x05addrs\"\xa6\x01\n" +
 	"\aMessage\x126\n" +
-	"\x05coord\x18\x01 \x01(\v2 .superpeer.vivaldi.pb.CoordinateR\x05coordB3Z1github.com/superpeer-overlay/superpeer/vivaldi/pbb\x06proto3"
+	"\x05coord\x18\x01 \x01(\v2 .superpeer.vivaldi.pb.CoordinateR\x05coord\x12%\n" +
+	"\x0ewant_neighbors\x18\x02 \x01(\rR\rwantNeighbors\x12<\n" +
+	"\tneighbors\x18\x03 \x03(\v2\x1e.superpeer.vivaldi.pb.NeighborR\tneighborsB3Z1github.com/superpeer-overlay/superpeer/vivaldi/pbb\x06proto3"
 
 var (
 	file_vivaldi_proto_rawDescOnce sync.Once
@@ -158,18 +261,21 @@ func file_vivaldi_proto_rawDescGZIP() []byte {
 	return file_vivaldi_proto_rawDescData
 }
 
-var file_vivaldi_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_vivaldi_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_vivaldi_proto_goTypes = []any{
 	(*Coordinate)(nil), // 0: superpeer.vivaldi.pb.Coordinate
-	(*Message)(nil),    // 1: superpeer.vivaldi.pb.Message
+	(*Neighbor)(nil),   // 1: superpeer.vivaldi.pb.Neighbor
+	(*Message)(nil),    // 2: superpeer.vivaldi.pb.Message
 }
 var file_vivaldi_proto_depIdxs = []int32{
-	0, // 0: superpeer.vivaldi.pb.Message.coord:type_name -> superpeer.vivaldi.pb.Coordinate
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0, // 0: superpeer.vivaldi.pb.Neighbor.coord:type_name -> superpeer.vivaldi.pb.Coordinate
+	0, // 1: superpeer.vivaldi.pb.Message.coord:type_name -> superpeer.vivaldi.pb.Coordinate
+	1, // 2: superpeer.vivaldi.pb.Message.neighbors:type_name -> superpeer.vivaldi.pb.Neighbor
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_vivaldi_proto_init() }
@@ -183,7 +289,7 @@ func file_vivaldi_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vivaldi_proto_rawDesc), len(file_vivaldi_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
