@@ -20,4 +20,15 @@
 // exchange as the RTT sample. Frames are varint-length-prefixed protobuf
 // capped at MaxMessageSize; a bad frame resets the stream and is counted in
 // Service.Drops under a named reason.
+//
+// A live peer cannot pick its near neighbours by true RTT, as a simulator
+// can; it finds them as Pyxida does (Ledlie et al.): a caller asks for a
+// few neighbours (want_neighbors), the reply carries them (the callee's
+// nearest by measured RTT, and the peers it knows nearest the caller's
+// coordinate), and the caller measures the promising ones and keeps the K
+// of lowest measured RTT as its near set, which it samples alternately with
+// random peers. The set is neighbors.go: pure, with the clock and the
+// randomness injected. A malformed neighbour entry is refused and counted
+// on its own; the rest of the frame is used. A caller that does not ask
+// gets the reply peers always got, so older peers interoperate.
 package vivaldi

@@ -14,23 +14,25 @@ import (
 type Option func(*config) error
 
 type config struct {
-	model        Config
-	interval     time.Duration
-	timeout      time.Duration
-	nearFraction float64
-	nearCount    int
-	peerSource   func() []peer.ID
-	rng          *rand.Rand
+	model      Config
+	near       NearConfig
+	interval   time.Duration
+	timeout    time.Duration
+	inFlight   int
+	peerSource func() []peer.ID
+	rng        *rand.Rand
+	now        func() time.Time
 }
 
 func defaults() config {
 	return config{
-		model:        DefaultConfig(),
-		interval:     10 * time.Second,
-		timeout:      5 * time.Second,
-		nearFraction: 0.5,
-		nearCount:    16,
-		rng:          rand.New(rand.NewSource(time.Now().UnixNano())),
+		model:    DefaultConfig(),
+		near:     DefaultNearConfig(),
+		interval: 10 * time.Second,
+		timeout:  5 * time.Second,
+		inFlight: 4,
+		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
+		now:      time.Now,
 	}
 }
 
@@ -46,7 +48,10 @@ func WithConfig(c Config) Option {
 }
 
 // WithInterval sets how often the service samples a peer on its own (default
-// 10 s); 0 turns the background sampling off, leaving Sample to the caller.
+// 10 s, each interval jittered ±50%); 0 turns the background sampling off,
+// leaving Sample to the caller. A sample starts every interval whether or
+// not the last one has been answered (up to WithMaxInFlight at once), so a
+// peer far from the others samples as often as one in a dense region.
 func WithInterval(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d < 0 {
@@ -85,34 +90,72 @@ func WithPeerSource(f func() []peer.ID) Option {
 	}
 }
 
-// WithNearFraction sets the share of samples taken from the peers nearest to
-// us by coordinate (default 0.5); the rest go to a random candidate. Near
-// samples place a node precisely among its neighbours, random ones keep the
-// global layout right: [1] shows that near-only neighbour sets distort it.
+// WithNearFraction sets the share of samples taken from the near set, or
+// spent measuring a candidate for it (default 0.5: alternately near and
+// random); the rest go to a random candidate. Near samples place a node
+// precisely among its neighbours, random ones keep the global layout right:
+// [1] shows that near-only neighbour sets distort it.
 func WithNearFraction(f float64) Option {
 	return func(cfg *config) error {
 		if !(f >= 0 && f <= 1) {
 			return fmt.Errorf("WithNearFraction: %v not in [0, 1]", f)
 		}
-		cfg.nearFraction = f
+		cfg.near.NearFraction = f
 		return nil
 	}
 }
 
-// WithNearCount sets how many of the nearest known peers a near sample picks
-// from (default 16).
+// WithNearCount sets K, how many peers of lowest measured RTT the service
+// keeps as near neighbours (default 16).
 func WithNearCount(n int) Option {
 	return func(cfg *config) error {
-		if n < 1 {
-			return fmt.Errorf("WithNearCount: %d < 1", n)
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("WithNearCount: %d not in [1, 1024]", n)
 		}
-		cfg.nearCount = n
+		cfg.near.Size = n
 		return nil
 	}
 }
 
-// WithSeed seeds the service's randomness (peer choice and the model's tie
-// breaking), for reproducible runs.
+// WithNearConfig sets the whole neighbour-set configuration (default
+// DefaultNearConfig()); WithNearFraction and WithNearCount after it change
+// its fields.
+func WithNearConfig(c NearConfig) Option {
+	return func(cfg *config) error {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("WithNearConfig: %w", err)
+		}
+		cfg.near = c
+		return nil
+	}
+}
+
+// WithMaxInFlight bounds the background samples awaiting their reply at
+// once (default 4); a tick that finds that many waiting skips its sample.
+func WithMaxInFlight(n int) Option {
+	return func(cfg *config) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("WithMaxInFlight: %d not in [1, 1024]", n)
+		}
+		cfg.inFlight = n
+		return nil
+	}
+}
+
+// WithClock sets the clock of the neighbour set's timeouts (default
+// time.Now), for tests.
+func WithClock(now func() time.Time) Option {
+	return func(cfg *config) error {
+		if now == nil {
+			return errors.New("WithClock: nil function")
+		}
+		cfg.now = now
+		return nil
+	}
+}
+
+// WithSeed seeds the service's randomness (peer choice, jitter and the
+// model's tie breaking), for reproducible runs.
 func WithSeed(seed int64) Option {
 	return func(cfg *config) error {
 		cfg.rng = rand.New(rand.NewSource(seed))

@@ -15,6 +15,7 @@ import (
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -71,6 +72,9 @@ func TestNewService_Options(t *testing.T) {
 		"WithNearFraction": WithNearFraction(math.NaN()),
 		"WithNearCount":    WithNearCount(0),
 		"WithConfig":       WithConfig(badCfg),
+		"WithNearConfig":   WithNearConfig(NearConfig{}),
+		"WithMaxInFlight":  WithMaxInFlight(0),
+		"WithClock":        WithClock(nil),
 	} {
 		_, err := NewService(hs[0], opt)
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -172,6 +176,204 @@ func TestService_DropsBadReply(t *testing.T) {
 	if st := b.Stats(); st.SampleFailure != 1 || st.Samples != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// Neighbour gossip over the real protocol: b has measured c; a samples b,
+// hears of c in the reply, and measures it in its next near sample.
+func TestService_GossipsNeighbours(t *testing.T) {
+	_, hs := mockHosts(t, 3)
+	cfg := DefaultConfig()
+	cfg.Dimensions = 3
+	only := func(p peer.ID) Option { return WithPeerSource(func() []peer.ID { return []peer.ID{p} }) }
+	a := newService(t, hs[0], WithConfig(cfg), WithInterval(0), WithSeed(1), only(hs[1].ID()))
+	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
+	c := newService(t, hs[2], WithConfig(cfg), WithInterval(0), WithSeed(3))
+	ctx := context.Background()
+	if _, err := b.Sample(ctx, hs[2].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if ns := b.NearSet(); len(ns) != 1 || ns[0].ID != hs[2].ID() || ns[0].RTT <= 0 {
+		t.Fatalf("b's near set %v", ns)
+	}
+	if _, err := a.Sample(ctx, hs[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats().Near; st.Candidates != 1 || st.Members != 1 {
+		t.Fatalf("a's near stats %+v, want b a member and c a candidate", st)
+	}
+	// a's peer source names only b, so c can only have come from b's reply.
+	var probed bool
+	for i := 0; i < 4 && !probed; i++ {
+		p, kind, _, err := a.Step(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probed = kind == KindProbe && p == hs[2].ID()
+	}
+	if !probed {
+		t.Fatal("a never measured the neighbour b told it of")
+	}
+	if len(a.NearSet()) != 2 || a.Stats().Probes != 1 {
+		t.Fatalf("a's near set %v, stats %+v", a.NearSet(), a.Stats())
+	}
+	if _, ok := a.PeerCoordinate(hs[2].ID()); !ok {
+		t.Fatal("a has no coordinate of c")
+	}
+	if c.Stats().Served != 1 {
+		t.Fatalf("c served %d", c.Stats().Served)
+	}
+	for _, s := range []*Service{a, b, c} {
+		if d := s.Drops(); len(d) != 0 {
+			t.Fatalf("drops between honest peers: %v", d)
+		}
+	}
+}
+
+// A reply's malformed neighbour entries are refused and counted one by
+// one; its coordinate and good entries are still used.
+func TestService_RefusesBadNeighbours(t *testing.T) {
+	_, hs := mockHosts(t, 2)
+	cfg := DefaultConfig()
+	cfg.Dimensions = 3
+	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
+	good := []float64{0.01, 0.02, 0.03}
+	hs[0].SetStreamHandler(ProtocolID, func(st network.Stream) {
+		defer st.Close()
+		if _, err := ReadCoord(st, 3); err != nil {
+			st.Reset()
+			return
+		}
+		m := pbCoord(good, 0.001, 0.5)
+		// One good entry, then a repeat of it, one naming the asker and
+		// one naming the replier, then two more than the asker asked for.
+		m.Neighbors = []*pb.Neighbor{pbNeighbor(testID(t, 7), 0.002, good), pbNeighbor(testID(t, 7), 0.002, good),
+			pbNeighbor(hs[1].ID(), 0.002, good), pbNeighbor(hs[0].ID(), 0.002, good),
+			pbNeighbor(testID(t, 8), 0.002, good), pbNeighbor(testID(t, 9), 0.002, good)}
+		st.Write(frame(m))
+	})
+	if _, err := b.Sample(context.Background(), hs[0].ID()); err != nil {
+		t.Fatalf("a reply with bad neighbours refused whole: %v", err)
+	}
+	d := b.Drops()
+	// The decoder keeps the first Share (4) entries that pass its checks:
+	// 7, the asker, the replier and 8 (the repeat of 7 refused); 9 is
+	// excess; the service then refuses the asker and the replier.
+	if d[DropNeighborDup] != 3 || d[DropNeighborExcess] != 1 {
+		t.Fatalf("drops %v", d)
+	}
+	if st := b.Stats(); st.Samples != 1 || st.Model.Updates != 1 || st.Near.Candidates != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Every kind of bad entry is counted under its reason (a reply carrying
+// the good entry and one bad one).
+func TestService_CountsEachBadNeighbour(t *testing.T) {
+	_, hs := mockHosts(t, 2)
+	cfg := DefaultConfig()
+	cfg.Dimensions = 3
+	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
+	good := []float64{0.01, 0.02, 0.03}
+	bad := badNeighbors(t)
+	next := make(chan *pb.Neighbor, len(bad))
+	want := map[string]uint64{}
+	for name, e := range bad {
+		next <- e
+		reason, _, _ := strings.Cut(name, "/")
+		want[reason]++
+	}
+	hs[0].SetStreamHandler(ProtocolID, func(st network.Stream) {
+		defer st.Close()
+		if _, err := ReadCoord(st, 3); err != nil {
+			st.Reset()
+			return
+		}
+		m := pbCoord(good, 0.001, 0.5)
+		m.Neighbors = []*pb.Neighbor{pbNeighbor(testID(t, 7), 0.002, good), <-next}
+		st.Write(frame(m))
+	})
+	for range bad {
+		if _, err := b.Sample(context.Background(), hs[0].ID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := b.Drops()
+	for k, v := range want {
+		if d[k] != v {
+			t.Errorf("drops[%s] = %d, want %d (all: %v)", k, d[k], v, d)
+		}
+	}
+}
+
+// A peer that predates neighbour gossip sends requests without
+// want_neighbors: it gets the reply it always got. And a request that
+// carries neighbours has them refused and counted, and is answered.
+func TestService_OldPeers(t *testing.T) {
+	_, hs := mockHosts(t, 2)
+	cfg := DefaultConfig()
+	cfg.Dimensions = 3
+	a := newService(t, hs[0], WithConfig(cfg), WithInterval(0), WithSeed(1))
+	// Give a a near neighbour to share.
+	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
+	if _, err := a.Sample(context.Background(), hs[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	exchange := func(req []byte) Frame {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := hs[1].NewStream(ctx, hs[0].ID(), ProtocolID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := st.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		f, err := ReadMessage(st, 3, MaxNeighbors)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	old := EncodeCoord(Coord{Vec: []float64{0.01, 0, 0}, Height: 0.001, Error: 1})
+	if f := exchange(old); len(f.Neighbors) != 0 {
+		t.Fatalf("an old request got %d neighbours", len(f.Neighbors))
+	}
+	m := pbCoord([]float64{0.01, 0, 0}, 0.001, 1)
+	m.WantNeighbors = 4
+	m.Neighbors = []*pb.Neighbor{pbNeighbor(testID(t, 9), 0.002, []float64{0, 0, 0})}
+	if f := exchange(frame(m)); len(f.Neighbors) != 0 {
+		// a's only near neighbour is the asker itself, never shared.
+		t.Fatalf("got %d neighbours: a shared the asker", len(f.Neighbors))
+	}
+	if d := a.Drops(); d[DropNeighborExcess] != 1 {
+		t.Fatalf("drops %v, want the request's neighbour counted", d)
+	}
+}
+
+// The background sampler starts a sample every interval without waiting
+// for replies, up to WithMaxInFlight at once.
+func TestService_SamplesWithoutWaiting(t *testing.T) {
+	mn, hs := mockHosts(t, 2)
+	for _, l := range mn.LinksBetweenPeers(hs[0].ID(), hs[1].ID()) {
+		l.SetOptions(mocknet.LinkOptions{Latency: 50 * time.Millisecond})
+	}
+	newService(t, hs[1], WithInterval(0), WithSeed(2))
+	a := newService(t, hs[0], WithInterval(5*time.Millisecond), WithMaxInFlight(3), WithSeed(1))
+	waitFor(t, 10*time.Second, "samples and skipped ticks", func() bool {
+		st := a.Stats()
+		return st.Samples >= 6 && st.Skipped > 0
+	})
+	// 100 ms RTT, 3 in flight: about 30 samples a second, where waiting for
+	// each reply would give under 10.
+	start, n0 := time.Now(), a.Stats().Samples
+	time.Sleep(time.Second)
+	rate := float64(a.Stats().Samples-n0) / time.Since(start).Seconds()
+	if rate < 15 || rate > 40 {
+		t.Fatalf("%.1f samples/s, want about 30", rate)
+	}
+	a.SetInterval(time.Hour)
 }
 
 // TestService_Live runs the real protocol between 50 mocknet peers whose

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,13 +80,13 @@ func liveSwarm(t *testing.T, ctx context.Context, pl *latency.Placement, seed in
 // peer has taken at least k RTT samples, and returns their coordinates
 // then (and the mean samples per peer). The services keep running.
 //
-// A live peer samples one peer, waits about interval, samples the next: a
-// sample takes the pair's RTT, so a peer far from the others (PlanetLab's
-// hosts in Asia and Oceania, 200–300 ms from most) samples several times
-// less often than one in a dense region, while every simulated peer sends
-// one request per round. Waiting for the mean to reach k left those far
-// peers with a third of k and badly placed; waiting for the least to reach
-// k gives every peer at least the simulator's k.
+// A live peer starts a sample about every interval without waiting for the
+// last reply, as every simulated peer sends one request per round. (When
+// each peer waited for its reply, a peer far from the others — PlanetLab's
+// hosts in Asia and Oceania, 200–300 ms from most — took a third of the
+// samples of one in a dense region, and waiting for the mean to reach k
+// left those peers badly placed.) Waiting for the least to reach k gives
+// every peer at least the simulator's k.
 func liveCoords(t *testing.T, ctx context.Context, s *swarm.Swarm, seed int64, interval time.Duration, k int) (*swarm.VivaldiRun, []vivaldi.Coord, float64) {
 	t.Helper()
 	v, err := s.StartVivaldi(swarm.VivaldiOptions{Interval: interval, Seed: seed})
@@ -141,49 +140,20 @@ func constantError(rtt latency.RTTs) (median, p90 float64) {
 // nearAccuracy is how well coords know what is near, which is what a client
 // choosing its superpeer needs: the median relative error over the tenth of
 // all pairs with the lowest RTT, and the mean excess RTT (ms) of each peer's
-// predicted-nearest peer over its true nearest.
+// predicted-nearest peer over its true nearest (swarm.NearAccuracy, which
+// peer swarm reports too).
 func nearAccuracy(rtt latency.RTTs, coords []vivaldi.Coord) (nearMedian, excess float64) {
-	n := rtt.Len()
-	var all []float64
-	for i := 0; i < n; i++ {
-		for j := i + 1; j < n; j++ {
-			all = append(all, rtt.RTT(i, j))
-		}
-	}
-	sort.Float64s(all)
-	cut := all[len(all)/10]
-	var errs []float64
-	for i := 0; i < n; i++ {
-		for j := i + 1; j < n; j++ {
-			if d := rtt.RTT(i, j); d > 0 && d <= cut {
-				errs = append(errs, math.Abs(coords[i].DistanceTo(coords[j])*1000-d)/d)
-			}
-		}
-	}
-	for i := 0; i < n; i++ {
-		best, pred, pd := math.Inf(1), -1, math.Inf(1)
-		for j := 0; j < n; j++ {
-			if j == i {
-				continue
-			}
-			best = min(best, rtt.RTT(i, j))
-			if d := coords[i].DistanceTo(coords[j]); d < pd {
-				pred, pd = j, d
-			}
-		}
-		excess += (rtt.RTT(i, pred) - best) / float64(n)
-	}
-	return metrics.Percentiles(errs, 0.5)[0], excess
+	return swarm.NearAccuracy(rtt, coords)
 }
 
 const (
 	// agreeVivaldiN peers, each taking agreeVivaldiSamples RTT samples: the
-	// simulator runs that many rounds; the live peers sample one peer,
-	// wait about agreeVivaldiInterval, sample the next, until each has
-	// taken at least as many (liveCoords).
+	// simulator runs that many rounds; the live peers start a sample about
+	// every agreeVivaldiInterval until each has taken at least as many
+	// (liveCoords).
 	agreeVivaldiN        = 80
 	agreeVivaldiSamples  = 120
-	agreeVivaldiInterval = 10 * time.Millisecond
+	agreeVivaldiInterval = 40 * time.Millisecond
 
 	// vivaldiMedianTolerance bounds |live − simulator| median relative
 	// error. Measured over seeds 1–5: 0.0038, 0.0073, 0.0002, 0.0011,
@@ -275,7 +245,7 @@ const (
 	agreeRepelN        = 100
 	agreeRepelS        = 8
 	agreeRepelSamples  = 60
-	agreeRepelInterval = 10 * time.Millisecond
+	agreeRepelInterval = 40 * time.Millisecond
 
 	// repelRTTTolerance bounds the ratio of the two mean client→superpeer
 	// RTTs (true, from the matrix), larger over smaller, minus 1. Measured

@@ -3,30 +3,38 @@ package swarm
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/experiments/vivaldieval"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 // VivaldiOptions configure the coordinate service on every peer of a swarm.
 type VivaldiOptions struct {
-	// Interval is how often each peer samples one peer (default 300 ms).
+	// Interval is how often each peer starts a sample (default 300 ms,
+	// jittered over [½, 1½] of it), whether or not its last one has been
+	// answered.
 	Interval time.Duration
 	// Random is how many random swarm peers each peer may sample besides
 	// its routing table (default 16): a fixed peer sample drawn at start,
 	// as a peer-sampling service would give it.
 	Random int
+	// MaxInFlight bounds each peer's samples awaiting their reply (default
+	// 16: enough for PlanetLab's longest RTTs at a 40 ms interval).
+	MaxInFlight int
 	// Seed seeds the peer samples and the services (default the swarm's).
 	Seed int64
 	// Config is the model (default vivaldi.DefaultConfig()).
 	Config *vivaldi.Config
+	// Near is the neighbour set (default vivaldi.DefaultNearConfig()).
+	Near *vivaldi.NearConfig
 }
 
 // VivaldiWait says when the coordinates are good enough: the live median
@@ -51,6 +59,14 @@ type VivaldiWait struct {
 type VivaldiSummary struct {
 	Median float64 `json:"median"`
 	P90    float64 `json:"p90"`
+	// NearMedian is the median relative error over the tenth of all pairs
+	// of live peers with the lowest RTT; NearestExcessMs the mean, over
+	// live peers, of how much farther (true RTT, ms) the peer its
+	// coordinates predict nearest is than its true nearest. Both say how
+	// well the coordinates know what is near, which is what choosing a
+	// superpeer needs.
+	NearMedian      float64 `json:"near_median"`
+	NearestExcessMs float64 `json:"nearest_excess_ms"`
 	// Seconds is how long the wait took; Samples is the RTT samples per
 	// peer taken by then.
 	Seconds float64 `json:"seconds"`
@@ -59,25 +75,22 @@ type VivaldiSummary struct {
 	Stopped string `json:"stopped"`
 }
 
-// VivaldiRun is a vivaldi.Service on every peer of a swarm. The run drives
-// the sampling itself (each peer alternates between one of its 16 nearest
-// known peers and a random candidate, as the service does), so that
-// SetInterval can slow it down once the coordinates are good: hundreds of
-// in-process peers sampling every few hundred ms cost more CPU than the
-// method that uses the coordinates.
+// VivaldiRun is a vivaldi.Service on every peer of a swarm, each sampling
+// on its own timer: alternately a near neighbour (or a candidate it heard
+// of in a reply, to measure it) and a random candidate. SetInterval slows
+// them down once the coordinates are good: hundreds of in-process peers
+// sampling every few hundred ms cost more CPU than the method that uses the
+// coordinates.
 type VivaldiRun struct {
-	s        *Swarm
-	svcs     []*vivaldi.Service
-	start    time.Time
-	dead     []bool
-	interval atomic.Int64
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	s     *Swarm
+	svcs  []*vivaldi.Service
+	start time.Time
+	dead  []bool
 }
 
 // StartVivaldi starts the coordinate service on every peer that is in the
 // overlay. Each samples from its DHT routing table and a fixed random sample
-// of the swarm.
+// of the swarm, and from the near neighbours it finds.
 func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 	if opts.Interval == 0 {
 		opts.Interval = 300 * time.Millisecond
@@ -85,17 +98,17 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 	if opts.Random == 0 {
 		opts.Random = 16
 	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = 16
+	}
 	if opts.Seed == 0 {
 		opts.Seed = s.cfg.Seed + 7
 	}
-	if opts.Random < 0 || opts.Interval < 0 {
-		return nil, fmt.Errorf("swarm: vivaldi Random %d / Interval %v must not be negative", opts.Random, opts.Interval)
+	if opts.Random < 0 || opts.Interval < 0 || opts.MaxInFlight < 0 {
+		return nil, fmt.Errorf("swarm: vivaldi Random %d / Interval %v / MaxInFlight %d must not be negative", opts.Random, opts.Interval, opts.MaxInFlight)
 	}
 	rng := rand.New(rand.NewSource(opts.Seed))
 	v := &VivaldiRun{s: s, svcs: make([]*vivaldi.Service, len(s.Peers)), dead: make([]bool, len(s.Peers))}
-	v.interval.Store(int64(opts.Interval))
-	ctx, cancel := context.WithCancel(context.Background())
-	v.cancel = cancel
 	live := s.Live()
 	for _, i := range live {
 		p := s.Peers[i]
@@ -110,9 +123,15 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 		source := func() []peer.ID {
 			return append(node.RoutingTable().ListPeers(), random...)
 		}
-		vo := []vivaldi.Option{vivaldi.WithInterval(0), vivaldi.WithSeed(rng.Int63())}
+		vo := []vivaldi.Option{
+			vivaldi.WithInterval(opts.Interval), vivaldi.WithPeerSource(source),
+			vivaldi.WithMaxInFlight(opts.MaxInFlight), vivaldi.WithSeed(rng.Int63()),
+		}
 		if opts.Config != nil {
 			vo = append(vo, vivaldi.WithConfig(*opts.Config))
+		}
+		if opts.Near != nil {
+			vo = append(vo, vivaldi.WithNearConfig(*opts.Near))
 		}
 		svc, err := vivaldi.NewService(p.Host, vo...)
 		if err != nil {
@@ -120,8 +139,6 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
 		}
 		v.svcs[i] = svc
-		v.wg.Add(1)
-		go v.drive(ctx, svc, p.Host.ID(), source, rng.Int63())
 	}
 	v.start = time.Now()
 	return v, nil
@@ -129,53 +146,10 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 
 // SetInterval changes how often every peer samples (from its next sample).
 func (v *VivaldiRun) SetInterval(d time.Duration) {
-	if d > 0 {
-		v.interval.Store(int64(d))
-	}
-}
-
-// drive samples one peer per interval, jittered: half the time one of the
-// 16 nearest peers whose coordinate it knows, else a random candidate.
-func (v *VivaldiRun) drive(ctx context.Context, svc *vivaldi.Service, self peer.ID, source func() []peer.ID, seed int64) {
-	defer v.wg.Done()
-	rng := rand.New(rand.NewSource(seed))
-	for {
-		d := time.Duration(v.interval.Load())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(d/2 + time.Duration(rng.Int63n(int64(d)))):
+	for i, svc := range v.svcs {
+		if svc != nil && !v.dead[i] {
+			svc.SetInterval(d)
 		}
-		var p peer.ID
-		if rng.Intn(2) == 0 {
-			me := svc.Coordinate()
-			type pd struct {
-				p peer.ID
-				d float64
-			}
-			var known []pd
-			for q, c := range svc.PeerCoordinates() {
-				known = append(known, pd{q, me.DistanceTo(c)})
-			}
-			sort.Slice(known, func(i, j int) bool { return known[i].d < known[j].d })
-			if len(known) > 16 {
-				known = known[:16]
-			}
-			if len(known) > 0 {
-				p = known[rng.Intn(len(known))].p
-			}
-		}
-		if p == "" {
-			cands := source()
-			if len(cands) == 0 {
-				continue
-			}
-			p = cands[rng.Intn(len(cands))]
-		}
-		if p == self {
-			continue
-		}
-		_, _ = svc.Sample(ctx, p)
 	}
 }
 
@@ -199,6 +173,61 @@ func (v *VivaldiRun) Error() (median, p90 float64) {
 		coords = append(coords, v.Coord(i))
 	}
 	return vivaldieval.LiveError(coords, l)
+}
+
+// NearError is how well the live peers' coordinates know what is near
+// (NearAccuracy over the live peers).
+func (v *VivaldiRun) NearError() (nearMedian, excessMs float64) {
+	l := v.s.liveSpace()
+	coords := make([]vivaldi.Coord, 0, l.Len())
+	for _, i := range l.idx {
+		coords = append(coords, v.Coord(i))
+	}
+	return NearAccuracy(l, coords)
+}
+
+// NearAccuracy is how well coords (seconds; coords[i] is peer i's) know
+// what is near in rtt (ms): the median relative error over the tenth of all
+// pairs with the lowest RTT, and the mean excess RTT (ms) of each peer's
+// predicted-nearest peer over its true nearest.
+func NearAccuracy(rtt latency.RTTs, coords []vivaldi.Coord) (nearMedian, excessMs float64) {
+	n := rtt.Len()
+	if n < 2 {
+		return 0, 0
+	}
+	var all []float64
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			all = append(all, rtt.RTT(i, j))
+		}
+	}
+	sort.Float64s(all)
+	cut := all[len(all)/10]
+	var errs []float64
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			if d := rtt.RTT(i, j); d > 0 && d <= cut {
+				errs = append(errs, math.Abs(coords[i].DistanceTo(coords[j])*1000-d)/d)
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		best, pred, pd := math.Inf(1), -1, math.Inf(1)
+		for j := 0; j < n; j++ {
+			if j == i {
+				continue
+			}
+			best = min(best, rtt.RTT(i, j))
+			if d := coords[i].DistanceTo(coords[j]); d < pd {
+				pred, pd = j, d
+			}
+		}
+		excessMs += (rtt.RTT(i, pred) - best) / float64(n)
+	}
+	if len(errs) == 0 {
+		return 0, excessMs
+	}
+	return metrics.Percentiles(errs, 0.5)[0], excessMs
 }
 
 // Samples is the mean number of RTT samples per live peer so far.
@@ -236,6 +265,7 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 		switch {
 		case w.Bound > 0 && med < w.Bound:
 			sum.Stopped = "bound"
+			sum.NearMedian, sum.NearestExcessMs = v.NearError()
 			return sum, nil
 		case first || med < best*(1-w.MinImprove):
 			best, stale = med, 0
@@ -243,6 +273,7 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 			stale++
 			if stale >= w.Patience {
 				sum.Stopped = "plateau"
+				sum.NearMedian, sum.NearestExcessMs = v.NearError()
 				return sum, nil
 			}
 		}
@@ -257,7 +288,9 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 // Summary is the current error, without waiting.
 func (v *VivaldiRun) Summary() VivaldiSummary {
 	med, p90 := v.Error()
-	return VivaldiSummary{Median: med, P90: p90, Seconds: time.Since(v.start).Seconds(), Samples: v.Samples()}
+	sum := VivaldiSummary{Median: med, P90: p90, Seconds: time.Since(v.start).Seconds(), Samples: v.Samples()}
+	sum.NearMedian, sum.NearestExcessMs = v.NearError()
+	return sum
 }
 
 // Kill stops the services of peers about to be killed (call before
@@ -273,8 +306,6 @@ func (v *VivaldiRun) Kill(idx []int) {
 
 // Close stops every service.
 func (v *VivaldiRun) Close() {
-	v.cancel()
-	v.wg.Wait()
 	for i, svc := range v.svcs {
 		if svc != nil && !v.dead[i] {
 			v.dead[i] = true
