@@ -416,10 +416,10 @@ func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, home bool, reason 
 
 // notYet handles our group's superpeer refusing us because it has not
 // learned its role yet (our refusal prompts it to look up). The lookup that
-// named it is fresh, so we ask it again, without a lookup, after MinRecheck,
-// 2·MinRecheck, 4·MinRecheck; only then do we look up again. Rechecking at
-// once instead made a hundred clients of a new superpeer look up every
-// MinRecheck until it knew.
+// named it is fresh, so we ask it again, without a lookup, after 1, 2, 4, …
+// × MinRecheck (at most Recheck), until it accepts or our next periodic
+// lookup names another. Looking up again instead made the hundreds of
+// clients of a new superpeer swamp the peers near their group key.
 func (s *PrefixSelector) notYet(ctx context.Context, sp peer.ID) {
 	s.mu.Lock()
 	if s.pending != sp {
@@ -428,22 +428,10 @@ func (s *PrefixSelector) notYet(ctx context.Context, sp peer.ID) {
 	s.pendingTries++
 	tries := s.pendingTries
 	s.mu.Unlock()
-	if tries > 3 {
-		s.mu.Lock()
-		s.pending, s.pendingTries = "", 0
-		s.mu.Unlock()
-		go func() {
-			select {
-			case <-time.After(s.opts.MinRecheck):
-				s.Recheck()
-			case <-ctx.Done():
-			}
-		}()
-		return
-	}
+	delay := min(s.opts.Recheck, s.opts.MinRecheck<<min(tries-1, 16))
 	go func() {
 		select {
-		case <-time.After(s.opts.MinRecheck << (tries - 1)):
+		case <-time.After(delay):
 			select {
 			case s.retry <- struct{}{}:
 			default:

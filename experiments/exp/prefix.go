@@ -118,6 +118,8 @@ func runPrefix(o Options, r *report.Run) error {
 			msgs, bytes := perPeer(b.PerPeerPerSecond)
 			t.Add(n, S, c, b.Count, b.Expected, b.Book, b.ClientsPerSuperpeer.Max, b.ClientsPerSuperpeer.Mean, b.ClientsPerSuperpeer.Gini,
 				b.ClientRTT.Mean, b.ClientRTT.P90, b.RandomClientRTT.Mean, b.ConvergeSeconds, row.Killed, row.RecoverSeconds, after.Count, msgs, bytes)
+			fmt.Fprintf(o.Stdout, "n = %d, S = %d: %d superpeers (expected %.2f), load max %d mean %.1f, client RTT %.1f ms (random %.1f), converged %.1f s, recovered %.1f s after killing %d\n",
+				n, S, b.Count, b.Expected, b.ClientsPerSuperpeer.Max, b.ClientsPerSuperpeer.Mean, b.ClientRTT.Mean, b.RandomClientRTT.Mean, b.ConvergeSeconds, row.RecoverSeconds, row.Killed)
 			conv[S].X, conv[S].Y = append(conv[S].X, float64(n)), append(conv[S].Y, b.ConvergeSeconds)
 			rec[S].X, rec[S].Y = append(rec[S].X, float64(n)), append(rec[S].Y, row.RecoverSeconds)
 		}
