@@ -35,8 +35,13 @@ type NearConfig struct {
 	// show that near-only neighbour sets distort it.
 	NearFraction float64
 	// ProbeShare is the share of near samples spent measuring a candidate
-	// while one is worth it and the near set is full (0.5); while it is not
-	// full every near sample measures a candidate if there is one.
+	// while one is worth it and the near set is full (0.75); while it is
+	// not full every near sample measures a candidate if there is one. The
+	// rest keep the near neighbours' RTTs fresh and notice the ones gone.
+	// On PlanetLab (200 peers, seeds 1 and 3, the protocol's logic without a
+	// network: TestNeighbors_PlanetLab) the near sets held 51%, 63%, 69% of
+	// every peer's true 16 nearest after 60 samples per peer at 0.5, 0.75,
+	// 1, and 86%, 91%, 93% after 120.
 	ProbeShare float64
 	// ProbeSlack: a candidate is worth measuring while its estimated RTT
 	// (below) is under ProbeSlack times the worst near neighbour's (1.5:
@@ -74,7 +79,7 @@ func DefaultNearConfig() NearConfig {
 		Size:         16,
 		Share:        4,
 		NearFraction: 0.5,
-		ProbeShare:   0.5,
+		ProbeShare:   0.75,
 		ProbeSlack:   1.5,
 		Candidates:   64,
 		Window:       4,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
 )
 
 // fakeClock is a settable clock.
@@ -436,4 +438,102 @@ func TestNeighbors_GossipFindsNearest(t *testing.T) {
 		t.Fatalf("%d of %d near neighbours among the true %d nearest (want ≥ 95%%)", hits, total, K)
 	}
 	t.Logf("%d of %d near neighbours among the true %d nearest", hits, total, K)
+}
+
+// TestNeighbors_PlanetLab runs the protocol's logic without a network on
+// 200 PlanetLab peers: each round every peer picks a peer by Next (its
+// random candidates: 36 fixed random peers, as a routing table and a peer
+// sample), "exchanges" with it — the RTT from the matrix plus 0.6–1.9 ms of
+// overhead, the replier's ShareFor as candidates, the replier's coordinate
+// into its Client — as Service does. After 120 samples per peer the near
+// sets must hold most of each peer's true 16 nearest.
+func TestNeighbors_PlanetLab(t *testing.T) {
+	const n, rounds, seed = 200, 120, 1
+	m, err := latency.Builtin("planetlab-490")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := latency.Place(m.Filled(), n, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(seed))
+	ids := make([]string, n)
+	index := map[string]int{}
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p%03d", i)
+		index[ids[i]] = i
+	}
+	clock := newClock()
+	cfg := DefaultNearConfig()
+	sets := make([]*Neighbors, n)
+	cls := make([]*Client, n)
+	known := make([]map[string]Coord, n)
+	random := make([][]string, n)
+	for i := 0; i < n; i++ {
+		sets[i] = nearSet(t, cfg, clock)
+		if cls[i], err = NewClient(DefaultConfig(), rand.New(rand.NewSource(int64(i)))); err != nil {
+			t.Fatal(err)
+		}
+		known[i] = map[string]Coord{}
+		for k := 0; k < 36; k++ {
+			if j := rng.Intn(n); j != i {
+				random[i] = append(random[i], ids[j])
+			}
+		}
+	}
+	share := func(at int) float64 {
+		hits := 0
+		for i := 0; i < n; i++ {
+			var order []int
+			for j := 0; j < n; j++ {
+				if j != i {
+					order = append(order, j)
+				}
+			}
+			sort.Slice(order, func(a, b int) bool { return pl.RTT(i, order[a]) < pl.RTT(i, order[b]) })
+			cut := pl.RTT(i, order[cfg.Size-1])
+			for _, s := range sets[i].Nearest(cfg.Size, "") {
+				if pl.RTT(i, index[s.ID]) <= cut {
+					hits++
+				}
+			}
+		}
+		return float64(hits) / float64(n*cfg.Size)
+	}
+	var at60 float64
+	for r := 1; r <= rounds; r++ {
+		clock.add(time.Second)
+		for _, i := range rng.Perm(n) {
+			p, k := sets[i].Next(random[i])
+			if k == KindNone {
+				continue
+			}
+			j := index[p]
+			rtt := pl.RTT(i, j)/1000 + 1.25e-3*(0.5+rng.Float64())
+			me, them := cls[i].GetCoordinate(), cls[j].GetCoordinate()
+			var cs []Candidate
+			for _, s := range ShareFor(sets[j], ids[j], ids[i], me, known[j], cfg.Share) {
+				cs = append(cs, Candidate{ID: s.ID, Coord: known[j][s.ID], RTT: s.RTT})
+			}
+			known[j][ids[i]] = me
+			sets[j].Offer(them, 0, []Candidate{{ID: ids[i], Coord: me}})
+			known[i][p] = them
+			sets[i].Observe(p, rtt)
+			sets[i].Offer(me, rtt, cs)
+			if err := cls[i].Update(p, them, time.Duration(rtt*float64(time.Second))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r == 60 {
+			at60 = share(r)
+		}
+	}
+	got := share(rounds)
+	t.Logf("near sets hold %.1f%% of the true %d nearest after 60 samples per peer, %.1f%% after %d", 100*at60, cfg.Size, 100*got, rounds)
+	// Measured: 68% and 92% (the simulator's oracle near sets, the 16
+	// lowest-RTT of 128 random peers, hold 69%).
+	if got < 0.85 {
+		t.Fatalf("near sets hold %.1f%% of the true nearest, want ≥ 85%%", 100*got)
+	}
 }
