@@ -30,8 +30,11 @@ type linker struct {
 	// a convoy of ten thousand dialling goroutines at n = 5000.
 	linked sync.Map // [2]int → struct{}
 	dead   []atomic.Bool
-	mu     sync.Mutex // serialises making links and kills
-	links  atomic.Int64
+	// stripes serialise making the link of one pair (by pair hash), so
+	// that links between different pairs are made in parallel: one lock
+	// here queued thousands of dials behind each other at n = 5000.
+	stripes [64]sync.Mutex
+	links   atomic.Int64
 }
 
 // newLinker links the n peers of index (filled in by the caller before any
@@ -43,7 +46,6 @@ func newLinker(mn mocknet.Mocknet, index map[peer.ID]int, n int, rtt func(i, j i
 // kill refuses every later dial to or from p and cuts p's links.
 func (l *linker) kill(p peer.ID) {
 	i := l.index[p]
-	l.mu.Lock()
 	l.dead[i].Store(true)
 	var partners []int
 	l.linked.Range(func(k, _ any) bool {
@@ -55,7 +57,6 @@ func (l *linker) kill(p peer.ID) {
 		}
 		return true
 	})
-	l.mu.Unlock()
 	ids := make(map[int]peer.ID, len(partners))
 	for id, k := range l.index {
 		ids[k] = id
@@ -86,8 +87,9 @@ func (l *linker) ensure(a, b peer.ID) error {
 	if _, ok := l.linked.Load(pair); ok {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	mu := &l.stripes[(i*7919+j)%len(l.stripes)]
+	mu.Lock()
+	defer mu.Unlock()
 	if l.dead[i].Load() || l.dead[j].Load() {
 		return fmt.Errorf("swarm: peer %s is down", b)
 	}
