@@ -38,6 +38,8 @@ type prefixRow struct {
 	RecoverSeconds float64                 `json:"recover_seconds"`
 	After          *swarm.SelectionSummary `json:"after"`
 	JoinSeconds    float64                 `json:"join_seconds"`
+	// Error says why a cell has no figures (the run goes on to the next).
+	Error string `json:"error,omitempty"`
 	RSSMiB         float64                 `json:"rss_mib"`
 }
 
@@ -90,7 +92,15 @@ func runPrefix(o Options, r *report.Run) error {
 			start := time.Now()
 			s, took, err := liveSwarm(o.Ctx, liveConfig{N: n, S: S, Seed: o.Seed, RTT: rtt, HostOf: pl.Host, Capacity: c, TTL: p.TTL, Parallel: p.Parallel}, o.Stderr)
 			if err != nil {
-				return fmt.Errorf("n = %d, S = %d: %w", n, S, err)
+				if o.Ctx.Err() != nil {
+					return fmt.Errorf("n = %d, S = %d: %w", n, S, err)
+				}
+				// One swarm that does not converge (it happens at
+				// n = 5000 on a loaded machine) costs its cell, not the run.
+				fmt.Fprintf(o.Stdout, "n = %d, S = %d: no figures: %v\n", n, S, err)
+				rows = append(rows, prefixRow{N: n, S: S, Capacity: c, Error: err.Error()})
+				t.Add(n, S, c, "failed")
+				continue
 			}
 			row := prefixRow{N: n, S: S, Capacity: c, JoinSeconds: time.Since(start).Seconds() - took.Seconds()}
 			row.Before, err = s.Summary(took, rand.New(rand.NewSource(o.Seed+3)))
@@ -106,7 +116,13 @@ func runPrefix(o Options, r *report.Run) error {
 			d, err := s.WaitPrefix(o.Ctx, killAt)
 			if err != nil {
 				s.Close()
-				return fmt.Errorf("n = %d, S = %d: recovery: %w", n, S, err)
+				if o.Ctx.Err() != nil {
+					return fmt.Errorf("n = %d, S = %d: recovery: %w", n, S, err)
+				}
+				fmt.Fprintf(o.Stdout, "n = %d, S = %d: no recovery figures: %v\n", n, S, err)
+				row.Error = "recovery: " + err.Error()
+				rows = append(rows, row)
+				continue
 			}
 			row.RecoverSeconds = d.Seconds()
 			after, err := s.Summary(d, rand.New(rand.NewSource(o.Seed+5)))
