@@ -39,8 +39,8 @@ type prefixRow struct {
 	After          *swarm.SelectionSummary `json:"after"`
 	JoinSeconds    float64                 `json:"join_seconds"`
 	// Error says why a cell has no figures (the run goes on to the next).
-	Error string `json:"error,omitempty"`
-	RSSMiB         float64                 `json:"rss_mib"`
+	Error  string  `json:"error,omitempty"`
+	RSSMiB float64 `json:"rss_mib"`
 }
 
 // perPeer sums a summary's messages per peer per second over protocols.
