@@ -325,7 +325,14 @@ func (s *PrefixSelector) step(ctx context.Context) {
 	if s.try(ctx, sp, true, "superpeer of its group") {
 		return
 	}
-	if current != "" {
+	s.mu.Lock()
+	waiting := s.pending == sp
+	s.mu.Unlock()
+	if current != "" || waiting {
+		// Served already, or our superpeer has not learned its role yet
+		// (notYet asks it again): only a full one sends us elsewhere.
+		// Falling back here made every client of a starting swarm look
+		// up every group's key while no superpeer knew its role yet.
 		return
 	}
 	for _, g := range s.scheme.GroupsByDistance(s.group) {

@@ -30,11 +30,8 @@ type linker struct {
 	// a convoy of ten thousand dialling goroutines at n = 5000.
 	linked sync.Map // [2]int → struct{}
 	dead   []atomic.Bool
-	// stripes serialise making the link of one pair (by pair hash), so
-	// that links between different pairs are made in parallel: one lock
-	// here queued thousands of dials behind each other at n = 5000.
-	stripes [64]sync.Mutex
-	links   atomic.Int64
+	mu    sync.Mutex // serialises making links
+	links atomic.Int64
 }
 
 // newLinker links the n peers of index (filled in by the caller before any
@@ -87,9 +84,8 @@ func (l *linker) ensure(a, b peer.ID) error {
 	if _, ok := l.linked.Load(pair); ok {
 		return nil
 	}
-	mu := &l.stripes[(i*7919+j)%len(l.stripes)]
-	mu.Lock()
-	defer mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.dead[i].Load() || l.dead[j].Load() {
 		return fmt.Errorf("swarm: peer %s is down", b)
 	}
