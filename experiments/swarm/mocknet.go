@@ -30,8 +30,8 @@ type linker struct {
 	// a convoy of ten thousand dialling goroutines at n = 5000.
 	linked sync.Map // [2]int → struct{}
 	dead   []atomic.Bool
-	mu    sync.Mutex // serialises making links
-	links atomic.Int64
+	mu     sync.Mutex // serialises making links
+	links  atomic.Int64
 }
 
 // newLinker links the n peers of index (filled in by the caller before any
