@@ -10,7 +10,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	want := []string{"churn", "requirements", "scale", "superpeer-count", "vivaldi"}
+	want := []string{"churn", "prefix", "requirements", "scale", "superpeer-count", "vivaldi"}
 	if got := Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("names %v, want %v", got, want)
 	}
