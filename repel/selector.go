@@ -48,12 +48,15 @@ type SelectorOptions struct {
 	// MinReattach spaces the client's reactions to token changes (default
 	// MoveInterval).
 	MinReattach time.Duration
-	// Switch is how much nearer (by predicted RTT) another holder must be
-	// before an attached client moves to it (default 1.1: 10% nearer).
+	// Switch is how much nearer (by measured RTT where the client has
+	// one, predicted otherwise) another holder must be before an attached
+	// client moves to it (default 1.1: 10% nearer). AttachConfig.Switch.
 	Switch float64
-	// Probe is how many of the predicted-nearest holders a client measures
-	// (one Vivaldi exchange each) when it chooses anew, trying them by
-	// measured RTT (default 3; negative: none, by prediction alone).
+	// Probe is how many holders, nearest first, a client has measured (one
+	// Vivaldi exchange each) before it chooses, at most every five
+	// renewals while attached (default 3; negative: none, by prediction
+	// alone). AttachConfig.Probe; the other fields of the client's Chooser
+	// are DefaultAttachConfig's.
 	Probe int
 	// MintLookup is how many peers a lookup of a silent token's name asks
 	// for (default 3): the model mints when this peer ranks first among the
@@ -149,7 +152,6 @@ type Selector struct {
 	mu          sync.Mutex
 	snap        snapshot
 	attached    peer.ID
-	probed      time.Time             // when the attacher last measured holders (attacher only)
 	unreachable map[peer.ID]time.Time // move targets that could not be reached, until when
 	start       time.Time
 	settledAt   time.Time // when the held token last settled here

@@ -2,8 +2,6 @@ package repel
 
 import (
 	"context"
-	"math"
-	"sort"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -11,12 +9,14 @@ import (
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
-// attacher keeps this peer, while it holds no token, attached to the live
-// holder of lowest predicted RTT that accepts it: every Renew, and soon
-// after the tokens' holders or this peer's role change.
+// attacher keeps this peer, while it holds no token, attached to a live
+// holder chosen by a Chooser (measured RTT where known, predicted
+// otherwise) that accepts it: every Renew, and soon after the tokens'
+// holders or this peer's role change.
 func (s *Selector) attacher(ctx context.Context) {
 	timer := time.NewTimer(s.opts.MinReattach)
 	defer timer.Stop()
+	ch := s.chooser()
 	var last time.Time
 	for {
 		select {
@@ -33,7 +33,7 @@ func (s *Selector) attacher(ctx context.Context) {
 			}
 		}
 		last = time.Now()
-		s.attachStep(ctx)
+		s.attachStep(ctx, ch)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -44,8 +44,24 @@ func (s *Selector) attacher(ctx context.Context) {
 	}
 }
 
-// attachStep makes or renews the attachment.
-func (s *Selector) attachStep(ctx context.Context) {
+// chooser is the client's Chooser from the selector options: Probe and
+// Switch as given, measurements at most every five renewals.
+func (s *Selector) chooser() *Chooser {
+	cfg := DefaultAttachConfig()
+	cfg.Probe = max(s.opts.Probe, 0)
+	cfg.Switch = s.opts.Switch
+	cfg.ProbeEvery = 5 * s.opts.Renew
+	ch, err := NewChooser(cfg)
+	if err != nil { // Switch ≥ 1 is checked by the options' defaults
+		panic(err)
+	}
+	return ch
+}
+
+// attachStep makes or renews the attachment: it measures the holders the
+// chooser asks for (one Vivaldi exchange each), then asks the holders in
+// the chooser's order and keeps the first that accepts.
+func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 	self := s.node.ID()
 	s.mu.Lock()
 	holding, live, cur := s.snap.holding, s.snap.live, s.attached
@@ -58,70 +74,34 @@ func (s *Selector) attachStep(ctx context.Context) {
 		return
 	}
 	me := s.viv.Coordinate()
-	type cand struct {
-		p peer.ID
-		d float64
-	}
-	var cands []cand
-	curAt := -1
+	var cands []Candidate
 	for _, t := range live {
-		p := peer.ID(t.Holder)
-		if p == self || len(t.Coord.Vec) != len(me.Vec) {
+		if peer.ID(t.Holder) == self || len(t.Coord.Vec) != len(me.Vec) {
 			continue
 		}
-		cands = append(cands, cand{p, me.DistanceTo(t.Coord)})
+		cands = append(cands, Candidate{ID: t.Holder, Predicted: me.DistanceTo(t.Coord)})
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].d < cands[j].d })
-	for i, c := range cands {
-		if c.p == cur {
-			curAt = i
-		}
+	now := time.Now()
+	for id := ch.Next(now, string(cur), cands); id != ""; id = ch.Next(now, string(cur), cands) {
+		rtt, err := s.viv.Sample(ctx, peer.ID(id))
+		ch.Measured(now, id, rtt, err == nil)
 	}
-	// Keep the current holder unless another is clearly nearer: Vivaldi
-	// jitter should not bounce clients between two holders.
-	keep := curAt == 0 || (curAt > 0 && cands[curAt].d <= s.opts.Switch*cands[0].d)
-	if curAt > 0 && keep {
-		c := cands[curAt]
-		cands = append([]cand{c}, append(cands[:curAt:curAt], cands[curAt+1:]...)...)
-	}
-	// Choosing anew (not attached, our holder gone, or another clearly
-	// nearer): measure the Probe predicted-nearest holders and try them by
-	// measured RTT, since the embedding's error decides the far tail. Not
-	// more often than every few renewals.
-	if !keep && s.opts.Probe > 0 && (curAt < 0 || time.Since(s.probed) > 5*s.opts.Renew) {
-		s.probed = time.Now()
-		k := min(s.opts.Probe, len(cands))
-		probe := append([]cand(nil), cands[:k]...)
-		if curAt >= k {
-			probe = append(probe, cands[curAt])
-		}
-		for i := range probe {
-			if rtt, err := s.viv.Sample(ctx, probe[i].p); err == nil {
-				probe[i].d = rtt.Seconds()
-			} else {
-				probe[i].d = math.Inf(1)
-			}
-		}
-		sort.SliceStable(probe, func(i, j int) bool { return probe[i].d < probe[j].d })
-		rest := cands[k:]
-		if curAt >= k {
-			rest = append(append([]cand(nil), cands[k:curAt]...), cands[curAt+1:]...)
-		}
-		cands = append(probe, rest...)
-	}
-	for _, c := range cands {
-		ans, err := s.attach.Request(ctx, c.p, false, me.Vec, me.Height)
+	for _, id := range ch.Order(now, string(cur), cands) {
+		p := peer.ID(id)
+		ans, err := s.attach.Request(ctx, p, false, me.Vec, me.Height)
 		if err != nil || ans.Status != superpeer.Accepted {
 			continue
 		}
-		if cur != "" && cur != c.p {
+		if cur != "" && cur != p {
 			s.leave(ctx, cur)
 		}
-		s.setAttached(c.p, "nearest holder that accepted")
+		s.setAttached(p, "nearest holder that accepted")
 		// One coordinate exchange with our holder: it learns where we are
 		// (its clients' coordinates drive Attract) and we get an RTT
 		// sample of the link that matters most.
-		_, _ = s.viv.Sample(ctx, c.p)
+		if rtt, err := s.viv.Sample(ctx, p); err == nil {
+			ch.Observed(time.Now(), id, rtt)
+		}
 		return
 	}
 	if cur != "" {

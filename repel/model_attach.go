@@ -1,0 +1,213 @@
+package repel
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// AttachConfig configures how a client chooses the holder it attaches to
+// (Chooser). The live selector and the simulator share it.
+type AttachConfig struct {
+	// Probe is how many holders, nearest first, the client must have
+	// measured before it chooses: it measures the Probe predicted-nearest,
+	// and goes on while an unmeasured holder ranks among the first Probe
+	// (a measured holder ranks by its RTT, an unmeasured one by its
+	// predicted RTT). 0 or negative: none, prediction alone.
+	Probe int
+	// Switch is how much nearer another holder must be before an attached
+	// client leaves its holder for it (e.g. 1.1: 10% nearer).
+	Switch float64
+	// ProbeEvery spaces the measurements of a client that is attached to a
+	// live holder; a client choosing anew (unattached, or its holder gone)
+	// measures at once.
+	ProbeEvery time.Duration
+	// MeasureTTL is how long a measured RTT stands for its holder.
+	MeasureTTL time.Duration
+}
+
+// DefaultAttachConfig measures 3 holders, switches for a 10% nearer one,
+// measures an attached client's holders at most every 50 s (five renewals
+// of a 30 s attach TTL) and trusts a measurement for 10 minutes.
+func DefaultAttachConfig() AttachConfig {
+	return AttachConfig{Probe: 3, Switch: 1.1, ProbeEvery: 50 * time.Second, MeasureTTL: 10 * time.Minute}
+}
+
+// Validate names the first field that makes no sense.
+func (c AttachConfig) Validate() error {
+	switch {
+	case !(c.Switch >= 1) || math.IsInf(c.Switch, 0):
+		return fmt.Errorf("repel: attach Switch %v must be ≥ 1", c.Switch)
+	case c.ProbeEvery < 0 || c.MeasureTTL < 0:
+		return errors.New("repel: attach ProbeEvery and MeasureTTL must be ≥ 0")
+	}
+	return nil
+}
+
+// maxMeasurePerChoice bounds the measurements of one choice, in units of
+// Probe: a prediction that is wrong for every holder must not make a
+// client measure them all.
+const maxMeasurePerChoice = 2
+
+// Candidate is a live holder a client may attach to, with its predicted
+// RTT (the distance between the two coordinates, in seconds).
+type Candidate struct {
+	ID        string
+	Predicted float64
+}
+
+type measurement struct {
+	rtt float64 // seconds; +Inf if the measurement failed
+	at  time.Time
+}
+
+// Chooser is one client's choice of holder: which holders to measure and in
+// which order to ask them to serve it. Pure and not safe for concurrent
+// use; the caller does the measuring and the asking:
+//
+//	for id := ch.Next(now, cur, cands); id != ""; id = ch.Next(now, cur, cands) {
+//		ch.Measured(now, id, measure(id))
+//	}
+//	for _, id := range ch.Order(now, cur, cands) { ask id; stop at the first that accepts }
+//
+// A holder ranks by its measured RTT when the client has one younger than
+// MeasureTTL, by its predicted RTT otherwise. The client keeps its current
+// holder while it is live and within Switch of the first in that ranking,
+// so a client that chose a holder for its measured RTT stays with it even
+// when the coordinates predict another nearer.
+type Chooser struct {
+	cfg      AttachConfig
+	measured map[string]measurement
+	lastRun  time.Time // when the client last measured (zero: never)
+	run      int       // measurements in the current choice
+	runAt    time.Time
+}
+
+// NewChooser makes a client's chooser.
+func NewChooser(cfg AttachConfig) (*Chooser, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Chooser{cfg: cfg, measured: map[string]measurement{}}, nil
+}
+
+// Measured records a measured RTT to holder id (ok false: the measurement
+// failed, and the holder ranks last until measured again).
+func (c *Chooser) Measured(now time.Time, id string, rtt time.Duration, ok bool) {
+	m := measurement{rtt: max(rtt, 0).Seconds(), at: now}
+	if !ok {
+		m.rtt = math.Inf(1)
+	}
+	c.measured[id] = m
+	if !c.runAt.Equal(now) {
+		c.runAt, c.run = now, 0
+	}
+	c.run++
+	c.lastRun = now
+}
+
+// Observed records an RTT to holder id sampled for another reason (the
+// coordinate exchange a client makes with its holder after attaching): it
+// refreshes the measurement without counting as a probe.
+func (c *Chooser) Observed(now time.Time, id string, rtt time.Duration) {
+	if rtt < 0 {
+		return
+	}
+	c.measured[id] = measurement{rtt: rtt.Seconds(), at: now}
+}
+
+// Forget drops what the client measured (as when its coordinate or network
+// changed).
+func (c *Chooser) Forget() { clear(c.measured) }
+
+// rtt is holder id's RTT for ranking and whether it was measured.
+func (c *Chooser) rtt(now time.Time, cd Candidate) (float64, bool) {
+	if m, ok := c.measured[cd.ID]; ok && now.Sub(m.at) < c.cfg.MeasureTTL {
+		return m.rtt, true
+	}
+	return cd.Predicted, false
+}
+
+type ranked struct {
+	id       string
+	d        float64
+	measured bool
+}
+
+// rank orders the candidates by RTT, measured where known, then by ID.
+func (c *Chooser) rank(now time.Time, cands []Candidate) []ranked {
+	out := make([]ranked, 0, len(cands))
+	for _, cd := range cands {
+		d, m := c.rtt(now, cd)
+		if math.IsNaN(d) {
+			d = math.Inf(1)
+		}
+		out = append(out, ranked{cd.ID, d, m})
+	}
+	slices.SortFunc(out, func(a, b ranked) int {
+		if x := cmp.Compare(a.d, b.d); x != 0 {
+			return x
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	return out
+}
+
+// Next is the next holder to measure before choosing, or "" when none is
+// due: the first unmeasured holder among the first Probe of the ranking,
+// measured only if the client chooses anew (cur is "" or not among cands)
+// or last measured ProbeEvery ago or more, and at most 2·Probe per choice.
+// It also forgets measurements of holders that are gone or stale.
+func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
+	live := make(map[string]bool, len(cands))
+	for _, cd := range cands {
+		live[cd.ID] = true
+	}
+	for id, m := range c.measured {
+		if !live[id] || now.Sub(m.at) >= c.cfg.MeasureTTL {
+			delete(c.measured, id)
+		}
+	}
+	if c.cfg.Probe <= 0 {
+		return ""
+	}
+	inRun := c.runAt.Equal(now)
+	due := cur == "" || !live[cur] || c.lastRun.IsZero() || now.Sub(c.lastRun) >= c.cfg.ProbeEvery || inRun
+	if !due || (inRun && c.run >= maxMeasurePerChoice*c.cfg.Probe) {
+		return ""
+	}
+	for i, r := range c.rank(now, cands) {
+		if i >= c.cfg.Probe {
+			break
+		}
+		if !r.measured {
+			return r.id
+		}
+	}
+	return ""
+}
+
+// Order is the holders to ask, in order: the current one first while it is
+// live and within Switch of the first of the ranking, then the ranking.
+func (c *Chooser) Order(now time.Time, cur string, cands []Candidate) []string {
+	rs := c.rank(now, cands)
+	out := make([]string, 0, len(rs))
+	curAt := -1
+	for i, r := range rs {
+		if r.id == cur {
+			curAt = i
+		}
+	}
+	if curAt >= 0 && rs[curAt].d <= c.cfg.Switch*rs[0].d {
+		out = append(out, cur)
+	}
+	for _, r := range rs {
+		if len(out) == 0 || r.id != out[0] {
+			out = append(out, r.id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package repel
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// measureAll runs the chooser's measuring loop with the RTTs given (ms).
+func measureAll(ch *Chooser, now time.Time, cur string, cands []Candidate, rtt map[string]float64) []string {
+	var asked []string
+	for id := ch.Next(now, cur, cands); id != ""; id = ch.Next(now, cur, cands) {
+		asked = append(asked, id)
+		d, ok := rtt[id]
+		ch.Measured(now, id, time.Duration(d*float64(time.Millisecond)), ok)
+	}
+	return asked
+}
+
+func TestChooser_MeasuresUntilTheFirstProbeAreMeasured(t *testing.T) {
+	ch, err := NewChooser(DefaultAttachConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	// Predicted 10, 20, 30, 40, 50 ms; true 60, 70, 80, 15, 55.
+	cands := []Candidate{{"a", 0.010}, {"b", 0.020}, {"c", 0.030}, {"d", 0.040}, {"e", 0.050}}
+	rtt := map[string]float64{"a": 60, "b": 70, "c": 80, "d": 15, "e": 55}
+	// a, b, c first; then d (40 predicted) and e (50) rank among the first
+	// three unmeasured, and are measured too.
+	if got := measureAll(ch, t0, "", cands, rtt); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
+		t.Fatalf("measured %v", got)
+	}
+	if got := ch.Order(t0, "", cands); !slices.Equal(got, []string{"d", "e", "a", "b", "c"}) {
+		t.Fatalf("order %v", got)
+	}
+	// Attached to d, a renewal measures nothing and keeps d.
+	t1 := t0.Add(10 * time.Second)
+	if got := measureAll(ch, t1, "d", cands, rtt); len(got) != 0 {
+		t.Fatalf("renewal measured %v", got)
+	}
+	if got := ch.Order(t1, "d", cands); got[0] != "d" {
+		t.Fatalf("renewal order %v", got)
+	}
+}
+
+func TestChooser_BoundsMeasurementsPerChoice(t *testing.T) {
+	cfg := DefaultAttachConfig()
+	cfg.Probe = 2
+	ch, _ := NewChooser(cfg)
+	var cands []Candidate
+	rtt := map[string]float64{}
+	for i, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		cands = append(cands, Candidate{id, float64(i+1) / 1000})
+		rtt[id] = 500 // every prediction far too low
+	}
+	if got := measureAll(ch, time.Unix(0, 0), "", cands, rtt); len(got) != 4 {
+		t.Fatalf("measured %v, want 2·Probe = 4", got)
+	}
+}
+
+// The old selector probed when choosing anew but kept its holder by
+// prediction alone, so a client that had chosen a holder for its measured
+// RTT went back to the predicted-nearest at its next renewal. The chooser
+// keeps it.
+func TestChooser_KeepsAMeasuredChoice(t *testing.T) {
+	ch, _ := NewChooser(DefaultAttachConfig())
+	t0 := time.Unix(0, 0)
+	cands := []Candidate{{"a", 0.010}, {"b", 0.012}, {"c", 0.030}}
+	rtt := map[string]float64{"a": 40, "b": 35, "c": 12}
+	measureAll(ch, t0, "", cands, rtt)
+	if got := ch.Order(t0, "", cands)[0]; got != "c" {
+		t.Fatalf("chose %s, want c", got)
+	}
+	for k := 1; k <= 100; k++ {
+		now := t0.Add(time.Duration(k) * 10 * time.Second)
+		ch.Observed(now, "c", 12*time.Millisecond) // the exchange after each renewal
+		measureAll(ch, now, "c", cands, rtt)
+		if got := ch.Order(now, "c", cands)[0]; got != "c" {
+			t.Fatalf("renewal %d: order starts with %s, want c", k, got)
+		}
+	}
+}
+
+func TestChooser_SwitchAndRateLimit(t *testing.T) {
+	cfg := DefaultAttachConfig()
+	cfg.ProbeEvery = time.Minute
+	ch, _ := NewChooser(cfg)
+	t0 := time.Unix(0, 0)
+	cands := []Candidate{{"a", 0.020}, {"b", 0.021}}
+	rtt := map[string]float64{"a": 20, "b": 21, "n": 30}
+	measureAll(ch, t0, "", cands, rtt)
+	// b is within 10% of a: an attached client stays with b.
+	if got := ch.Order(t0, "b", cands); !slices.Equal(got, []string{"b", "a"}) {
+		t.Fatalf("order %v", got)
+	}
+	// A new holder predicted at 5 ms: not measured before ProbeEvery has
+	// passed, and ranked by its prediction meanwhile.
+	cands = append(cands, Candidate{"n", 0.005})
+	t1 := t0.Add(30 * time.Second)
+	if got := measureAll(ch, t1, "b", cands, rtt); len(got) != 0 {
+		t.Fatalf("measured %v within ProbeEvery", got)
+	}
+	if got := ch.Order(t1, "b", cands); got[0] != "n" {
+		t.Fatalf("order %v", got)
+	}
+	// After ProbeEvery it is measured (30 ms) and the client stays with b.
+	t2 := t0.Add(time.Minute)
+	if got := measureAll(ch, t2, "b", cands, rtt); !slices.Equal(got, []string{"n"}) {
+		t.Fatalf("measured %v", got)
+	}
+	if got := ch.Order(t2, "b", cands); !slices.Equal(got, []string{"b", "a", "n"}) {
+		t.Fatalf("order %v", got)
+	}
+	// A client whose holder is gone measures at once.
+	cands = append(cands, Candidate{"m", 0.001})
+	if got := measureAll(ch, t2.Add(time.Second), "gone", cands, map[string]float64{"m": 1}); !slices.Equal(got, []string{"m"}) {
+		t.Fatalf("measured %v", got)
+	}
+	// Measurements expire after MeasureTTL and holders gone are forgotten.
+	ch.Next(t2.Add(cfg.MeasureTTL), "", cands[:1])
+	if len(ch.measured) != 0 {
+		t.Fatalf("measurements kept: %v", ch.measured)
+	}
+}
