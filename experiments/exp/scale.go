@@ -219,7 +219,7 @@ func scaleRepel(o Options, p scaleParams, n int) (simScaleRow, error) {
 	rbar := report.NewProgress(o.Stderr, fmt.Sprintf("repel sim %d (virtual s)", n), 1800)
 	t2 := time.Now()
 	rr, err := sim.SimulateRepel(sim.RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs,
-		Config: repelConfig(p.RepelS), Seed: o.Seed,
+		Config: repelConfig(p.RepelS), Seed: o.Seed, Attach: sim.AttachPredicted,
 		Progress: func(now, _ time.Duration) { rbar.Set(int(now.Seconds())) }})
 	rbar.Finish()
 	if err != nil {

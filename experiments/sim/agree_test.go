@@ -306,6 +306,8 @@ func runRepelAgreement(t *testing.T, seed int64) repelAgreement {
 		r, err := SimulateRepel(RepelOptions{
 			RTT: pl, Coords: coords, Neighbors: nbrs, IDs: idStrs, Config: cfg, Seed: seed,
 			TickEvery: 500 * time.Millisecond, ViewEvery: cfg.MoveInterval,
+			// The tolerances below were measured with this rule.
+			Attach: AttachPredicted,
 		})
 		if err != nil {
 			t.Fatal(err)

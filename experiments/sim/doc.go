@@ -37,8 +37,13 @@
 //     (the M XOR-closest peers to each token's name) and every peer that has
 //     been offered a token. The others would only record announcements;
 //     their table is materialised when they are first offered a token, by
-//     replaying the freshest announcement of every token to them. Clients
-//     attach to the live token whose holder is nearest in predicted RTT
-//     (coordinates), refreshed every ViewEvery; holders learn their
-//     attached clients then.
+//     replaying the freshest announcement of every token to them. Every
+//     ViewEvery the clients, one after another in a seeded order, run the
+//     live selector's attach step with its repel.Chooser (AttachSelector):
+//     they measure the holders the chooser asks for — the true RTT of the
+//     latency space, where a live client makes a Vivaldi exchange — and ask
+//     holders in the chooser's order until one with room (Capacity)
+//     accepts; holders learn their attached clients then. AttachPredicted,
+//     the earlier rule (predicted-nearest holder, no capacity), is kept for
+//     the experiments whose published figures used it.
 package sim

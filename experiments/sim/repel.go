@@ -34,9 +34,20 @@ type RepelOptions struct {
 	Minters int
 	// TickEvery is how often every running node is ticked (default 1 s).
 	TickEvery time.Duration
-	// ViewEvery is how often clients re-attach to their predicted-nearest
-	// holder and holders learn their attached clients (default 15 s).
+	// ViewEvery is how often clients renew or remake their attachment
+	// (Attach) and holders learn their attached clients (default 15 s).
 	ViewEvery time.Duration
+	// Attach is how clients choose a holder: AttachSelector (the default)
+	// mirrors repel.Selector, AttachPredicted is the earlier rule (the
+	// predicted-nearest holder, no capacity, no measurement).
+	Attach AttachRule
+	// Capacity is C, the most clients a holder accepts under
+	// AttachSelector (0: unbounded).
+	Capacity int
+	// Choose is the clients' repel.Chooser under AttachSelector (zero:
+	// repel.DefaultAttachConfig() with ProbeEvery 5 × ViewEvery, the
+	// selector's five renewals).
+	Choose repel.AttachConfig
 	// Limit bounds the virtual time (default 30 min); Quiet is how long the
 	// tokens must be settled without a move to end the run early (default
 	// 2 min).
@@ -50,7 +61,10 @@ type RepelResult struct {
 	Nodes int `json:"nodes"`
 	// Superpeers are the token holders at the end, ascending.
 	Superpeers []int `json:"-"`
-	// Assignment sends every client to the holder nearest in predicted RTT.
+	// Assignment is every client's holder at the end: under
+	// AttachSelector its attachment after a last renewal round
+	// (Unassigned if every holder refused it), under AttachPredicted the
+	// holder nearest in predicted RTT.
 	Assignment metrics.Assignment `json:"-"`
 	Settled    bool               `json:"settled"`
 	// SettledAt is the virtual time at which every token was last settled
@@ -64,6 +78,10 @@ type RepelResult struct {
 	Deliveries uint64         `json:"deliveries"`
 	StepErrors int            `json:"step_errors"`
 	LoopEvents uint64         `json:"loop_events"`
+	// Traffic is the token protocol's traffic; Attach what the clients did
+	// (AttachSelector only).
+	Traffic RepelTraffic `json:"traffic"`
+	Attach  AttachStats  `json:"attach"`
 }
 
 var epoch0 = time.Unix(1_700_000_000, 0).UTC()
@@ -86,6 +104,9 @@ type repelSim struct {
 	minter   []bool
 	isOn     []bool          // in running
 	lastHeld []time.Duration // when the node last held a token
+	att      *attacher       // AttachSelector
+	order    *randv2.Rand    // the clients' order in each attach round
+	settledT [2]uint64       // traffic totals when the tokens last settled
 }
 
 // SimulateRepel runs the repel model (repel.Node) on every peer over the
@@ -119,12 +140,30 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	if o.Quiet <= 0 {
 		o.Quiet = 2 * time.Minute
 	}
+	if o.Choose == (repel.AttachConfig{}) {
+		o.Choose = repel.DefaultAttachConfig()
+		o.Choose.ProbeEvery = 5 * o.ViewEvery
+	}
+	switch {
+	case o.Attach != AttachSelector && o.Attach != AttachPredicted:
+		return nil, fmt.Errorf("sim: repel: unknown attach rule %d", o.Attach)
+	case o.Capacity < 0:
+		return nil, fmt.Errorf("sim: repel: capacity %d must be ≥ 0", o.Capacity)
+	}
 	s := &repelSim{
 		o: o, net: NewNet(o.RTT), index: make(map[string]int, n),
 		keys: make([]repel.Key, n), nodes: make([]*repel.Node, n),
 		latest: make([]repel.Message, o.Config.Tokens), hasLast: make([]bool, o.Config.Tokens),
 		res:     &RepelResult{Nodes: n, Events: map[string]int{}, Messages: map[string]int{}},
 		settled: -1,
+	}
+	s.res.Traffic = newRepelTraffic()
+	if o.Attach == AttachSelector {
+		var err error
+		if s.att, err = newAttacher(o.RTT, o.Coords, o.IDs, o.Capacity, o.Choose); err != nil {
+			return nil, err
+		}
+		s.order = randv2.New(randv2.NewPCG(uint64(o.Seed), 0xa77ac4))
 	}
 	for i, id := range o.IDs {
 		s.keys[i] = repel.PeerKey(id)
@@ -183,7 +222,14 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	s.net.RunWhile(o.Limit, func() bool { return !s.done })
 	r := s.res
 	r.Superpeers = s.holders()
-	r.Assignment = AssignPredicted(o.Coords, r.Superpeers)
+	if s.att != nil {
+		s.attachRound(r.Superpeers)
+		r.Assignment = s.att.assignment(r.Superpeers)
+		r.Attach = s.att.stats
+	} else {
+		r.Assignment = AssignPredicted(o.Coords, r.Superpeers)
+	}
+	r.Traffic.finish(s.settled, s.settledT, s.net.Now())
 	r.Settled = s.done
 	if s.settled >= 0 {
 		r.SettledSeconds = s.settled.Seconds()
@@ -285,6 +331,7 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 	for _, m := range r.Messages {
 		m.From = s.o.IDs[i]
 		s.res.Messages[m.Type.String()]++
+		s.res.Traffic.count(m, len(s.o.IDs))
 		if m.To == "" {
 			t := m.Token.ID
 			if !s.hasLast[t] || !s.latest[t].Token.Beats(m.Token) {
@@ -369,19 +416,28 @@ func (s *repelSim) check() {
 	}
 	if s.settled < 0 {
 		s.settled = s.net.Now()
+		s.settledT = [2]uint64{s.res.Traffic.Sends, s.res.Traffic.Bytes}
 	}
 	if s.net.Now()-s.lastMove >= s.o.Quiet && s.net.Now()-s.settled >= 0 {
 		s.done = true
 	}
 }
 
-// views re-attaches every client to its predicted-nearest holder and tells
-// the holders (and those that stopped holding) whom they serve.
+// views lets every client renew or remake its attachment (o.Attach) and
+// tells the holders (and those that stopped holding) whom they serve.
 func (s *repelSim) views() {
 	hs := s.holders()
 	old := s.attached
 	s.attached = map[int][]int{}
-	if len(hs) > 0 {
+	switch {
+	case s.att != nil:
+		s.attachRound(hs)
+		for c, h := range s.att.att {
+			if h >= 0 {
+				s.attached[h] = append(s.attached[h], c)
+			}
+		}
+	case len(hs) > 0:
 		a := AssignPredicted(s.o.Coords, hs)
 		for c, h := range a {
 			if h >= 0 && h != c {
@@ -397,6 +453,14 @@ func (s *repelSim) views() {
 			s.nodes[h].SetPeers(s.view(h))
 		}
 	}
+}
+
+// attachRound runs one AttachSelector round, the clients in a fresh seeded
+// order (live clients renew on their own timers, so who gets a full
+// holder's last place is a matter of timing).
+func (s *repelSim) attachRound(hs []int) {
+	order := s.order.Perm(len(s.o.IDs))
+	s.att.round(hs, s.net.Now(), order)
 }
 
 // AssignPredicted sends every peer to the superpeer nearest in predicted

@@ -312,6 +312,13 @@ func TestSimulateVivaldi_AgreesWithEval(t *testing.T) {
 }
 
 func repelRun(t *testing.T, seed int64) *RepelResult {
+	r, _ := repelRunWith(t, seed, func(*RepelOptions) {})
+	return r
+}
+
+// repelRunWith is repelRun with options changed by opt; it returns the
+// coordinates too.
+func repelRunWith(t *testing.T, seed int64, opt func(*RepelOptions)) (*RepelResult, []vivaldi.Coord) {
 	rtt := planetlab(t, 200, 3)
 	vr, err := SimulateVivaldi(VivaldiOptions{RTT: rtt, Seed: 3, Rounds: 60})
 	if err != nil {
@@ -324,11 +331,13 @@ func repelRun(t *testing.T, seed int64) *RepelResult {
 	}
 	cfg := repel.DefaultConfig()
 	cfg.Tokens = 6
-	r, err := SimulateRepel(RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: ids, Config: cfg, Seed: seed})
+	o := RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: ids, Config: cfg, Seed: seed}
+	opt(&o)
+	r, err := SimulateRepel(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return r, vr.Coords
 }
 
 func TestSimulateRepel_SettlesAndRepeats(t *testing.T) {
@@ -342,13 +351,56 @@ func TestSimulateRepel_SettlesAndRepeats(t *testing.T) {
 	if a.Events["minted"] < 6 || a.Messages["announce"] == 0 {
 		t.Fatalf("events %v messages %v", a.Events, a.Messages)
 	}
-	if !reflect.DeepEqual(a.Superpeers, b.Superpeers) || !reflect.DeepEqual(a.Events, b.Events) || a.LoopEvents != b.LoopEvents || a.SettledSeconds != b.SettledSeconds {
+	if !reflect.DeepEqual(a.Superpeers, b.Superpeers) || !reflect.DeepEqual(a.Events, b.Events) || a.LoopEvents != b.LoopEvents || a.SettledSeconds != b.SettledSeconds ||
+		!reflect.DeepEqual(a.Assignment, b.Assignment) || !reflect.DeepEqual(a.Traffic, b.Traffic) || a.Attach != b.Attach {
 		t.Fatalf("same seed, different runs: %v %v vs %v %v", a.Superpeers, a.Events, b.Superpeers, b.Events)
 	}
 	for c, sp := range a.Assignment {
 		if sp < 0 || !slices.Contains(a.Superpeers, sp) {
 			t.Fatalf("peer %d assigned to %d, not a holder", c, sp)
 		}
+	}
+}
+
+// Under AttachSelector with a capacity no holder serves more than C, every
+// client is served (S·C leaves room), and the traffic counters add up.
+func TestSimulateRepel_CapacityAndTraffic(t *testing.T) {
+	const C = 40 // 200 peers, 6 tokens: an even split is 33
+	r, _ := repelRunWith(t, 9, func(o *RepelOptions) { o.Capacity = C })
+	if !r.Settled || len(r.Superpeers) != 6 {
+		t.Fatalf("settled %v with %d holders", r.Settled, len(r.Superpeers))
+	}
+	for k, l := range r.Assignment.Loads(r.Superpeers) {
+		if l > C {
+			t.Fatalf("holder %d serves %d > %d", r.Superpeers[k], l, C)
+		}
+	}
+	for c, sp := range r.Assignment {
+		if sp < 0 {
+			t.Fatalf("client %d unserved", c)
+		}
+	}
+	if r.Attach.Probes == 0 || r.Attach.Requests == 0 {
+		t.Fatalf("attach stats %+v", r.Attach)
+	}
+	tr := r.Traffic
+	var sends, bytes uint64
+	for k, v := range tr.SendsByType {
+		sends += v
+		bytes += tr.BytesByType[k]
+	}
+	// Every announcement reaches the 199 other peers.
+	if sends != tr.Sends || bytes != tr.Bytes || tr.SendsByType["announce"] != 199*uint64(r.Messages["announce"]) ||
+		tr.SendsByType["move"] != uint64(r.Messages["move"]) || tr.Bytes <= 100*tr.Sends {
+		t.Fatalf("traffic %+v, messages %v", tr, r.Messages)
+	}
+	if tr.SettledSeconds <= 0 || tr.SettledSends == 0 || tr.SettledSends > tr.Sends {
+		t.Fatalf("settled traffic %+v", tr)
+	}
+	// The earlier rule: the predicted-nearest holder, whatever the load.
+	p, coords := repelRunWith(t, 9, func(o *RepelOptions) { o.Attach = AttachPredicted })
+	if want := AssignPredicted(coords, p.Superpeers); !reflect.DeepEqual(p.Assignment, want) {
+		t.Fatal("AttachPredicted: not the predicted-nearest holders")
 	}
 }
 
