@@ -84,10 +84,10 @@
 // The clients Attract knows are the node's peers (SetPeers), its attached
 // clients marked Peer.Attached, and every other token's client digest: each
 // announcement carries up to DigestSize of the holder's attached clients,
-// picked farthest-point and weighted by the clients nearest each, so every
-// holder sees where all the clients are, in outline, and can move toward a
-// crowd that another token serves from afar (digest points are also move
-// candidates). For this the attach protocol should let clients attach to
+// picked by a greedy k-median of their coordinates and weighted by the
+// clients nearest each, so every holder sees where all the clients are, in
+// outline, and can move toward a crowd that another token serves from afar
+// (digest points are also move candidates). For this the attach protocol should let clients attach to
 // holders (LiveTokens) before they settle, and the adapter should mark them
 // Attached; without digests a holder knows only its neighbours and its own
 // clients, and on PlanetLab lands at 1.2–1.4× the k-median instead.

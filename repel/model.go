@@ -438,10 +438,14 @@ func (n *Node) announce(now time.Time) {
 	n.send(Message{Type: MsgAnnounce, Token: h.tok})
 }
 
-// digest summarises the attached clients in at most DigestSize points:
-// farthest-point picks (starting from the client nearest the holder) spread
-// the points over the clients' extent, and each point weighs as many
-// clients as are nearest to it, so a far crowd counts for its size.
+// digest summarises the attached clients in at most DigestSize points: the
+// greedy k-median of the clients in coordinate space (kmedianPicks), so the
+// points sit where the clients are dense and the summary's own distance to
+// the clients is small, and each point weighs as many clients as are
+// nearest to it, so a far crowd counts for its size. (Farthest-point picks,
+// the earlier rule, spread the points to the clients' outliers; on
+// PlanetLab the k-median's 16 points served the other tokens as well as 32
+// farthest-point ones.)
 func (n *Node) digest() []Sample {
 	k := n.cfg.DigestSize
 	if k == 0 || !n.coordOK() {
@@ -456,40 +460,7 @@ func (n *Node) digest() []Sample {
 	if len(cs) == 0 {
 		return nil
 	}
-	// dist[i]: distance from client i to the nearest pick so far.
-	dist := make([]float64, len(cs))
-	first := 0
-	for i, c := range cs {
-		dist[i] = c.Coord.DistanceTo(n.coord)
-		if dist[i] < dist[first] {
-			first = i
-		}
-	}
-	// A picked client's distance is set to −1: with heights its distance to
-	// itself is not 0, so it could otherwise be picked again.
-	picks := []int{first}
-	for i := range cs {
-		dist[i] = cs[i].Coord.DistanceTo(cs[first].Coord)
-	}
-	dist[first] = -1
-	for len(picks) < min(k, len(cs)) {
-		far := 0
-		for i := range cs {
-			if dist[i] > dist[far] {
-				far = i
-			}
-		}
-		if dist[far] < 0 {
-			break
-		}
-		picks = append(picks, far)
-		dist[far] = -1
-		for i := range cs {
-			if dist[i] >= 0 {
-				dist[i] = min(dist[i], cs[i].Coord.DistanceTo(cs[far].Coord))
-			}
-		}
-	}
+	picks := kmedianPicks(cs, k)
 	out := make([]Sample, len(picks))
 	for j, i := range picks {
 		out[j] = Sample{ID: cs[i].ID, Key: cs[i].Key, Coord: copyCoord(cs[i].Coord)}
@@ -499,7 +470,8 @@ func (n *Node) digest() []Sample {
 		pick[i] = j
 	}
 	for i, c := range cs {
-		// A picked client counts for its own point, for the same reason.
+		// A picked client counts for its own point: with heights its
+		// distance to itself is not 0, so it might be nearer another.
 		best, ok := pick[i]
 		if !ok {
 			bd := math.Inf(1)
@@ -847,4 +819,67 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// kmedianPicks chooses min(k, len(cs)) of the clients by the greedy
+// k-median over their coordinates: each pick is the client that lowers the
+// clients' total distance to their nearest pick most (ties to the lower
+// index). A client's distance to itself is 0 (with heights DistanceTo says
+// otherwise). Gains only shrink as picks are added, so they are
+// re-evaluated lazily (Minoux): O(len(cs)²) for the first pick and usually
+// a few re-evaluations per pick after.
+func kmedianPicks(cs []Peer, k int) []int {
+	m := len(cs)
+	d := func(i, j int) float64 {
+		if i == j {
+			return 0
+		}
+		return cs[i].Coord.DistanceTo(cs[j].Coord)
+	}
+	// best[i] is client i's distance to its nearest pick; before the first
+	// pick a constant above any distance (coordinates are in seconds, and
+	// Vivaldi refuses RTTs over 10 s), so the first pick is the 1-median.
+	const far = 1e3
+	best := make([]float64, m)
+	for i := range best {
+		best[i] = far
+	}
+	gain := func(j int) float64 {
+		var g float64
+		for i := 0; i < m; i++ {
+			if dij := d(i, j); dij < best[i] {
+				g += best[i] - dij
+			}
+		}
+		return g
+	}
+	type entry struct {
+		j     int
+		gain  float64
+		round int // picks made when gain was computed
+	}
+	es := make([]entry, m)
+	for j := range es {
+		es[j] = entry{j, gain(j), 0}
+	}
+	picks := make([]int, 0, min(k, m))
+	for len(picks) < cap(picks) {
+		top := 0
+		for i := range es {
+			if es[i].gain > es[top].gain || (es[i].gain == es[top].gain && es[i].j < es[top].j) {
+				top = i
+			}
+		}
+		if es[top].round != len(picks) {
+			es[top].gain, es[top].round = gain(es[top].j), len(picks)
+			continue
+		}
+		j := es[top].j
+		es = append(es[:top], es[top+1:]...)
+		picks = append(picks, j)
+		for i := 0; i < m; i++ {
+			best[i] = min(best[i], d(i, j))
+		}
+	}
+	return picks
 }

@@ -56,8 +56,9 @@ type Config struct {
 	// off its count, so that it can follow a changing swarm at that pace.
 	CoolingRest time.Duration
 	// DigestSize is how many points of its attached clients (Peer.Attached)
-	// a holder puts in each announcement (Token.Digest), chosen by
-	// farthest-point and weighted by the clients nearest each. With it every
+	// a holder puts in each announcement (Token.Digest), chosen by the
+	// greedy k-median of the clients' coordinates and weighted by the
+	// clients nearest each. With it every
 	// holder sees the whole swarm's clients in outline, not only its own and
 	// its neighbours. 0 sends none. At most MaxDigest.
 	DigestSize int
