@@ -79,7 +79,13 @@
 //     token at x — it attracts the token toward the clients it would serve
 //     and away from those another token serves better. The repulsion term
 //     is optional (λ = 0 by default: on PlanetLab any λ that matters pulled
-//     tokens apart from their clients).
+//     tokens apart from their clients). With a capacity (Config.Capacity,
+//     the attach protocol's C; the selector sets it) the client term is a
+//     capacitated assignment instead: each client's cost without the token
+//     is its place when the other tokens take at most C each (regret
+//     order), and the token serves the C that gain most by it, so that a
+//     crowd larger than one superpeer can serve draws a second token and
+//     no token sits in a crowd it would have to turn away.
 //
 // The clients Attract knows are the node's peers (SetPeers), its attached
 // clients marked Peer.Attached, and every other token's client digest: each

@@ -1,8 +1,10 @@
 package repel
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
@@ -25,6 +27,9 @@ const (
 	// sum over the whole system in which only token i's terms depend on x, so
 	// a move that lowers the token's potential lowers the system's by the
 	// same amount: the moves are a local search for the k-median and stop.
+	// With Config.Capacity the client term is a capacitated assignment
+	// (see clientCost), a heuristic that no longer splits exactly; cooling
+	// still bounds the moves.
 	Attract
 )
 
@@ -42,15 +47,20 @@ func (m Model) String() string {
 // Attract, the clients, with each client's distance to its nearest other
 // token worked out once so that a candidate costs O(clients + tokens).
 type field struct {
-	model   Model
-	power   float64
-	lambda  float64
-	minDist float64
-	others  []vivaldi.Coord
-	clients []vivaldi.Coord
-	weights []float64 // per client, nil for all 1
-	wsum    float64   // Σ weights
-	dOther  []float64 // per client: distance to the nearest other token (+Inf if none)
+	model    Model
+	power    float64
+	lambda   float64
+	minDist  float64
+	capacity float64 // C in client weight; 0: unbounded
+	others   []vivaldi.Coord
+	clients  []vivaldi.Coord
+	weights  []float64 // per client, nil for all 1
+	wsum     float64   // Σ weights
+	dOther   []float64 // per client: distance to the nearest other token (+Inf if none)
+	// base is, with a capacity, each client's cost without this token:
+	// its mean distance in a capacitated assignment to the other tokens
+	// (see capacitate); nil until computed.
+	base []float64
 }
 
 func (f *field) weight(i int) float64 {
@@ -66,15 +76,17 @@ func (f *field) setWeights(w []float64) {
 	for _, x := range w {
 		f.wsum += x
 	}
+	f.base = nil
 }
 
 func newField(cfg *Config, others, clients []vivaldi.Coord) *field {
 	f := &field{
-		model:   cfg.Model,
-		power:   cfg.RepelPower,
-		lambda:  cfg.Lambda,
-		minDist: cfg.MinDistance.Seconds(),
-		others:  others,
+		model:    cfg.Model,
+		power:    cfg.RepelPower,
+		lambda:   cfg.Lambda,
+		minDist:  cfg.MinDistance.Seconds(),
+		capacity: float64(cfg.Capacity),
+		others:   others,
 	}
 	if cfg.Model == Attract {
 		f.clients = clients
@@ -124,10 +136,7 @@ func (f *field) potential(x vivaldi.Coord) float64 {
 	if f.model == Repulsion {
 		return f.repulsion(x)
 	}
-	var cost float64
-	for i, c := range f.clients {
-		cost += f.weight(i) * math.Min(c.DistanceTo(x), f.dOther[i])
-	}
+	cost, _ := f.clientCost(x)
 	if f.wsum > 0 {
 		cost /= f.wsum
 	}
@@ -136,31 +145,142 @@ func (f *field) potential(x vivaldi.Coord) float64 {
 
 // share is the part of the potential at x that the token answers for, the
 // yardstick of MinGain. For Repulsion that is its whole potential. For
-// Attract it is the RTT of the clients it serves (those nearer to x than to
-// any other token, summed and divided by all clients as the potential is):
-// measured against the system's whole cost, a token serving 1/S of the
-// clients could only ever move for a gain S times larger than intended.
+// Attract it is the RTT of the clients it serves (summed and divided by
+// all clients as the potential is): measured against the system's whole
+// cost, a token serving 1/S of the clients could only ever move for a gain
+// S times larger than intended.
 func (f *field) share(x vivaldi.Coord) float64 {
 	if f.model == Repulsion {
 		return f.potential(x)
 	}
-	var cost float64
+	_, served := f.clientCost(x)
+	if f.wsum > 0 {
+		served /= f.wsum
+	}
+	return served
+}
+
+// clientCost is Attract's client term at x, not yet divided by the total
+// weight, and the part of it the token serves.
+//
+// Without a capacity it is Σ_c w_c·min(d(c, x), d(c, nearest other
+// token)): the token serves the clients nearer to it than to any other.
+//
+// With a capacity C (and other tokens) a client's cost without this token
+// is its place in a capacitated assignment to the other tokens (base), and
+// the token serves the clients that save most by it, at most weight C (a
+// client straddling the limit in part). A crowd larger than its nearest
+// token can serve then pulls every token whose C clients gain by moving
+// there, and a token is not drawn into a crowd it could not serve.
+func (f *field) clientCost(x vivaldi.Coord) (cost, served float64) {
+	if f.capacity <= 0 || len(f.others) == 0 {
+		for i, c := range f.clients {
+			w, d := f.weight(i), c.DistanceTo(x)
+			if d < f.dOther[i] {
+				cost += w * d
+				served += w * d
+			} else {
+				cost += w * f.dOther[i]
+			}
+		}
+		return cost, served
+	}
+	if f.base == nil {
+		f.capacitate()
+	}
+	type saving struct{ w, d, gain float64 }
+	var near []saving
 	for i, c := range f.clients {
-		if d := c.DistanceTo(x); d < f.dOther[i] {
-			cost += f.weight(i) * d
+		w, d := f.weight(i), c.DistanceTo(x)
+		cost += w * f.base[i]
+		if d < f.base[i] {
+			near = append(near, saving{w, d, f.base[i] - d})
 		}
 	}
-	if f.wsum > 0 {
-		cost /= f.wsum
+	slices.SortStableFunc(near, func(a, b saving) int { return cmp.Compare(b.gain, a.gain) })
+	room := f.capacity
+	for _, s := range near {
+		if room <= 0 {
+			break
+		}
+		in := min(s.w, room)
+		room -= in
+		cost -= in * s.gain
+		served += in * s.d
 	}
-	return cost
+	return cost, served
+}
+
+// unservedCost is a client's cost in base when the other tokens are all
+// full: more than any RTT (Vivaldi refuses RTTs over 10 s).
+const unservedCost = 10.0
+
+// capacitate computes base: the clients, in decreasing order of regret
+// (the distance to their second-nearest other token minus that to their
+// nearest; ties to the lower index), each take room at the other tokens
+// nearest first, at most C weight per token; a client's base is the mean
+// distance of its weight (unservedCost for weight no token has room for).
+// This is metrics.AssignWithCapacity's regret heuristic over weights.
+// O(clients·tokens·log tokens).
+func (f *field) capacitate() {
+	n, k := len(f.clients), len(f.others)
+	f.base = make([]float64, n)
+	dist := make([][]float64, n)
+	regret := make([]float64, n)
+	order := make([]int, n)
+	for i, c := range f.clients {
+		order[i] = i
+		ds := make([]float64, k)
+		for j, o := range f.others {
+			ds[j] = c.DistanceTo(o)
+		}
+		dist[i] = ds
+		d1, d2 := math.Inf(1), math.Inf(1)
+		for _, d := range ds {
+			switch {
+			case d < d1:
+				d1, d2 = d, d1
+			case d < d2:
+				d2 = d
+			}
+		}
+		regret[i] = d2 - d1
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(regret[b], regret[a]) })
+	load := make([]float64, k)
+	byDist := make([]int, k)
+	for _, i := range order {
+		for j := range byDist {
+			byDist[j] = j
+		}
+		ds := dist[i]
+		slices.SortStableFunc(byDist, func(a, b int) int { return cmp.Compare(ds[a], ds[b]) })
+		w := f.weight(i)
+		left, cost := w, 0.0
+		for _, j := range byDist {
+			if left <= 0 {
+				break
+			}
+			in := min(left, f.capacity-load[j])
+			if in <= 0 {
+				continue
+			}
+			load[j] += in
+			left -= in
+			cost += in * ds[j]
+		}
+		cost += left * unservedCost
+		if w > 0 {
+			f.base[i] = cost / w
+		}
+	}
 }
 
 // force is −∇potential in the Euclidean part of the space (heights cannot
 // move: they are the access links of the peers). For Attract the client
-// term pulls with unit strength toward each client the token serves (the
-// gradient of a sum of distances), divided by the number of clients as the
-// potential is.
+// term pulls with unit strength toward each client nearer to the token than
+// to any other (the gradient of a sum of distances; Capacity is not
+// applied), divided by the number of clients as the potential is.
 func (f *field) force(x vivaldi.Coord) []float64 {
 	out := make([]float64, len(x.Vec))
 	rep := 1.0
@@ -196,7 +316,7 @@ func Force(cfg Config, x vivaldi.Coord, others, clients []vivaldi.Coord) []float
 // Σ_{i<j} φ(d_ij); for Attract the mean over clients of the distance to the
 // nearest token plus λ·Σ_{i<j} φ(d_ij). A single token's move changes it by
 // exactly the change of that token's Potential, which is why moves that
-// lower the token's potential terminate.
+// lower the token's potential terminate. It ignores Config.Capacity.
 func SystemPotential(cfg Config, tokens, clients []vivaldi.Coord) float64 {
 	f := newField(&cfg, nil, nil)
 	var rep float64

@@ -27,6 +27,13 @@ type Config struct {
 	// MinDistance clamps token distances from below so two tokens on one
 	// spot repel finitely.
 	MinDistance time.Duration
+	// Capacity is C, the most clients a superpeer serves (the attach
+	// protocol's); 0 is unbounded. Attract then weighs a position by a
+	// capacitated assignment: the clients' places with the other tokens at
+	// most C each, and this token serving the C that gain most by it (see
+	// the potential). The selector sets it from its attach options when it
+	// is 0.
+	Capacity int
 
 	// ForceThreshold gates the move decision as in the seed: a holder
 	// considers moving only when |F| passes it (Repulsion: 1/s^p; Attract:
@@ -144,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: Lambda %v must be ≥ 0", c.Lambda)
 	case c.MinDistance <= 0:
 		return fmt.Errorf("repel: MinDistance %v must be positive", c.MinDistance)
+	case c.Capacity < 0:
+		return fmt.Errorf("repel: Capacity %d must be ≥ 0", c.Capacity)
 	case !finite(c.ForceThreshold) || c.ForceThreshold < 0:
 		return fmt.Errorf("repel: ForceThreshold %v must be ≥ 0", c.ForceThreshold)
 	case !finite(c.MinGain) || c.MinGain <= 0:

@@ -681,3 +681,47 @@ func TestNode_Cooling(t *testing.T) {
 		t.Fatalf("after ~31 s of rest Moves = %d, want 57", tok.Moves)
 	}
 }
+
+// Attract with a capacity: a client's cost without the token is its place in
+// a capacitated assignment to the other tokens, and the token serves at
+// most C clients, those that gain most by it.
+func TestPotential_Capacity(t *testing.T) {
+	at := func(ms float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{ms / 1000}} }
+	cfg := DefaultConfig()
+	others := []vivaldi.Coord{at(0)}
+	crowd := []vivaldi.Coord{at(10), at(10), at(10), at(10)}
+	pot := func(c int, x vivaldi.Coord, clients []vivaldi.Coord) float64 {
+		cfg.Capacity = c
+		return Potential(cfg, x, others, clients)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+	// Unbounded: a token on the crowd serves all four at 0 ms.
+	if p := pot(0, at(10), crowd); !near(p, 0) {
+		t.Fatalf("unbounded: %v", p)
+	}
+	// Capacity 2: the other token serves two of the crowd (10 ms), the
+	// other two have no room there (unservedCost); on the crowd this token
+	// takes those two, so the mean is (10 + 10 + 0 + 0) / 4 ms.
+	if p := pot(2, at(10), crowd); !near(p, 0.005) {
+		t.Fatalf("capacity 2: %v, want 0.005", p)
+	}
+	// A capacity that does not bind is the unbounded potential.
+	for _, x := range []vivaldi.Coord{at(3), at(10), at(25)} {
+		if a, b := pot(100, x, crowd), pot(0, x, crowd); !near(a, b) {
+			t.Fatalf("at %v: capacity 100 gives %v, unbounded %v", x.Vec, a, b)
+		}
+	}
+	// Two crowds of three, 5 ms each side of the other token, capacity 3:
+	// the other token has room for the first crowd (equal regrets: the
+	// lower indices), so this token is drawn to the second, which it serves
+	// at 0 ms while the first is served at 5; on the first crowd it would
+	// serve the second from 10 ms away.
+	two := []vivaldi.Coord{at(-5), at(-5), at(-5), at(5), at(5), at(5)}
+	if a, b := pot(3, at(5), two), pot(3, at(-5), two); !near(a, 0.0025) || !near(b, 0.0075) {
+		t.Fatalf("two crowds: %v on the second, %v on the first; want 0.0025 and 0.0075", a, b)
+	}
+	cfg.Capacity = -1
+	if cfg.Validate() == nil {
+		t.Fatal("negative capacity accepted")
+	}
+}

@@ -70,6 +70,9 @@ func (o *SelectorOptions) defaults() error {
 	if o.Config.Tokens == 0 {
 		o.Config = DefaultConfig()
 	}
+	if o.Config.Capacity == 0 {
+		o.Config.Capacity = o.Attach.Capacity
+	}
 	if err := o.Config.Validate(); err != nil {
 		return err
 	}

@@ -140,6 +140,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	if o.Quiet <= 0 {
 		o.Quiet = 2 * time.Minute
 	}
+	if o.Config.Capacity == 0 && o.Attach == AttachSelector {
+		o.Config.Capacity = o.Capacity // as repel.Selector does from its attach options
+	}
 	if o.Choose == (repel.AttachConfig{}) {
 		o.Choose = repel.DefaultAttachConfig()
 		o.Choose.ProbeEvery = 5 * o.ViewEvery
