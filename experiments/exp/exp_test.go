@@ -3,6 +3,7 @@ package exp
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	want := []string{"churn", "prefix", "requirements", "scale", "superpeer-count", "vivaldi"}
+	want := []string{"churn", "prefix", "repel", "requirements", "scale", "superpeer-count", "vivaldi"}
 	if got := Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("names %v, want %v", got, want)
 	}
@@ -76,5 +77,139 @@ func TestSuperpeerCount_SameSeedSameNumbers(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "superpeer count") {
 		t.Fatalf("no summary table on stdout:\n%s", out.String())
+	}
+}
+
+// repel on the simulator is a function of the seed: two runs write the same
+// table, and results.json records the seed, the sizes and every row.
+func TestRepel_SameSeedSameNumbers(t *testing.T) {
+	e, ok := Lookup("repel")
+	if !ok {
+		t.Fatal("repel not registered")
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	run := func(id string, seed int64) []byte {
+		rd, err := e.Run(Options{Seed: seed, Out: dir, ID: id, Stdout: &out, tiny: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(rd, "repel.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"results.json", "client-rtt-n120-s4.png", "client-rtt-n120-s4.svg"} {
+			if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b
+	}
+	a, b := run("a", 5), run("b", 5)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("same seed, different tables:\n%s\n%s", a, b)
+	}
+	var res struct {
+		Params struct {
+			Seed int64 `json:"seed"`
+			Ns   []int `json:"ns"`
+			Ss   []int `json:"ss"`
+		} `json:"params"`
+		Results struct {
+			Rows []struct {
+				Method   string  `json:"method"`
+				RTTMean  float64 `json:"rtt_mean"`
+				Over     float64 `json:"over_capacity"`
+				Unserved float64 `json:"unserved"`
+				GoalMet  *bool   `json:"goal_met"`
+				Repel    *struct {
+					Settled bool `json:"settled"`
+				} `json:"repel"`
+			} `json:"rows"`
+		} `json:"results"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "repel", "a", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Params.Seed != 5 || len(res.Params.Ns) != 1 || len(res.Results.Rows) != 5 {
+		t.Fatalf("results.json: seed %d, ns %v, %d rows", res.Params.Seed, res.Params.Ns, len(res.Results.Rows))
+	}
+	for _, r := range res.Results.Rows {
+		if r.Over != 0 || r.Unserved != 0 || !(r.RTTMean > 0) {
+			t.Errorf("%s: %+v", r.Method, r)
+		}
+		if (r.GoalMet != nil) != (r.Method == mAttract) || (r.Repel != nil) != strings.HasPrefix(r.Method, "repel-") {
+			t.Errorf("%s: goal %v, repel figures %v", r.Method, r.GoalMet, r.Repel)
+		}
+	}
+	if !strings.Contains(out.String(), "seed 5") || !strings.Contains(out.String(), "goal met") {
+		t.Fatalf("stdout lacks the seed or the table:\n%s", out.String())
+	}
+}
+
+// The ratio and goal columns on a hand-made (n, S): k-median 10 ms, random
+// 20 ms (the mean of its draws).
+func TestRepel_GoalColumns(t *testing.T) {
+	row := func(method string, mean, over, unserved float64) repelRow {
+		return repelRow{Method: method, RTTMean: mean, OverCapacity: over, Unserved: unserved}
+	}
+	rnd := meanRow([]repelRow{row(mRandom, 18, 0, 0), row(mRandom, 22, 0, 0)})
+	rows := []repelRow{
+		row(mAttract, 11, 0, 0), // 1.1×, 0.55×: met
+		row(mKMedian, 10, 0, 0),
+		rnd,
+		row(mRepulsion, 30, 0, 0),
+	}
+	if err := scoreRepelRows(rows); err != nil {
+		t.Fatal(err)
+	}
+	check := func(r repelRow, rk, rr float64, goal *bool) {
+		t.Helper()
+		if math.Abs(r.RatioKMedian-rk) > 1e-12 || math.Abs(r.RatioRandom-rr) > 1e-12 {
+			t.Errorf("%s: ratios %v %v, want %v %v", r.Method, r.RatioKMedian, r.RatioRandom, rk, rr)
+		}
+		if (goal == nil) != (r.GoalMet == nil) || (goal != nil && *goal != *r.GoalMet) {
+			t.Errorf("%s: goal %v, want %v", r.Method, r.GoalMet, goal)
+		}
+	}
+	yes, no := true, false
+	check(rows[0], 1.1, 0.55, &yes)
+	check(rows[1], 1, 0.5, nil)
+	check(rows[2], 2, 1, nil)
+	check(rows[3], 3, 1.5, nil)
+	if rnd.Draws != 2 || rnd.RTTMean != 20 {
+		t.Errorf("random mean row %+v", rnd)
+	}
+	for _, c := range []struct {
+		r    repelRow
+		rk   float64
+		rr   float64
+		want bool
+	}{
+		{row(mAttract, 11.6, 0, 0), 1.16, 0.58, false}, // over 1.15× k-median
+		{row(mAttract, 12.4, 0, 0), 1.24, 0.62, false}, // both
+		{row(mAttract, 11, 1, 0), 1.1, 0.55, false},    // a superpeer over C
+		{row(mAttract, 11, 0, 3), 1.1, 0.55, false},    // clients unserved
+	} {
+		rs := append([]repelRow{c.r}, rows[1:]...)
+		if err := scoreRepelRows(rs); err != nil {
+			t.Fatal(err)
+		}
+		want := c.want
+		check(rs[0], c.rk, c.rr, &want)
+	}
+	// A goal on the random ratio alone: k-median 10, random 16, attract 10
+	// (1×, 0.625×) misses.
+	rs := []repelRow{row(mAttract, 10, 0, 0), row(mKMedian, 10, 0, 0), row(mRandom, 16, 0, 0)}
+	if err := scoreRepelRows(rs); err != nil {
+		t.Fatal(err)
+	}
+	check(rs[0], 1, 0.625, &no)
+	if err := scoreRepelRows(rs[:1]); err == nil {
+		t.Error("scored without baselines")
 	}
 }
