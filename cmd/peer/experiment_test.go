@@ -11,7 +11,7 @@ func TestExperiment_List(t *testing.T) {
 	if code := run([]string{"experiment", "list"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
-	for _, name := range []string{"requirements", "superpeer-count", "vivaldi", "churn", "scale"} {
+	for _, name := range []string{"requirements", "superpeer-count", "vivaldi", "churn", "scale", "repel"} {
 		if !strings.Contains(out.String(), name+" ") {
 			t.Errorf("list lacks %q:\n%s", name, out.String())
 		}
