@@ -152,8 +152,8 @@ const (
 	// simulator runs that many rounds; the live peers start a sample about
 	// every agreeVivaldiInterval until each has taken at least as many
 	// (liveCoords).
-	agreeVivaldiN        = 80
-	agreeVivaldiSamples  = 120
+	agreeVivaldiN       = 80
+	agreeVivaldiSamples = 120
 	// Every 100 ms: at 40 ms the 80 peers' 2000 exchanges a second loaded
 	// the machine enough to lengthen the samples (p90 overhead of the near
 	// neighbours' least RTT 1.4 → 4.3 ms on 100 peers) and the live
