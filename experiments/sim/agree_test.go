@@ -247,8 +247,8 @@ func TestVivaldi_AgreesWithLiveSwarm(t *testing.T) {
 
 const (
 	// agreeRepelN peers, agreeRepelS tokens. Both sides run
-	// swarm.RepelSwarmConfig(S, repel.Attract) with no capacity (the
-	// simulator has none), over coordinates after agreeRepelSamples Vivaldi
+	// swarm.RepelSwarmConfig(S, repel.Attract) with no capacity (to
+	// compare the token method itself, not the overflow), over coordinates after agreeRepelSamples Vivaldi
 	// samples per peer (the live peers then keep sampling every 2 s, as
 	// experiments/swarm's repel tests do; the simulator's coordinates stay
 	// fixed).
