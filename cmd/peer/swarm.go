@@ -28,15 +28,18 @@ func init() {
 // swarmReport is the JSON report of `peer swarm --json`. Other tools read
 // it: fields are only ever added.
 type swarmReport struct {
-	N               int               `json:"n"`
-	Seed            int64             `json:"seed"`
-	Latency         string            `json:"latency"`
-	Transport       string            `json:"transport"`
-	BuildSeconds    float64           `json:"build_seconds"`
-	ConvergeSeconds float64           `json:"converge_seconds"`
-	RSSBytes        uint64            `json:"rss_bytes"`
-	Goroutines      int               `json:"goroutines"`
-	Links           int               `json:"links"`
+	N               int     `json:"n"`
+	Seed            int64   `json:"seed"`
+	Latency         string  `json:"latency"`
+	Transport       string  `json:"transport"`
+	BuildSeconds    float64 `json:"build_seconds"`
+	ConvergeSeconds float64 `json:"converge_seconds"`
+	RSSBytes        uint64  `json:"rss_bytes"`
+	Goroutines      int     `json:"goroutines"`
+	Links           int     `json:"links"`
+	// StuckIdentifies counts connections closed because identify had not
+	// finished on them (mocknet ignores deadlines; see swarm.StuckIdentifies).
+	StuckIdentifies int               `json:"stuck_identifies"`
 	Lookup          swarm.LookupCheck `json:"lookup"`
 	RawLookup       swarm.LookupCheck `json:"raw_lookup"`
 	Method          string            `json:"method"`
@@ -339,7 +342,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		}
 		rep.Peers = append(rep.Peers, pr)
 	}
-	fmt.Fprintf(stdout, "peers            %d over %s (mocknet, %d links)\n", rep.N, rep.Latency, rep.Links)
+	rep.StuckIdentifies = s.StuckIdentifies()
+	fmt.Fprintf(stdout, "peers            %d over %s (mocknet, %d links, %d closed for a stuck identify)\n", rep.N, rep.Latency, rep.Links, rep.StuckIdentifies)
 	fmt.Fprintf(stdout, "build + join     %.1f s\n", rep.BuildSeconds)
 	fmt.Fprintf(stdout, "converge         %.1f s\n", rep.ConvergeSeconds)
 	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(rep.N))

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 )
 
 // linker creates mocknet links on first use. mocknet refuses a dial between
@@ -32,12 +33,19 @@ type linker struct {
 	dead   []atomic.Bool
 	mu     sync.Mutex // serialises making links
 	links  atomic.Int64
+
+	// pending holds, by connection ID, when a connection was first seen
+	// with its identify unfinished by a failed NewStream; stuck counts the
+	// connections closed for that (see lazyHost.unstick).
+	pending    sync.Map // uint64 conn ID → time.Time
+	stuck      atomic.Int64
+	stuckAfter time.Duration // identifyStuck; shorter in tests
 }
 
 // newLinker links the n peers of index (filled in by the caller before any
 // dial).
 func newLinker(mn mocknet.Mocknet, index map[peer.ID]int, n int, rtt func(i, j int) float64) *linker {
-	return &linker{mn: mn, index: index, rtt: rtt, dead: make([]atomic.Bool, n)}
+	return &linker{mn: mn, index: index, rtt: rtt, dead: make([]atomic.Bool, n), stuckAfter: identifyStuck}
 }
 
 // kill refuses every later dial to or from p and cuts p's links.
@@ -125,5 +133,41 @@ func (h *lazyHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID
 			return nil, err
 		}
 	}
-	return h.Host.NewStream(ctx, p, pids...)
+	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil {
+		h.unstick(p)
+	}
+	return s, err
+}
+
+// identifyStuck is how long a connection may go without finishing identify.
+// Identify gives up on a real transport (30 s), but mocknet ignores
+// deadlines, so a lost identify answer leaves it waiting for ever — and
+// NewStream waits for identify, so every request between the two peers
+// fails while they stay connected. In 5000-peer swarms about one pair in
+// a few runs got stuck so, and one peer never held its nearest peer.
+const identifyStuck = 20 * time.Second
+
+// unstick closes the connections to p whose identify has not finished for
+// identifyStuck since a NewStream first failed on them; the next request
+// dials afresh and identifies again.
+func (h *lazyHost) unstick(p peer.ID) {
+	ids, ok := h.Host.(interface{ IDService() identify.IDService })
+	if !ok {
+		return
+	}
+	for _, c := range h.Network().ConnsToPeer(p) {
+		select {
+		case <-ids.IDService().IdentifyWait(c):
+			h.l.pending.Delete(c.ID())
+			continue
+		default:
+		}
+		first, _ := h.l.pending.LoadOrStore(c.ID(), time.Now())
+		if time.Since(first.(time.Time)) >= h.l.stuckAfter {
+			h.l.pending.Delete(c.ID())
+			h.l.stuck.Add(1)
+			_ = c.Close()
+		}
+	}
 }

@@ -192,6 +192,12 @@ func (s *Swarm) Links() int {
 	return int(s.link.links.Load())
 }
 
+// StuckIdentifies is the number of connections closed because identify had
+// not finished on them for 30 s (see lazyHost.unstick).
+func (s *Swarm) StuckIdentifies() int {
+	return int(s.link.stuck.Load())
+}
+
 func (s *Swarm) info(i int) peer.AddrInfo {
 	h := s.Peers[i].Host
 	return peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
@@ -329,6 +335,36 @@ func (s *Swarm) missingNearest() []*Peer {
 	return out
 }
 
+// whyMissing describes the first few peers that lack their nearest: what
+// each side knows of the other, and whether a direct request between them
+// works.
+func (s *Swarm) whyMissing(ctx context.Context, missing []*Peer) string {
+	nearest := s.Nearest()
+	var out []string
+	for _, p := range missing[:min(3, len(missing))] {
+		q := s.Peers[nearest[p.Index]]
+		protos, _ := p.Host.Peerstore().GetProtocols(q.Host.ID())
+		held := 0
+		for _, i := range s.Live() {
+			if s.Peers[i].Node.RoutingTable().Find(q.Host.ID()) != "" {
+				held++
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := p.Node.Closest(cctx, q.Node.Key(), 1)
+		cancel()
+		direct := fmt.Sprint(err)
+		if err == nil {
+			direct = fmt.Sprintf("lookup of its key found %d (want %d)", s.Index(got[0]), q.Index)
+		}
+		out = append(out, fmt.Sprintf("peer %d lacks %d: connected %v, %d protocols known, it holds us %v, %d tables hold it, routing table %d peers, cpl %d; %s",
+			p.Index, q.Index, p.Host.Network().Connectedness(q.Host.ID()), len(protos),
+			q.Node.RoutingTable().Find(p.Host.ID()) != "", held, p.Node.RoutingTable().Size(),
+			p.Node.Key().CommonPrefixLen(q.Node.Key()), direct))
+	}
+	return strings.Join(out, "; ")
+}
+
 // LookupCheck is the outcome of a batch of lookups of random keys.
 type LookupCheck struct {
 	Tried int `json:"tried"`
@@ -400,8 +436,18 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 				missing = append(missing, s.Peers[i])
 			}
 		}
+		if round >= 5 {
+			// The stragglers: leave time for a stuck identify to be
+			// noticed (lazyHost.unstick) rather than spending the rounds
+			// in a burst.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Second):
+			}
+		}
 		if round >= maxRounds {
-			return fmt.Errorf("swarm: not converged after %d refresh rounds: %d peers lack their nearest peer", round, len(missing))
+			return fmt.Errorf("swarm: not converged after %d refresh rounds: %d peers lack their nearest peer (%s)", round, len(missing), s.whyMissing(ctx, missing))
 		}
 		if err := s.forEach(ctx, func(ctx context.Context, p *Peer) error {
 			// A failed lookup is not fatal: the next round tries again.
