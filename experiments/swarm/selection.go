@@ -94,10 +94,17 @@ type PrefixState struct {
 	Room int
 	// Examples describes the first few wrong peers.
 	Examples []string
+	// Kinds counts the wrong peers by kind: "false superpeer", "missing
+	// superpeer", "attached wrong", "away with room".
+	Kinds map[string]int
 }
 
-func (st *PrefixState) wrong(format string, args ...any) {
+func (st *PrefixState) wrong(kind, format string, args ...any) {
 	st.Wrong++
+	if st.Kinds == nil {
+		st.Kinds = map[string]int{}
+	}
+	st.Kinds[kind]++
 	if len(st.Examples) < 3 {
 		st.Examples = append(st.Examples, fmt.Sprintf(format, args...))
 	}
@@ -147,12 +154,12 @@ func (s *Swarm) PrefixState() PrefixState {
 			st.Superpeers = append(st.Superpeers, i)
 			st.Assignment[i] = i
 			if !isExpected[i] {
-				st.wrong("peer %d believes it is a superpeer", i)
+				st.wrong("false superpeer", "peer %d believes it is a superpeer", i)
 			}
 			continue
 		}
 		if isExpected[i] {
-			st.wrong("peer %d should be a superpeer", i)
+			st.wrong("missing superpeer", "peer %d should be a superpeer", i)
 			continue
 		}
 		if sp == "" {
@@ -161,13 +168,13 @@ func (s *Swarm) PrefixState() PrefixState {
 		}
 		j := s.Index(sp)
 		if j < 0 || !isExpected[j] || !clients[j][s.Peers[i].Host.ID()] {
-			st.wrong("peer %d is attached to %d (a superpeer: %v; lists it: %v)", i, j, j >= 0 && isExpected[j], j >= 0 && clients[j][s.Peers[i].Host.ID()])
+			st.wrong("attached wrong", "peer %d is attached to %d (a superpeer: %v; lists it: %v)", i, j, j >= 0 && isExpected[j], j >= 0 && clients[j][s.Peers[i].Host.ID()])
 			continue
 		}
 		st.Assignment[i] = j
 		home := expected[scheme.Group(s.Peers[i].Key)]
 		if j != home && (capacity == 0 || len(clients[home]) < capacity) {
-			st.wrong("peer %d is served by %d away from its group's superpeer %d, which has room", i, j, home)
+			st.wrong("away with room", "peer %d is served by %d away from its group's superpeer %d, which has room", i, j, home)
 		}
 	}
 	return st
@@ -186,7 +193,7 @@ func (s *Swarm) WaitPrefix(ctx context.Context, since time.Time) (time.Duration,
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("swarm: selection not converged: %d wrong %q, %d unserved (room %d): %w", st.Wrong, st.Examples, st.Unserved, st.Room, ctx.Err())
+			return 0, fmt.Errorf("swarm: selection not converged: %d wrong %v %q, %d unserved (room %d): %w", st.Wrong, st.Kinds, st.Examples, st.Unserved, st.Room, ctx.Err())
 		case <-tick.C:
 		}
 	}
