@@ -128,6 +128,9 @@ func awaitClose(s network.Stream) {
 	_, _ = s.Read(one[:])
 }
 
+// maxAsks is how many failed requests make a candidate dead for a lookup.
+const maxAsks = 2
+
 // ask sends one closest request to p and returns the peers it named.
 func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]peer.ID, error) {
 	n.stats.ClosestSent.Add(1)
@@ -220,6 +223,7 @@ func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, e
 		id    peer.ID
 		dist  Key
 		state int // 0 new, 1 asking, 2 answered, 3 failed
+		fails int
 	}
 	self := n.h.ID()
 	cands := map[peer.ID]*cand{self: {id: self, dist: n.key.Xor(target), state: 2}}
@@ -282,7 +286,17 @@ func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, e
 		case a := <-answers:
 			inflight--
 			if a.err != nil {
-				cands[a.from].state = 3
+				// One failed request does not make a peer dead: on a loaded
+				// host a request can time out, and dropping the true
+				// closest peer then gives a wrong answer (a peer that
+				// believes itself a superpeer). It is asked once more
+				// while it is among the k best.
+				c := cands[a.from]
+				if c.fails++; c.fails < maxAsks {
+					c.state = 0
+				} else {
+					c.state = 3
+				}
 				continue
 			}
 			cands[a.from].state = 2

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-msgio/pbio"
@@ -205,4 +207,42 @@ func FuzzClosest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNode_ClosestAsksAFailedPeerAgain: the true closest peer drops its
+// first request (as a loaded host's request times out); the lookup asks it
+// again and still names it, instead of treating it as dead and answering
+// with the next closest.
+func TestNode_ClosestAsksAFailedPeerAgain(t *testing.T) {
+	nodes := testNetwork(t, 30)
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(5))
+	for i := 0; i < 5; i++ {
+		var target Key
+		rng.Read(target[:])
+		want := closestNode(nodes, target)
+		from := nodes[0]
+		if from == want {
+			from = nodes[1]
+		}
+		var dropped atomic.Int64
+		want.Host().SetStreamHandler(want.closestProtocol(), func(s network.Stream) {
+			if dropped.Add(1) == 1 {
+				_ = s.Reset()
+				return
+			}
+			want.handleClosest(s)
+		})
+		got, err := from.Closest(ctx, target, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dropped.Load() < 2 {
+			t.Fatalf("lookup %d: the closest peer got %d requests, want a second after the dropped one", i, dropped.Load())
+		}
+		if got[0] != want.ID() {
+			t.Errorf("lookup %d: closest %s, want %s (its first request dropped)", i, got[0], want.ID())
+		}
+		want.Host().SetStreamHandler(want.closestProtocol(), want.handleClosest)
+	}
 }

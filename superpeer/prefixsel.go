@@ -304,6 +304,16 @@ func (s *PrefixSelector) step(ctx context.Context) {
 	if err != nil {
 		return // keep the state; the next recheck tries again
 	}
+	s.mu.Lock()
+	cur, home := s.attached, s.home
+	s.mu.Unlock()
+	if gk := s.scheme.GroupKey(s.group); cur != "" && home && gk.Closer(dht.KeyOf(cur), dht.KeyOf(sp)) {
+		// The superpeer serving us is alive (keepalive drops it when a
+		// renewal fails) and closer to our group key than the answer: the
+		// lookup missed it (a request that failed on a loaded network).
+		// A lookup cannot un-know a live peer, so we stay.
+		sp = cur
+	}
 	role, _ := s.note.state()
 	if sp == self {
 		s.leave(ctx)
