@@ -73,6 +73,10 @@ type PrefixSelector struct {
 	// misses counts steps in a row that left us neither superpeer nor
 	// attached at home; the periodic lookup backs off with it.
 	misses int
+	// fallbackFrom is where in GroupsByDistance the next fallback walk
+	// starts: each step tries fallbackGroups groups, the next step the
+	// following ones, back to the nearest once the walk has gone round.
+	fallbackFrom int
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -282,6 +286,10 @@ func (s *PrefixSelector) superpeerOf(ctx context.Context, g int) (peer.ID, bool,
 	return got[0], s.scheme.Group(dht.KeyOf(got[0])) == g, nil
 }
 
+// fallbackGroups is how many other groups one step asks when our own
+// superpeer cannot take us.
+const fallbackGroups = 3
+
 // step decides the role with one lookup and moves the attachment when the
 // lookup says another superpeer should serve us. Renewals are keepalive's.
 func (s *PrefixSelector) step(ctx context.Context) {
@@ -345,12 +353,26 @@ func (s *PrefixSelector) step(ctx context.Context) {
 		// up every group's key while no superpeer knew its role yet.
 		return
 	}
-	for _, g := range s.scheme.GroupsByDistance(s.group) {
+	// A few groups per step, the nearest first: each costs a lookup, and
+	// walking every group at once made each unserved client of a swarm
+	// whose superpeers had not yet learned their roles look up every
+	// group key (S lookups) in one step. Later steps go on from there, so
+	// every group is tried while the client stays unserved.
+	groups := s.scheme.GroupsByDistance(s.group)
+	s.mu.Lock()
+	from := s.fallbackFrom % max(1, len(groups))
+	s.fallbackFrom = from + fallbackGroups
+	s.mu.Unlock()
+	for i := from; i < min(from+fallbackGroups, len(groups)); i++ {
+		g := groups[i]
 		other, inGroup, err := s.superpeerOf(ctx, g)
 		if err != nil || !inGroup || other == sp || other == self {
 			continue
 		}
 		if s.try(ctx, other, false, fmt.Sprintf("own superpeer full; group %d's accepted", g)) {
+			s.mu.Lock()
+			s.fallbackFrom = 0
+			s.mu.Unlock()
 			return
 		}
 	}
@@ -393,15 +415,21 @@ func (s *PrefixSelector) keepalive(ctx context.Context) {
 			// All the clients of a superpeer that fails notice within one
 			// renewal of each other; their lookups of the group key are
 			// spread over StartSpread so they do not arrive as one burst.
+			// The wait runs beside the renewals: a step may attach us
+			// elsewhere meanwhile (our superpeer left the routing table),
+			// and that attachment must be renewed — waiting here let it
+			// lapse for up to StartSpread.
 			k := s.node.Key()
 			x := splitmix(binary.BigEndian.Uint64(k[8:]) + s.steps.Load())
 			delay := time.Duration(x % uint64(s.opts.StartSpread+1))
-			select {
-			case <-time.After(delay):
-				s.Recheck()
-			case <-ctx.Done():
-				return
-			}
+			time.AfterFunc(delay, func() {
+				s.mu.Lock()
+				served := s.attached != ""
+				s.mu.Unlock()
+				if !served && ctx.Err() == nil {
+					s.Recheck()
+				}
+			})
 		}
 	}
 }

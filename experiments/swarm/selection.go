@@ -90,7 +90,8 @@ type PrefixState struct {
 	Wrong int
 	// Unserved counts clients served by nobody.
 	Unserved int
-	// Room is the spare capacity of the expected superpeers.
+	// Room is the spare capacity of the expected superpeers: places not
+	// taken by a client that believes it is attached there.
 	Room int
 	// Examples describes the first few wrong peers.
 	Examples []string
@@ -140,13 +141,8 @@ func (s *Swarm) PrefixState() PrefixState {
 			set[c] = true
 		}
 		clients[i] = set
-		if capacity > 0 {
-			st.Room += max(0, capacity-len(set))
-		}
 	}
-	if capacity == 0 {
-		st.Room = len(s.Peers)
-	}
+	served := map[int]int{}
 	for _, i := range s.Live() {
 		sel := s.selectors[i]
 		role, sp := sel.Role(), sel.Superpeer()
@@ -172,10 +168,22 @@ func (s *Swarm) PrefixState() PrefixState {
 			continue
 		}
 		st.Assignment[i] = j
+		served[j]++
 		home := expected[scheme.Group(s.Peers[i].Key)]
 		if j != home && (capacity == 0 || len(clients[home]) < capacity) {
 			st.wrong("away with room", "peer %d is served by %d away from its group's superpeer %d, which has room", i, j, home)
 		}
+	}
+	// Room counts the places not taken by a client that is attached there:
+	// a superpeer's list can hold, for up to a TTL, a client that has left
+	// (it moved home, or became a superpeer), and that stale entry must not
+	// make an unserved client look as if nothing were free.
+	for _, i := range st.Expected {
+		if capacity == 0 {
+			st.Room = len(s.Peers)
+			break
+		}
+		st.Room += max(0, capacity-served[i])
 	}
 	return st
 }

@@ -57,6 +57,54 @@ func TestPrefix_SwarmSelectsExactlyTheRightSuperpeers(t *testing.T) {
 	t.Logf("%d clients served outside their group (capacity 14)", overflow)
 }
 
+// TestPrefix_TightCapacityServesEveryone: the capacity is exactly the
+// number of clients (8 superpeers × 14 places for 112 clients), so the
+// clients of the fullest groups must find the last free places, possibly
+// far down their list of other groups (a step tries a few groups, later
+// steps the next ones): every client is served and no superpeer is over C.
+func TestPrefix_TightCapacityServesEveryone(t *testing.T) {
+	const n, S, C = 120, 8, 14
+	s, _ := planetlabSwarm(t, n, 14)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := s.StartPrefix(ctx, prefixOptions(S, C)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitPrefix(ctx, s.SelectionStart()); err != nil {
+		t.Fatal(err)
+	}
+	st := s.PrefixState()
+	if len(st.Superpeers) != S || st.Unserved != 0 || st.Room != 0 {
+		t.Fatalf("%d superpeers, %d unserved, %d places free; want %d, 0, 0", len(st.Superpeers), st.Unserved, st.Room, S)
+	}
+	scheme := s.Selector(0).Scheme()
+	home := s.ExpectedSuperpeers(scheme)
+	away, biggest := 0, 0
+	for i, sp := range st.Assignment {
+		if sp >= 0 && sp != i && sp != home[scheme.Group(s.Peers[i].Key)] {
+			away++
+		}
+	}
+	for _, i := range st.Expected {
+		if l := s.Selector(i).Attach().Load(); l > C {
+			t.Errorf("superpeer %d serves %d clients, capacity %d", i, l, C)
+		}
+	}
+	for g := 0; g < S; g++ {
+		members := 0
+		for _, p := range s.Peers {
+			if scheme.Group(p.Key) == g {
+				members++
+			}
+		}
+		biggest = max(biggest, members-1)
+	}
+	if biggest <= C {
+		t.Fatalf("no group has more than %d clients: the test does not overflow", C)
+	}
+	t.Logf("%d clients served outside their group; the largest group has %d clients", away, biggest)
+}
+
 func TestPrefix_SwarmRecoversWhenEverySuperpeerDies(t *testing.T) {
 	s, _ := planetlabSwarm(t, 200, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
