@@ -65,7 +65,7 @@ func runPrefix(o Options, r *report.Run) error {
 		p.Ns, p.Ss = []int{200, 1000, 5000}, []int{100, 50, 8}
 	}
 	p.Notes = []string{
-		"one fresh swarm per (n, S): build, join, converge the DHT, then every peer starts the prefix selector at once (first lookups spread over n × 2 ms)",
+		"one fresh swarm per (n, S): build, join, converge the DHT, then every peer starts the prefix selector at once (first lookups spread over n × 20 ms, at least 1 s)",
 		"exactly S groups (superpeer.Exact); capacity C = 2⌈n/S⌉; converged = swarm.WaitPrefix (every role right, every client attached to its group's superpeer or, when full, one that accepted it)",
 		"then every superpeer is killed at once; recover = time until WaitPrefix holds again on the survivors",
 		"random = S random live peers, each client with its nearest that has room (seeded); RTTs from the matrix",
