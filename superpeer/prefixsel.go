@@ -73,6 +73,8 @@ type PrefixSelector struct {
 	// misses counts steps in a row that left us neither superpeer nor
 	// attached at home; the periodic lookup backs off with it.
 	misses int
+	// named is the superpeer of our group that our last lookup named.
+	named peer.ID
 	// fallbackFrom is where in GroupsByDistance the next fallback walk
 	// starts: each step tries fallbackGroups groups, the next step the
 	// following ones, back to the nearest once the walk has gone round.
@@ -225,7 +227,7 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 func (s *PrefixSelector) relevant(ev dht.RoutingEvent) bool {
 	role, sp := s.note.state()
 	s.mu.Lock()
-	home := s.home
+	home, named := s.home, s.named
 	s.mu.Unlock()
 	if !ev.Added {
 		return ev.Peer == sp
@@ -234,11 +236,19 @@ func (s *PrefixSelector) relevant(ev dht.RoutingEvent) bool {
 	if s.scheme.Group(k) != s.group {
 		return false
 	}
+	ref := sp
 	if role == Client && (sp == "" || !home) {
-		return true
+		// Not served at home: the reference is the superpeer our last
+		// lookup named (it may not have learned its role yet). Every
+		// event of the group counted here before, and in a group of
+		// hundreds the unserved clients looked up on each other's
+		// arrivals every MinRecheck.
+		if ref = named; ref == "" {
+			return true
+		}
 	}
 	gk := s.scheme.GroupKey(s.group)
-	return k.Xor(gk).Less(dht.KeyOf(sp).Xor(gk))
+	return k.Xor(gk).Less(dht.KeyOf(ref).Xor(gk))
 }
 
 // nextRecheck is the time to the next periodic lookup: Recheck for a
@@ -322,6 +332,9 @@ func (s *PrefixSelector) step(ctx context.Context) {
 		// A lookup cannot un-know a live peer, so we stay.
 		sp = cur
 	}
+	s.mu.Lock()
+	s.named = sp
+	s.mu.Unlock()
 	role, _ := s.note.state()
 	if sp == self {
 		s.leave(ctx)

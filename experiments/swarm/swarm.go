@@ -193,7 +193,7 @@ func (s *Swarm) Links() int {
 }
 
 // StuckIdentifies is the number of connections closed because identify had
-// not finished on them for 30 s (see lazyHost.unstick).
+// not finished on them for a minute (see lazyHost.unstick).
 func (s *Swarm) StuckIdentifies() int {
 	return int(s.link.stuck.Load())
 }
