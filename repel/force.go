@@ -28,7 +28,9 @@ const (
 	// a move that lowers the token's potential lowers the system's by the
 	// same amount: the moves are a local search for the k-median and stop.
 	// With Config.Capacity the client term is a capacitated assignment
-	// (see clientCost), a heuristic that no longer splits exactly; cooling
+	// (see clientCost), a heuristic that no longer splits exactly; neither
+	// do the measured RTTs of the digests (Sample.RTT, which replace the
+	// predicted distance of those clients to their own token); cooling
 	// still bounds the moves.
 	Attract
 )
@@ -57,6 +59,11 @@ type field struct {
 	weights  []float64 // per client, nil for all 1
 	wsum     float64   // Σ weights
 	dOther   []float64 // per client: distance to the nearest other token (+Inf if none)
+	// holder and measured are, per client (nil: none), the index in others
+	// of the token it is attached to (-1: unknown) and its measured RTT to
+	// that holder (0: unknown), which replaces the predicted distance.
+	holder   []int
+	measured []float64
 	// base is, with a capacity, each client's cost without this token:
 	// its mean distance in a capacitated assignment to the other tokens
 	// (see capacitate); nil until computed.
@@ -103,6 +110,33 @@ func newField(cfg *Config, others, clients []vivaldi.Coord) *field {
 		}
 	}
 	return f
+}
+
+// setMeasured tells the field, per client, the other token it is attached
+// to (index in others, -1 for none) and its measured RTT to that token's
+// holder (0: not measured): that distance replaces the predicted one.
+func (f *field) setMeasured(holder []int, rtt []float64) {
+	f.holder, f.measured = holder, rtt
+	for i, c := range f.clients {
+		d, ok := f.measuredTo(i)
+		if !ok {
+			continue
+		}
+		for j, o := range f.others {
+			if j != f.holder[i] {
+				d = min(d, c.DistanceTo(o))
+			}
+		}
+		f.dOther[i] = d
+	}
+	f.base = nil
+}
+
+func (f *field) measuredTo(i int) (float64, bool) {
+	if f.holder == nil || f.holder[i] < 0 || !(f.measured[i] > 0) {
+		return 0, false
+	}
+	return f.measured[i], true
 }
 
 // dist clamps a predicted distance from below: two tokens on one spot (or
@@ -233,6 +267,9 @@ func (f *field) capacitate() {
 		ds := make([]float64, k)
 		for j, o := range f.others {
 			ds[j] = c.DistanceTo(o)
+		}
+		if d, ok := f.measuredTo(i); ok {
+			ds[f.holder[i]] = d
 		}
 		dist[i] = ds
 		d1, d2 := math.Inf(1), math.Inf(1)

@@ -124,6 +124,10 @@ const (
 	EventFenced
 	// EventSettled: this node's token settled; it is a superpeer.
 	EventSettled
+	// EventSiteShared: this node measured the holder of a fresher token
+	// within Config.SiteRTT and offers its own token away (Token is the
+	// offer; EventMoveOffered follows).
+	EventSiteShared
 )
 
 func (k EventKind) String() string {
@@ -144,6 +148,8 @@ func (k EventKind) String() string {
 		return "fenced"
 	case EventSettled:
 		return "settled"
+	case EventSiteShared:
+		return "site-shared"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -161,6 +167,10 @@ type Ready struct {
 	Role        Role
 	RoleChanged bool
 	Events      []Event
+	// Probes are peers whose RTT the node wants measured (other tokens'
+	// holders and its attached clients, see Config.ProbeTTL), each to be
+	// answered with Measured.
+	Probes []string
 }
 
 // Peer is what the node is told about another peer it believes live: a
@@ -229,6 +239,7 @@ type Node struct {
 	role     Role
 	refused  map[string]time.Time // candidates that refused, until when to skip them
 	lastMint time.Time
+	probes   map[string]probe // measured RTTs to other holders and attached clients
 
 	ready Ready
 }
@@ -253,6 +264,7 @@ func NewNode(id string, key Key, cfg Config, rng *rand.Rand) (*Node, error) {
 		rng:     rng,
 		tokens:  make([]tableEntry, cfg.Tokens),
 		refused: make(map[string]time.Time),
+		probes:  make(map[string]probe),
 	}, nil
 }
 
@@ -417,6 +429,7 @@ func (n *Node) Tick(now time.Time) Ready {
 		if now.Sub(h.lastAnnounce) >= every {
 			n.announce(now)
 		}
+		n.probe(now)
 		if h.pending == nil && !now.Before(h.nextCheck) {
 			h.nextCheck = now.Add(n.jitter(n.cfg.MoveInterval))
 			n.maybeMove(now)
@@ -431,7 +444,7 @@ func (n *Node) Tick(now time.Time) Ready {
 func (n *Node) announce(now time.Time) {
 	h := n.held
 	h.lastAnnounce = now
-	h.tok.Digest = n.digest()
+	h.tok.Digest = n.digest(now)
 	e := &n.tokens[h.tok.ID]
 	e.lastHeard = now
 	e.tok.Digest = copyDigest(h.tok.Digest)
@@ -445,8 +458,10 @@ func (n *Node) announce(now time.Time) {
 // nearest to it, so a far crowd counts for its size. (Farthest-point picks,
 // the earlier rule, spread the points to the clients' outliers; on
 // PlanetLab the k-median's 16 points served the other tokens as well as 32
-// farthest-point ones.)
-func (n *Node) digest() []Sample {
+// farthest-point ones.) A point's RTT is the mean RTT this node measured to
+// the clients it stands for (those with a standing measurement; 0 if none
+// has one): other holders weigh those clients by what they really have.
+func (n *Node) digest(now time.Time) []Sample {
 	k := n.cfg.DigestSize
 	if k == 0 || !n.coordOK() {
 		return nil
@@ -465,6 +480,8 @@ func (n *Node) digest() []Sample {
 	for j, i := range picks {
 		out[j] = Sample{ID: cs[i].ID, Key: cs[i].Key, Coord: copyCoord(cs[i].Coord)}
 	}
+	rsum := make([]float64, len(out))
+	rcnt := make([]int, len(out))
 	pick := make(map[int]int, len(picks)) // client index → its digest point
 	for j, i := range picks {
 		pick[i] = j
@@ -482,6 +499,15 @@ func (n *Node) digest() []Sample {
 			}
 		}
 		out[best].Weight++
+		if r, ok := n.MeasuredRTT(now, c.ID); ok {
+			rsum[best] += r.Seconds()
+			rcnt[best]++
+		}
+	}
+	for j := range out {
+		if rcnt[j] > 0 {
+			out[j].RTT = rsum[j] / float64(rcnt[j])
+		}
 	}
 	return out
 }
@@ -704,19 +730,39 @@ func (n *Node) maybeMove(now time.Time) {
 	}
 	dims := len(n.coord.Vec)
 	usable := func(c vivaldi.Coord) bool { return validCoord(c) && len(c.Vec) == dims }
+	// A fresher token whose holder this node measured at its own site
+	// sits, whatever the coordinates say, where this node is: so it counts
+	// in the field, and this token moves for any gain worth MinGain.
+	shared := false
 	var others []vivaldi.Coord
+	otherAt := map[int]int{} // token ID → index in others, where the digest's measured RTTs apply
 	for i, e := range n.tokens {
 		if uint32(i) == h.tok.ID || !e.known || now.Sub(e.lastHeard) >= n.cfg.DeadAfter || !usable(e.tok.Coord) {
 			continue
 		}
+		if n.sharesSite(now, e.tok, h.tok) {
+			shared = true
+			others = append(others, n.coord)
+			continue
+		}
+		otherAt[i] = len(others)
 		others = append(others, e.tok.Coord)
 	}
 	holders := n.holders(now)
 	var clients []vivaldi.Coord
 	var weights []float64
 	var cands []Peer
+	// Per client: the index in others of the token it is attached to and
+	// the RTT its holder measured to it (a digest point's), -1 and 0 where
+	// unknown.
+	var holderOf []int
+	var measured []float64
+	addClient := func(c vivaldi.Coord, w float64, holder int, rtt float64) {
+		clients, weights = append(clients, c), append(weights, w)
+		holderOf, measured = append(holderOf, holder), append(measured, rtt)
+	}
 	if n.cfg.Model == Attract {
-		clients, weights = append(clients, n.coord), append(weights, 1)
+		addClient(n.coord, 1, -1, 0)
 	}
 	at := map[string]int{n.id: 0} // client index of a peer already counted
 	for _, p := range n.peers {
@@ -725,7 +771,7 @@ func (n *Node) maybeMove(now time.Time) {
 		}
 		if n.cfg.Model == Attract {
 			at[p.ID] = len(clients)
-			clients, weights = append(clients, p.Coord), append(weights, 1)
+			addClient(p.Coord, 1, -1, 0)
 		}
 		if !holders[p.ID] && n.refused[p.ID].IsZero() {
 			cands = append(cands, p)
@@ -747,7 +793,11 @@ func (n *Node) maybeMove(now time.Time) {
 				continue
 			}
 			at[sm.ID] = len(clients)
-			clients, weights = append(clients, sm.Coord), append(weights, sm.Weight)
+			k, ok := otherAt[i]
+			if !ok {
+				k = -1
+			}
+			addClient(sm.Coord, sm.Weight, k, sm.RTT)
 			if !holders[sm.ID] && n.refused[sm.ID].IsZero() {
 				cands = append(cands, Peer{ID: sm.ID, Key: sm.Key, Coord: sm.Coord})
 			}
@@ -763,8 +813,9 @@ func (n *Node) maybeMove(now time.Time) {
 	f := newField(&n.cfg, others, clients)
 	if n.cfg.Model == Attract {
 		f.setWeights(weights)
+		f.setMeasured(holderOf, measured)
 	}
-	if n.cfg.ForceThreshold > 0 && norm(f.force(n.coord)) < n.cfg.ForceThreshold {
+	if !shared && n.cfg.ForceThreshold > 0 && norm(f.force(n.coord)) < n.cfg.ForceThreshold {
 		return
 	}
 	here := f.potential(n.coord)
@@ -775,7 +826,11 @@ func (n *Node) maybeMove(now time.Time) {
 		}
 	}
 	gain := here - bestP
-	if best < 0 || gain <= 0 || gain < n.minGain(h)*n.gainScale(f, here) {
+	need := n.minGain(h)
+	if shared {
+		need = n.cfg.MinGain
+	}
+	if best < 0 || gain <= 0 || gain < need*n.gainScale(f, here) {
 		return
 	}
 	to := cands[best]
@@ -783,6 +838,9 @@ func (n *Node) maybeMove(now time.Time) {
 	h.lastOffered = epoch
 	offer := Token{ID: h.tok.ID, Epoch: epoch, Holder: to.ID, HolderKey: to.Key, Coord: copyCoord(to.Coord), Moves: h.tok.Moves + 1}
 	h.pending = &pendingMove{offer: offer, deadline: now.Add(n.cfg.MoveTimeout)}
+	if shared {
+		n.event(EventSiteShared, offer)
+	}
 	n.event(EventMoveOffered, offer)
 	n.send(Message{Type: MsgMove, To: to.ID, Token: offer})
 }

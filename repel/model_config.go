@@ -72,6 +72,22 @@ type Config struct {
 	// MaxCandidates bounds the peers a holder scores per decision (a random
 	// sample when it knows more); 0 scores them all.
 	MaxCandidates int
+	// ProbeTTL: a holder measures the RTT to every other live holder and to
+	// each of its attached clients (Ready.Probes, answered with Measured;
+	// one Vivaldi exchange each in the live selector) and measures each
+	// again once its measurement is ProbeTTL old. Its digest then carries
+	// its clients' measured RTTs (Sample.RTT), which the other holders use
+	// in place of the coordinates' prediction of those clients' cost, and
+	// SiteRTT uses the holders'. 0 measures nothing.
+	ProbeTTL time.Duration
+	// SiteRTT: two holders whose measured RTT is below it share a site,
+	// and the one whose token version loses the fencing order (Beats:
+	// the lower epoch, then the lower holder key) moves its token away —
+	// two superpeers there would serve one crowd. Coordinates cannot tell:
+	// on PlanetLab Vivaldi puts some pairs of hosts of one site (0.1–0.4
+	// ms apart) 60–110 ms apart, and tokens settled on both. 0 disables
+	// it; it needs ProbeTTL.
+	SiteRTT time.Duration
 
 	// MoveInterval is how often a holder reconsiders its token's place; the
 	// first check after taking a token waits this long so the new holder
@@ -113,6 +129,8 @@ func DefaultConfig() Config {
 		CoolingRest:            10 * time.Minute,
 		DigestSize:             16,
 		MaxCandidates:          0,
+		ProbeTTL:               10 * time.Minute,
+		SiteRTT:                2 * time.Millisecond,
 		MoveInterval:           5 * time.Second,
 		MoveTimeout:            5 * time.Second,
 		AnnounceInterval:       30 * time.Second,
@@ -134,6 +152,10 @@ func LocalConfig() Config {
 	c.DeadAfter = 3500 * time.Millisecond
 	c.CoolingRest = 20 * time.Second
 	c.MinDistance = 10 * time.Microsecond
+	// In one process or on one LAN every pair of peers is within a
+	// millisecond: RTTs cannot tell sites apart.
+	c.SiteRTT = 0
+	c.ProbeTTL = 20 * time.Second
 	return c
 }
 
@@ -167,6 +189,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: DigestSize %d out of range (0..%d)", c.DigestSize, MaxDigest)
 	case c.MaxCandidates < 0:
 		return fmt.Errorf("repel: MaxCandidates %d must be ≥ 0", c.MaxCandidates)
+	case c.ProbeTTL < 0:
+		return fmt.Errorf("repel: ProbeTTL %v must be ≥ 0", c.ProbeTTL)
+	case c.SiteRTT < 0:
+		return fmt.Errorf("repel: SiteRTT %v must be ≥ 0", c.SiteRTT)
+	case c.SiteRTT > 0 && c.ProbeTTL == 0:
+		return fmt.Errorf("repel: SiteRTT %v needs ProbeTTL > 0 (holders must measure each other)", c.SiteRTT)
 	case c.MoveInterval <= 0:
 		return fmt.Errorf("repel: MoveInterval %v must be positive", c.MoveInterval)
 	case c.MoveTimeout <= 0:

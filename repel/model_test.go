@@ -79,6 +79,8 @@ func TestConfig_Validate(t *testing.T) {
 		"settled":  func(c *Config) { c.SettledMinGain = c.MinGain / 2 },
 		"dead":     func(c *Config) { c.DeadAfter = c.AnnounceInterval },
 		"interval": func(c *Config) { c.MoveInterval = 0 },
+		"site":     func(c *Config) { c.SiteRTT = -time.Millisecond },
+		"probettl": func(c *Config) { c.ProbeTTL = 0 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -467,6 +469,12 @@ func TestCluster_PotentialNeverRises(t *testing.T) {
 			}
 			if nw.events[EventFenced] != 0 {
 				t.Errorf("%v seed %d: %d fencings on a perfect network", model, seed, nw.events[EventFenced])
+			}
+			// Holders measured each other (SiteRTT), and in this space
+			// (heights ≥ 1 ms) no two are within SiteRTT: no site move
+			// broke the descent.
+			if nw.probes == 0 || nw.events[EventSiteShared] != 0 {
+				t.Errorf("%v seed %d: %d probes, %d site moves", model, seed, nw.probes, nw.events[EventSiteShared])
 			}
 			t.Logf("%v seed %d: %d moves, potential %.4g → %.4g", model, seed, n, start, phi)
 		}

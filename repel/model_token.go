@@ -75,7 +75,14 @@ type Sample struct {
 	Key    Key
 	Coord  vivaldi.Coord
 	Weight float64
+	// RTT is the mean RTT, in seconds, that the holder measured to the
+	// clients the point stands for (0: not measured); at most MaxSampleRTT.
+	RTT float64
 }
+
+// MaxSampleRTT bounds a digest point's RTT, in seconds: Vivaldi refuses
+// RTTs over 10 s.
+const MaxSampleRTT = 10.0
 
 // MaxDigest bounds the digest a node accepts in an announcement.
 const MaxDigest = 64
@@ -93,18 +100,20 @@ func copyDigest(d []Sample) []Sample {
 }
 
 // validDigest checks a received digest: bounded, valid coordinates, finite
-// positive weights.
+// positive weights, RTTs in [0, MaxSampleRTT].
 func validDigest(d []Sample) bool {
 	if len(d) > MaxDigest {
 		return false
 	}
 	for _, s := range d {
-		if !validCoord(s.Coord) || !(s.Weight > 0) || math.IsInf(s.Weight, 0) {
+		if !validCoord(s.Coord) || !(s.Weight > 0) || math.IsInf(s.Weight, 0) || !validSampleRTT(s.RTT) {
 			return false
 		}
 	}
 	return true
 }
+
+func validSampleRTT(r float64) bool { return r >= 0 && r <= MaxSampleRTT }
 
 // Beats is the fencing order: t is fresher than o if its epoch is higher, or
 // the epochs are equal and its holder key is higher. When two peers hold one

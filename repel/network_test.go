@@ -29,7 +29,9 @@ type network struct {
 	group     map[string]int // when set, messages cross no group boundary
 	attach    bool           // peers attach to the nearest holder; holders learn their clients
 	rounds    int
-	digests   int // announcements that carried a client digest
+	digests   int               // announcements that carried a client digest
+	probes    int               // holders' RTT probes, answered with the coordinate distance
+	oneSite   map[string]string // pairs of peers that measure 0.2 ms apart, whatever their coordinates
 
 	minted map[uint32]bool // token IDs ever minted
 	events map[EventKind]int
@@ -149,6 +151,16 @@ func (nw *network) absorb(from string, r Ready) {
 		case EventMovedAway:
 			nw.moves++
 		}
+	}
+	// The space is static and its coordinates are the truth: a probe
+	// measures the coordinate distance, at once.
+	for _, id := range r.Probes {
+		nw.probes++
+		d := nw.coord[from].DistanceTo(nw.coord[id])
+		if nw.oneSite[from] == id || nw.oneSite[id] == from {
+			d = 0.0002
+		}
+		nw.nodes[from].Measured(nw.now, id, time.Duration(d*float64(time.Second)), !nw.dead[id])
 	}
 	for _, m := range r.Messages {
 		if m.From != from {

@@ -46,7 +46,7 @@ const (
 	DropNotHolder  = "not-holder"   // the signed author is not the holder the token names
 	DropOutOfRange = "out-of-range" // token ID ≥ S
 	DropCoord      = "bad-coord"    // a coordinate NaN, infinite, out of range or empty
-	DropDigest     = "bad-digest"   // a digest too long, with a bad peer ID or weight
+	DropDigest     = "bad-digest"   // a digest too long, with a bad peer ID, weight or RTT
 	DropFrameType  = "bad-type"     // a move frame of the wrong type for its place
 	DropWrite      = "write-error"  // the other side went away mid-exchange
 	DropStep       = "step"         // the model refused the message (see StepErrors)
@@ -128,7 +128,7 @@ func TokenToPB(t Token) *pb.Token {
 		out.HeldSinceUnixNano = t.HeldSince.UnixNano()
 	}
 	for _, s := range t.Digest {
-		out.Digest = append(out.Digest, &pb.Sample{Id: []byte(s.ID), Coord: coordToPB(s.Coord), Weight: s.Weight})
+		out.Digest = append(out.Digest, &pb.Sample{Id: []byte(s.ID), Coord: coordToPB(s.Coord), Weight: s.Weight, Rtt: s.RTT})
 	}
 	return out
 }
@@ -139,7 +139,8 @@ var errBadPeerID = errors.New("repel: not a peer ID")
 // TokenFromPB decodes a token version and checks what the wire alone can
 // tell: the holder and every digest sample are peer IDs (their kad keys are
 // computed here, never taken from the sender), coordinates are valid and
-// the digest is bounded with positive finite weights. The ID range and the
+// the digest is bounded with positive finite weights and RTTs in [0,
+// MaxSampleRTT]. The ID range and the
 // author are checked by ValidateAnnounce, which needs the config and the
 // signed author.
 func TokenFromPB(m *pb.Token) (Token, error) {
@@ -180,7 +181,10 @@ func TokenFromPB(m *pb.Token) (Token, error) {
 		if !(s.Weight > 0) || math.IsInf(s.Weight, 0) {
 			return Token{}, fmt.Errorf("%w: weight %v", ErrInvalidDigest, s.Weight)
 		}
-		t.Digest = append(t.Digest, Sample{ID: string(id), Key: PeerKey(string(id)), Coord: sc, Weight: s.Weight})
+		if !validSampleRTT(s.Rtt) {
+			return Token{}, fmt.Errorf("%w: RTT %v", ErrInvalidDigest, s.Rtt)
+		}
+		t.Digest = append(t.Digest, Sample{ID: string(id), Key: PeerKey(string(id)), Coord: sc, Weight: s.Weight, RTT: s.Rtt})
 	}
 	return t, nil
 }

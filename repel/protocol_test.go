@@ -30,7 +30,7 @@ func goodToken(holder peer.ID, client peer.ID) Token {
 		ID: 1, Epoch: 3, Holder: string(holder), HolderKey: PeerKey(string(holder)),
 		Coord:     vivaldi.Coord{Vec: []float64{0.01, 0.02}, Height: 0.001, Error: 0.3},
 		HeldSince: time.Unix(0, 12345), Moves: 2,
-		Digest: []Sample{{ID: string(client), Key: PeerKey(string(client)), Coord: vivaldi.Coord{Vec: []float64{0.03, 0}, Height: 0.002}, Weight: 4}},
+		Digest: []Sample{{ID: string(client), Key: PeerKey(string(client)), Coord: vivaldi.Coord{Vec: []float64{0.03, 0}, Height: 0.002}, Weight: 4, RTT: 0.012}},
 	}
 }
 
@@ -46,7 +46,7 @@ func TestAnnounce_RoundTrip(t *testing.T) {
 	}
 	if got.ID != tok.ID || got.Epoch != tok.Epoch || got.Holder != tok.Holder || got.HolderKey != tok.HolderKey ||
 		!got.HeldSince.Equal(tok.HeldSince) || got.Moves != tok.Moves || len(got.Digest) != 1 ||
-		got.Digest[0].Key != tok.Digest[0].Key || got.Digest[0].Weight != 4 || got.Coord.Vec[1] != 0.02 {
+		got.Digest[0].Key != tok.Digest[0].Key || got.Digest[0].Weight != 4 || got.Digest[0].RTT != 0.012 || got.Coord.Vec[1] != 0.02 {
 		t.Fatalf("round trip: got %+v, want %+v", got, tok)
 	}
 }
@@ -82,6 +82,9 @@ func TestAnnounceValidator_RefusesEachBadKind(t *testing.T) {
 		{"digest weight 0", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Weight = 0 })},
 		{"digest bad ID", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Id = []byte{1, 2} })},
 		{"digest NaN", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Coord.Vec[0] = math.NaN() })},
+		{"digest RTT NaN", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = math.NaN() })},
+		{"digest RTT negative", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = -0.001 })},
+		{"digest RTT over 10 s", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = MaxSampleRTT + 1 })},
 		{"digest too long", DropDigest, author, enc(func(m *pb.Token) {
 			for len(m.Digest) <= MaxDigest {
 				m.Digest = append(m.Digest, m.Digest[0])
@@ -141,6 +144,10 @@ func FuzzDecodeAnnounce(f *testing.F) {
 	p2, _ := test.RandPeerID()
 	good, _ := EncodeAnnounce(goodToken(p1, p2))
 	f.Add(good)
+	unmeasured := goodToken(p1, p2)
+	unmeasured.Digest[0].RTT = 0
+	b, _ := EncodeAnnounce(unmeasured)
+	f.Add(b)
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -152,9 +159,17 @@ func FuzzDecodeAnnounce(f *testing.F) {
 		if err != nil {
 			return // a digest that fits the cap only as sent
 		}
+		if !validDigest(tok.Digest) {
+			t.Fatalf("accepted a digest the model refuses: %+v", tok.Digest)
+		}
 		again, _, err := DecodeAnnounce(b)
 		if err != nil || again.Holder != tok.Holder || again.Epoch != tok.Epoch || len(again.Digest) != len(tok.Digest) {
 			t.Fatalf("round trip of an accepted announcement: %v", err)
+		}
+		for i := range tok.Digest {
+			if again.Digest[i].RTT != tok.Digest[i].RTT || again.Digest[i].Weight != tok.Digest[i].Weight {
+				t.Fatalf("digest point %d changed in a round trip: %+v → %+v", i, tok.Digest[i], again.Digest[i])
+			}
 		}
 	})
 }

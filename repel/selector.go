@@ -118,6 +118,14 @@ type input struct {
 	msg     Message
 	reply   chan *Message
 	closest map[uint32][]peer.ID
+	probe   *probeAnswer
+}
+
+// probeAnswer is a measured RTT the model asked for (Ready.Probes).
+type probeAnswer struct {
+	id  peer.ID
+	rtt time.Duration
+	ok  bool
 }
 
 // snapshot is the loop's state as other goroutines may read it.
@@ -178,6 +186,8 @@ const (
 	StatLookups       = "token_lookups"
 	StatPublishDrop   = "publish_queue_full"
 	StatMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
+	StatHolderProbes  = "holder_probes"     // a holder's Vivaldi exchanges with other holders and its clients (Config.ProbeTTL)
+	StatProbesFailed  = "holder_probes_failed"
 )
 
 // NewSelector makes a repel selector on node, which must run GossipSub
@@ -364,6 +374,10 @@ func (s *Selector) loop(ctx context.Context) {
 			s.apply(now, s.model.Tick(now), nil)
 		case in := <-s.inbox:
 			now = time.Now()
+			if in.probe != nil {
+				s.model.Measured(now, string(in.probe.id), in.probe.rtt, in.probe.ok)
+				continue
+			}
 			if in.closest != nil {
 				lookupBusy = false
 				for id, ps := range in.closest {
@@ -577,6 +591,10 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 	if reply != nil {
 		reply <- answer
 	}
+	for _, id := range r.Probes {
+		s.wg.Add(1)
+		go func(p peer.ID) { defer s.wg.Done(); s.probeHolder(p) }(peer.ID(id))
+	}
 	for _, e := range r.Events {
 		s.stats.add(e.Kind.String(), 1)
 	}
@@ -688,4 +706,19 @@ func (s *Selector) receive(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// probeHolder measures the RTT to p (another holder, or a client attached
+// to this one) with one Vivaldi exchange, as the model asked
+// (Ready.Probes), and hands it to the loop. The exchange is also a Vivaldi
+// sample like any other.
+func (s *Selector) probeHolder(p peer.ID) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Config.MoveTimeout)
+	defer cancel()
+	s.stats.add(StatHolderProbes, 1)
+	rtt, err := s.viv.Sample(ctx, p)
+	if err != nil {
+		s.stats.add(StatProbesFailed, 1)
+	}
+	s.post(s.ctx, input{probe: &probeAnswer{id: p, rtt: rtt, ok: err == nil}})
 }

@@ -121,6 +121,20 @@ func TestSelector_SmallNetworkSettles(t *testing.T) {
 	if len(ids) != 2 || ids[0] != 1 || ids[1] != 1 {
 		t.Fatalf("token holders per ID: %v", ids)
 	}
+	// The holders measure each other and their clients (ProbeTTL), and the
+	// measurements succeed.
+	waitUntil(t, 10*time.Second, "the holders' probes", func() bool {
+		n := 0
+		for _, s := range ps.sels {
+			if _, ok := s.Held(); ok {
+				st := s.Stats()
+				if st[StatHolderProbes] > st[StatProbesFailed] {
+					n++
+				}
+			}
+		}
+		return n == 2
+	})
 }
 
 // sendRaw opens a move stream from h to p and writes b as is.

@@ -76,8 +76,13 @@ type RepelResult struct {
 	Events     map[string]int `json:"events"`
 	Messages   map[string]int `json:"messages"`
 	Deliveries uint64         `json:"deliveries"`
-	StepErrors int            `json:"step_errors"`
-	LoopEvents uint64         `json:"loop_events"`
+	// Probes are the holders' RTT measurements of other holders and of
+	// their attached clients (repel.Config.ProbeTTL; one Vivaldi exchange
+	// each in the live selector, not counted in Traffic), answered with the
+	// true RTT.
+	Probes     int    `json:"holder_probes"`
+	StepErrors int    `json:"step_errors"`
+	LoopEvents uint64 `json:"loop_events"`
 	// Traffic is the token protocol's traffic; Attach what the clients did
 	// (AttachSelector only).
 	Traffic RepelTraffic `json:"traffic"`
@@ -331,6 +336,9 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 			s.settled = -1
 		}
 	}
+	for _, id := range r.Probes {
+		s.probe(i, id)
+	}
 	for _, m := range r.Messages {
 		m.From = s.o.IDs[i]
 		s.res.Messages[m.Type.String()]++
@@ -361,6 +369,20 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 			s.step(j, m)
 		})
 	}
+}
+
+// probe measures, for node i, the RTT to peer id as the live selector does
+// with a Vivaldi exchange: the true RTT of the latency space, answered one
+// RTT later.
+func (s *repelSim) probe(i int, id string) {
+	s.res.Probes++
+	j, ok := s.index[id]
+	d := -1.0
+	if ok {
+		d = s.o.RTT.RTT(i, j)
+	}
+	rtt := time.Duration(max(d, 0) * float64(time.Millisecond))
+	s.net.After(rtt, func() { s.nodes[i].Measured(s.now(), id, rtt, d >= 0) })
 }
 
 // park stops running the nodes that only record announcements: not a

@@ -140,10 +140,14 @@ func (x *Coord) GetError() float64 {
 
 // Sample is one point of a holder's client digest.
 type Sample struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // the client's peer ID
-	Coord         *Coord                 `protobuf:"bytes,2,opt,name=coord,proto3" json:"coord,omitempty"`
-	Weight        float64                `protobuf:"fixed64,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // the client's peer ID
+	Coord  *Coord                 `protobuf:"bytes,2,opt,name=coord,proto3" json:"coord,omitempty"`
+	Weight float64                `protobuf:"fixed64,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// The mean RTT, in seconds, the holder measured to the clients the point
+	// stands for; 0 (or absent, from a peer that does not measure): not
+	// measured. At most 10 s, Vivaldi's largest RTT.
+	Rtt           float64 `protobuf:"fixed64,4,opt,name=rtt,proto3" json:"rtt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +199,13 @@ func (x *Sample) GetCoord() *Coord {
 func (x *Sample) GetWeight() float64 {
 	if x != nil {
 		return x.Weight
+	}
+	return 0
+}
+
+func (x *Sample) GetRtt() float64 {
+	if x != nil {
+		return x.Rtt
 	}
 	return 0
 }
@@ -408,11 +419,12 @@ const file_repel_proto_rawDesc = "" +
 	"\x05Coord\x12\x10\n" +
 	"\x03vec\x18\x01 \x03(\x01R\x03vec\x12\x16\n" +
 	"\x06height\x18\x02 \x01(\x01R\x06height\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\x01R\x05error\"^\n" +
+	"\x05error\x18\x03 \x01(\x01R\x05error\"p\n" +
 	"\x06Sample\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12,\n" +
 	"\x05coord\x18\x02 \x01(\v2\x16.superpeer.repel.CoordR\x05coord\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x01R\x06weight\"\xeb\x01\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x10\n" +
+	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\xeb\x01\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
