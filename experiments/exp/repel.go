@@ -109,9 +109,14 @@ type repelRunFigures struct {
 	VivaldiMedian          float64          `json:"vivaldi_median_error"`
 	VivaldiP90             float64          `json:"vivaldi_p90_error"`
 	Traffic                sim.RepelTraffic `json:"traffic"`
-	Attach                 sim.AttachStats  `json:"attach"`
-	Events                 map[string]int   `json:"events"`
-	MessagesByType         map[string]int   `json:"messages_by_type"`
+	// Probes are the holders' RTT measurements (of other holders and of
+	// their clients: repel.Config.ProbeTTL), per peer per second over the
+	// run; one Vivaldi exchange each live, not in Traffic.
+	Probes           int             `json:"holder_probes"`
+	ProbesPerPeerSec float64         `json:"holder_probes_per_peer_s"`
+	Attach           sim.AttachStats `json:"attach"`
+	Events           map[string]int  `json:"events"`
+	MessagesByType   map[string]int  `json:"messages_by_type"`
 }
 
 func rowOf(n, S, C int, method string, ev metrics.Evaluation) repelRow {
@@ -212,6 +217,7 @@ func runRepel(o Options, r *report.Run) error {
 		"ratio_kmedian, ratio_random: the row's mean client RTT over the greedy k-median's and random's; goal_met (repel-attract): ratio_kmedian ≤ 1.15, ratio_random ≤ 0.6, no superpeer over C, no client unserved",
 		"settle: virtual seconds until every token was last held once and settled with no move since; moves: accepted token moves",
 		"traffic: token protocol only (announcements with their GossipSub envelope, one copy to each other peer; move frames), per peer per second over the run (and, in results.json, over the settled stretch); attach and Vivaldi not counted",
+		"holder_probes (results.json): the holders' RTT measurements of other holders and of their attached clients (repel.Config.ProbeTTL: SiteRTT and the digests' measured RTTs), answered with the true RTT; one Vivaldi exchange each in the live selector, not in traffic",
 	}
 	maxS := 0
 	for _, S := range p.Ss {
@@ -284,6 +290,10 @@ func runRepel(o Options, r *report.Run) error {
 					WallSeconds:   time.Since(start).Seconds(),
 					VivaldiMedian: last.Median, VivaldiP90: last.P90,
 					Traffic: rr.Traffic, Attach: rr.Attach, Events: rr.Events, MessagesByType: rr.Messages,
+					Probes: rr.Probes,
+				}
+				if rr.VirtualSeconds > 0 {
+					row.Repel.ProbesPerPeerSec = float64(rr.Probes) / float64(n) / rr.VirtualSeconds
 				}
 				group = append(group, row)
 				samples = append(samples, report.Sample{Name: m.name, Values: clientRTTs(rtt, rr.Assignment)})
