@@ -733,3 +733,31 @@ func TestPotential_Capacity(t *testing.T) {
 		t.Fatal("negative capacity accepted")
 	}
 }
+
+// TestKmedianPicks_ManyClients: beyond maxMedianCandidates clients the
+// picks come from a strided sample, and still land one in each of four
+// tight clusters far apart, as the greedy k-median over all would.
+func TestKmedianPicks_ManyClients(t *testing.T) {
+	centres := [][2]float64{{0, 0}, {0.2, 0}, {0, 0.2}, {0.2, 0.2}}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var cs []Peer
+	for i := 0; i < 4*maxMedianCandidates; i++ {
+		c := centres[i%4]
+		cs = append(cs, Peer{ID: fmt.Sprint(i), Coord: vivaldi.Coord{
+			Vec: []float64{c[0] + 0.002*rng.Float64(), c[1] + 0.002*rng.Float64()}, Height: 0.0001}})
+	}
+	picks := kmedianPicks(cs, 4)
+	if len(picks) != 4 {
+		t.Fatalf("%d picks, want 4", len(picks))
+	}
+	seen := map[int]bool{}
+	for _, p := range picks {
+		seen[p%4] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("picks %v cover clusters %v, want all four", picks, seen)
+	}
+	if got := kmedianPicks(nil, 4); len(got) != 0 {
+		t.Errorf("no clients: picks %v", got)
+	}
+}
