@@ -85,13 +85,15 @@ func TestNode_SiteShared(t *testing.T) {
 	}
 }
 
-// TestNode_SiteShared_WinnerStays: of two holders at one site, only the
-// one whose version loses the fencing order moves; the other keeps its
-// token, and re-measures after ProbeTTL.
-func TestNode_SiteShared_WinnerStays(t *testing.T) {
+// siteHolder is holder b (token 1, two clients) that has heard a's token 0
+// at the given epoch and measured a 0.3 ms away: one site.
+func siteHolder(t *testing.T, probeTTL time.Duration, epoch uint64) (*Node, Token) {
+	t.Helper()
 	cfg := testConfig(2, Attract)
 	cfg.SiteRTT = 2 * time.Millisecond
-	cfg.ProbeTTL = 10 * time.Second
+	if probeTTL > 0 {
+		cfg.ProbeTTL = probeTTL
+	}
 	c := func(x float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{x, 0}, Height: 0.0001} }
 	b := mustNode(t, "b", cfg)
 	b.SetCoord(c(0.3))
@@ -100,12 +102,20 @@ func TestNode_SiteShared_WinnerStays(t *testing.T) {
 		{ID: "far", Key: PeerKey("far"), Coord: c(0.05)},
 	})
 	holderOf(t, b, 1, 2)
-	older := Token{ID: 0, Epoch: 1, Holder: "a", HolderKey: PeerKey("a"), Coord: c(0)}
-	if _, err := b.Step(at(0), Message{Type: MsgAnnounce, From: "a", Token: older}); err != nil {
+	other := Token{ID: 0, Epoch: epoch, Holder: "a", HolderKey: PeerKey("a"), Coord: c(0)}
+	if _, err := b.Step(at(0), Message{Type: MsgAnnounce, From: "a", Token: other}); err != nil {
 		t.Fatal(err)
 	}
 	b.Tick(at(0.25))
 	b.Measured(at(0.25), "a", 300*time.Microsecond, true)
+	return b, other
+}
+
+// TestNode_SiteShared_WinnerStays: of two holders at one site, only the
+// one whose version loses the fencing order moves; the other keeps its
+// token, and re-measures after ProbeTTL.
+func TestNode_SiteShared_WinnerStays(t *testing.T) {
+	b, older := siteHolder(t, 10*time.Second, 1)
 	if rtt, ok := b.MeasuredRTT(at(1), "a"); !ok || rtt != 300*time.Microsecond {
 		t.Fatalf("MeasuredRTT = %v, %v", rtt, ok)
 	}
@@ -128,22 +138,7 @@ func TestNode_SiteShared_WinnerStays(t *testing.T) {
 // TestNode_SiteShared_LoserMoves is the mirror of WinnerStays: the same
 // holder, measured at one site with a token that beats its own, moves.
 func TestNode_SiteShared_LoserMoves(t *testing.T) {
-	cfg := testConfig(2, Attract)
-	cfg.SiteRTT = 2 * time.Millisecond
-	c := func(x float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{x, 0}, Height: 0.0001} }
-	b := mustNode(t, "b", cfg)
-	b.SetCoord(c(0.3))
-	b.SetPeers([]Peer{
-		{ID: "n2", Key: PeerKey("n2"), Coord: c(0.301)},
-		{ID: "far", Key: PeerKey("far"), Coord: c(0.05)},
-	})
-	holderOf(t, b, 1, 2)
-	fresher := Token{ID: 0, Epoch: 3, Holder: "a", HolderKey: PeerKey("a"), Coord: c(0)}
-	if _, err := b.Step(at(0), Message{Type: MsgAnnounce, From: "a", Token: fresher}); err != nil {
-		t.Fatal(err)
-	}
-	b.Tick(at(0.25))
-	b.Measured(at(0.25), "a", 300*time.Microsecond, true)
+	b, _ := siteHolder(t, 0, 3)
 	offer, r, _ := tickFor(b, 0.25, 9)
 	if offer == nil || !hasEvent(r, EventSiteShared) {
 		t.Fatalf("the older token did not move: %+v", r)
