@@ -90,11 +90,46 @@ type Attach struct {
 	role      atomic.Pointer[func() (Role, peer.ID)]
 	onRefused atomic.Pointer[func()]
 
-	mu      sync.Mutex
-	clients map[peer.ID]time.Time // last renewal
-	drops   map[string]uint64
+	mu       sync.Mutex
+	clients  map[peer.ID]time.Time // last renewal
+	drops    map[string]uint64
+	upstream peer.ID // the superpeer that last accepted this peer
 
 	Stats AttachStats
+}
+
+// Connection-manager protection tags: a superpeer keeps its connections to
+// the clients it serves, and a client the one to its superpeer, so that
+// trimming (go-libp2p's connection manager) never cuts an attachment and
+// costs a redial on every renewal.
+const (
+	protectClient   = "superpeer/client"
+	protectUpstream = "superpeer/upstream"
+)
+
+// forgetLocked drops client p and its connection protection. Lock held.
+func (a *Attach) forgetLocked(p peer.ID) {
+	if _, ok := a.clients[p]; ok {
+		delete(a.clients, p)
+		a.h.ConnManager().Unprotect(p, protectClient)
+	}
+}
+
+// setUpstream records sp as this peer's superpeer ("" for none) and moves
+// the upstream protection to it; if only is set, only in place of only.
+func (a *Attach) setUpstream(sp, only peer.ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if sp == a.upstream || (only != "" && a.upstream != only) {
+		return
+	}
+	if a.upstream != "" {
+		a.h.ConnManager().Unprotect(a.upstream, protectUpstream)
+	}
+	a.upstream = sp
+	if sp != "" {
+		a.h.ConnManager().Protect(sp, protectUpstream)
+	}
 }
 
 // NewAttach registers the attach protocol on h.
@@ -135,7 +170,7 @@ func (a *Attach) TTL() time.Duration { return a.opts.TTL }
 func (a *Attach) expireLocked(now time.Time) {
 	for p, t := range a.clients {
 		if now.Sub(t) > a.opts.TTL {
-			delete(a.clients, p)
+			a.forgetLocked(p)
 		}
 	}
 }
@@ -164,7 +199,9 @@ func (a *Attach) Load() int {
 // DropClients forgets every client (the peer stopped being a superpeer).
 func (a *Attach) DropClients() {
 	a.mu.Lock()
-	a.clients = map[peer.ID]time.Time{}
+	for p := range a.clients {
+		a.forgetLocked(p)
+	}
 	a.mu.Unlock()
 }
 
@@ -209,7 +246,7 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 	defer a.mu.Unlock()
 	a.expireLocked(now)
 	if req.Leave {
-		delete(a.clients, from)
+		a.forgetLocked(from)
 		resp.Status = pb.AttachResponse_ACCEPTED
 		resp.Reason = "left"
 		resp.Load = uint32(len(a.clients))
@@ -230,6 +267,9 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 		resp.Load = uint32(len(a.clients))
 		a.Stats.RefusedFull.Add(1)
 		return resp
+	}
+	if _, ok := a.clients[from]; !ok {
+		a.h.ConnManager().Protect(from, protectClient)
 	}
 	a.clients[from] = now
 	resp.Status = pb.AttachResponse_ACCEPTED
@@ -304,7 +344,25 @@ func (a *Attach) Request(ctx context.Context, sp peer.ID, leave bool, coord []fl
 		return Answer{}, fmt.Errorf("%w from %s: %v", ErrBadAnswer, sp, err)
 	}
 	a.Stats.BytesIn.Add(uint64(proto.Size(&resp)))
-	return a.decodeAnswer(&resp, sp)
+	ans, err := a.decodeAnswer(&resp, sp)
+	if err != nil {
+		return ans, err
+	}
+	switch {
+	case ans.Status == Accepted && !leave:
+		a.setUpstream(sp, "")
+	default: // left, or refused: no longer this peer's superpeer
+		a.setUpstream("", sp)
+	}
+	return ans, nil
+}
+
+// Upstream is the superpeer that last accepted this peer as a client, ""
+// after it left or was refused there.
+func (a *Attach) Upstream() peer.ID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.upstream
 }
 
 func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, error) {

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
@@ -199,3 +201,77 @@ func FuzzAttachFrames(f *testing.F) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// cmHost is a mocknet host with a real connection manager (mocknet's hosts
+// have none).
+type cmHost struct {
+	host.Host
+	cm *connmgr.BasicConnMgr
+}
+
+func (h cmHost) ConnManager() coreconnmgr.ConnManager { return h.cm }
+
+// TestAttach_ProtectsAttachedConnections: a superpeer protects the
+// connection to each client it serves until the client leaves or expires,
+// and a client the one to the superpeer that accepted it, moving it when
+// another accepts it and dropping it when refused — so a connection
+// manager never trims an attachment.
+func TestAttach_ProtectsAttachedConnections(t *testing.T) {
+	raw := hosts(t, 4)
+	hs := make([]host.Host, len(raw))
+	cms := make([]*connmgr.BasicConnMgr, len(raw))
+	for i, h := range raw {
+		cm, err := connmgr.NewConnManager(1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cm.Close() })
+		cms[i], hs[i] = cm, cmHost{h, cm}
+	}
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	as := attachAll(t, hs, AttachOptions{Capacity: 1, TTL: 10 * time.Second, Now: clock.Now})
+	as[0].SetRole(asRole(Superpeer, hs[0].ID()))
+	as[1].SetRole(asRole(Superpeer, hs[1].ID()))
+	ctx := context.Background()
+	client, up := hs[2].ID(), func() bool { return cms[2].IsProtected(hs[0].ID(), protectUpstream) }
+
+	if ans, err := as[2].Request(ctx, hs[0].ID(), false, nil, 0); err != nil || ans.Status != Accepted {
+		t.Fatalf("attach: %+v, %v", ans, err)
+	}
+	if !cms[0].IsProtected(client, protectClient) || !up() || as[2].Upstream() != hs[0].ID() {
+		t.Fatalf("after attaching: superpeer protects client %v, client protects superpeer %v, upstream %v",
+			cms[0].IsProtected(client, protectClient), up(), as[2].Upstream())
+	}
+	// Another superpeer takes the client: the protection moves.
+	if ans, _ := as[2].Request(ctx, hs[1].ID(), false, nil, 0); ans.Status != Accepted {
+		t.Fatalf("second superpeer: %+v", ans)
+	}
+	if up() || !cms[2].IsProtected(hs[1].ID(), protectUpstream) {
+		t.Errorf("upstream protection did not move: old %v new %v", up(), cms[2].IsProtected(hs[1].ID(), protectUpstream))
+	}
+	// Refused by its superpeer (now full with another client after expiry): none.
+	clock.Add(11 * time.Second)
+	if as[1].Load() != 0 || cms[1].IsProtected(client, protectClient) {
+		t.Errorf("expired client still counted or protected: load %d", as[1].Load())
+	}
+	if ans, _ := as[3].Request(ctx, hs[1].ID(), false, nil, 0); ans.Status != Accepted {
+		t.Fatalf("other client: %+v", ans)
+	}
+	if ans, _ := as[2].Request(ctx, hs[1].ID(), false, nil, 0); ans.Status != Full {
+		t.Fatalf("want FULL, got %+v", ans)
+	}
+	if as[2].Upstream() != "" || cms[2].IsProtected(hs[1].ID(), protectUpstream) {
+		t.Errorf("refused client still protects its old superpeer (upstream %v)", as[2].Upstream())
+	}
+	// Leaving unprotects on the superpeer's side; DropClients clears all.
+	if ans, _ := as[2].Request(ctx, hs[0].ID(), true, nil, 0); ans.Status != Accepted {
+		t.Fatalf("leave: %+v", ans)
+	}
+	if cms[0].IsProtected(client, protectClient) {
+		t.Error("superpeer still protects a client that left")
+	}
+	as[1].DropClients()
+	if cms[1].IsProtected(hs[3].ID(), protectClient) {
+		t.Error("DropClients left a client protected")
+	}
+}

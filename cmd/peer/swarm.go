@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/superpeer-overlay/superpeer/dht"
@@ -36,6 +39,8 @@ type swarmReport struct {
 	ConvergeSeconds float64 `json:"converge_seconds"`
 	RSSBytes        uint64  `json:"rss_bytes"`
 	Goroutines      int     `json:"goroutines"`
+	ConnsMean       float64 `json:"connections_mean"`
+	ConnsMax        int     `json:"connections_max"`
 	Links           int     `json:"links"`
 	// StuckIdentifies counts connections closed because identify had not
 	// finished on them (mocknet ignores deadlines; see swarm.StuckIdentifies).
@@ -118,6 +123,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	parallel := fs.Int("parallel", 2048, "peers joining at once (joins wait on link latency, so many at once pay)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
 	method := fs.String("method", "prefix", "selection method: prefix, repel, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
@@ -141,6 +148,15 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	connLow, connHigh, err := parseConns(*conns)
+	if err != nil {
+		return err
+	}
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr, stderr); err != nil {
+			return err
+		}
 	}
 	if *n < 2 {
 		return fmt.Errorf("%w: --n %d: need at least 2 peers", errUsage, *n)
@@ -191,7 +207,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if *method == "repel" {
 		nodeOpts, gossip = swarm.RepelNodeOptions()
 	}
-	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, NodeOptions: nodeOpts})
+	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh})
 	if err != nil {
 		return err
 	}
@@ -319,6 +335,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	bar.done()
 	rep.RSSBytes, rep.Goroutines = swarm.RSS(), swarm.Goroutines()
+	rep.ConnsMean, rep.ConnsMax = s.Connections()
 	live := map[int]bool{}
 	for _, i := range s.Live() {
 		live[i] = true
@@ -348,6 +365,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "converge         %.1f s\n", rep.ConvergeSeconds)
 	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(rep.N))
 	fmt.Fprintf(stdout, "goroutines       %d, %.1f per peer\n", rep.Goroutines, float64(rep.Goroutines)/float64(rep.N))
+	fmt.Fprintf(stdout, "connections      mean %.1f, max %d per peer (watermarks %s)\n", rep.ConnsMean, rep.ConnsMax, *conns)
 	fmt.Fprintf(stdout, "kad requests     %d, %.0f per peer\n", s.KadMessages(), float64(s.KadMessages())/float64(rep.N))
 	fmt.Fprintf(stdout, "kad lookups      %d of %d exact\n", rep.Lookup.Exact, rep.Lookup.Tried)
 	fmt.Fprintf(stdout, "raw-key lookups  %d of %d exact\n", rep.RawLookup.Exact, rep.RawLookup.Tried)
@@ -414,6 +432,7 @@ func writeJSON(path string, v any) error {
 // progress prints stage progress to a terminal with \r, or a line every few
 // seconds otherwise.
 type progress struct {
+	mu    sync.Mutex // join reports from many goroutines
 	w     io.Writer
 	tty   bool
 	stage string
@@ -432,6 +451,8 @@ func newProgress(w io.Writer) *progress {
 }
 
 func (p *progress) update(stage string, done, total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := time.Now()
 	newStage := stage != p.stage
 	if !newStage && done != total && now.Sub(p.last) < p.interval() {
@@ -449,6 +470,16 @@ func (p *progress) update(stage string, done, total int) {
 	}
 }
 
+// log writes a line of its own between progress lines.
+func (p *progress) log(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintln(p.w, line)
+}
+
 func (p *progress) interval() time.Duration {
 	if p.tty {
 		return 100 * time.Millisecond
@@ -460,4 +491,22 @@ func (p *progress) done() {
 	if p.tty && p.stage != "" {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// parseConns reads --conns: LOW:HIGH watermarks, or off (-1: no trimming).
+func parseConns(v string) (low, high int, err error) {
+	if v == "off" {
+		return 0, -1, nil
+	}
+	a, b, ok := strings.Cut(v, ":")
+	if ok {
+		low, err = strconv.Atoi(a)
+		if err == nil {
+			high, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || low < 0 || high < 1 || low > high {
+		return 0, 0, fmt.Errorf("%w: --conns %q: want LOW:HIGH with 0 <= LOW <= HIGH, HIGH >= 1, or off", errUsage, v)
+	}
+	return low, high, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -117,7 +118,22 @@ func (l *linker) ensure(a, b peer.ID) error {
 // protocol on the peer is given this host, so all dials pass through it.
 type lazyHost struct {
 	host.Host
-	l *linker
+	l  *linker
+	cm connmgr.ConnManager
+}
+
+// ConnManager is the host's connection manager: mocknet's hosts come with
+// none, so the swarm gives each one its own (Config.ConnLow, ConnHigh), and
+// the protocols tag and protect their peers through it as on a real host.
+func (h *lazyHost) ConnManager() connmgr.ConnManager { return h.cm }
+
+// Close closes the connection manager with the host.
+func (h *lazyHost) Close() error {
+	err := h.Host.Close()
+	if cerr := h.cm.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (h *lazyHost) Connect(ctx context.Context, pi peer.AddrInfo) error {

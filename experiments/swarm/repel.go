@@ -276,19 +276,32 @@ func (r *RepelRun) State() RepelState {
 func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelState) bool) (time.Duration, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	logged := time.Now()
 	for {
 		st := r.State()
 		r.s.progress("select", len(r.s.Live())-st.Wrong-st.Unserved-st.Unsettled, len(r.s.Live()))
 		if cond(st) {
 			return time.Since(since), nil
 		}
+		if time.Since(logged) >= stateLogEvery {
+			logged = time.Now()
+			r.s.logf("repel at %.0f s: %s", time.Since(since).Seconds(), st)
+		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("swarm: repel not converged: %d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved (room %d): %w",
-				st.Missing, st.Duplicated, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved, st.Room, ctx.Err())
+			return 0, fmt.Errorf("swarm: repel not converged: %s: %w", st, ctx.Err())
 		case <-tick.C:
 		}
 	}
+}
+
+// stateLogEvery is how often a wait for convergence logs the state.
+const stateLogEvery = 15 * time.Second
+
+// String says what keeps the state from converging.
+func (st RepelState) String() string {
+	return fmt.Sprintf("%d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved (room %d)",
+		st.Missing, st.Duplicated, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved, st.Room)
 }
 
 // WaitConverged waits until RepelState.Converged.

@@ -14,10 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	bconnmgr "github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -56,6 +58,18 @@ type Config struct {
 	Hold int
 	// Progress, if set, is told how far each stage has come.
 	Progress func(stage string, done, total int)
+	// Log, if set, is told what a long wait is waiting for.
+	Log func(line string)
+	// ConnLow and ConnHigh are each host's connection manager watermarks
+	// (go-libp2p's BasicConnMgr): above ConnHigh it closes the least
+	// valuable connections older than ConnGrace down to ConnLow. Every
+	// connection costs a few streams and goroutines (GossipSub keeps a
+	// stream to each connected peer), and Vivaldi's random samples reach
+	// most of the routing table, so without trimming a 200-peer swarm held
+	// 100 connections a peer. Defaults 32 / 64 / 30 s; ConnHigh < 0 turns
+	// trimming off. ConnSilence is how often it checks (default 10 s).
+	ConnLow, ConnHigh      int
+	ConnGrace, ConnSilence time.Duration
 }
 
 // Peer is one member of the swarm.
@@ -125,6 +139,18 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 	if cfg.HostOf == nil {
 		cfg.HostOf = func(i int) int { return i }
 	}
+	if cfg.ConnHigh == 0 {
+		cfg.ConnLow, cfg.ConnHigh = 32, 64
+	}
+	if cfg.ConnGrace <= 0 {
+		cfg.ConnGrace = 30 * time.Second
+	}
+	if cfg.ConnSilence <= 0 {
+		cfg.ConnSilence = 10 * time.Second
+	}
+	if cfg.ConnHigh > 0 && (cfg.ConnLow < 0 || cfg.ConnLow > cfg.ConnHigh) {
+		return nil, fmt.Errorf("swarm: connection watermarks %d:%d: want 0 <= low <= high", cfg.ConnLow, cfg.ConnHigh)
+	}
 	start := time.Now()
 	s := &Swarm{
 		cfg:   cfg,
@@ -154,7 +180,16 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 			return nil, fmt.Errorf("swarm: peer %d has the ID of another peer", i)
 		}
 		s.index[h.ID()] = i
-		lh := &lazyHost{Host: h, l: s.link}
+		lh := &lazyHost{Host: h, l: s.link, cm: &connmgr.NullConnMgr{}}
+		if cfg.ConnHigh > 0 {
+			cm, err := bconnmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, bconnmgr.WithGracePeriod(cfg.ConnGrace), bconnmgr.WithSilencePeriod(cfg.ConnSilence))
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+			}
+			h.Network().Notify(cm.Notifee())
+			lh.cm = cm
+		}
 		node, err := dht.New(ctx, lh, append([]dht.Option{dht.RoutingTableRefresh(0)}, cfg.NodeOptions...)...)
 		if err != nil {
 			s.Close()
@@ -165,6 +200,12 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 	}
 	s.BuildTime = time.Since(start)
 	return s, nil
+}
+
+func (s *Swarm) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		s.cfg.Log(fmt.Sprintf(format, args...))
+	}
 }
 
 func (s *Swarm) progress(stage string, done, total int) {
@@ -508,3 +549,19 @@ func RSS() uint64 {
 
 // Goroutines is the number of live goroutines.
 func Goroutines() int { return runtime.NumGoroutine() }
+
+// Connections is the mean and the largest number of peers a live peer is
+// connected to.
+func (s *Swarm) Connections() (mean float64, most int) {
+	live := s.Live()
+	if len(live) == 0 {
+		return 0, 0
+	}
+	total := 0
+	for _, i := range live {
+		c := len(s.Peers[i].Host.Network().Peers())
+		total += c
+		most = max(most, c)
+	}
+	return float64(total) / float64(len(live)), most
+}

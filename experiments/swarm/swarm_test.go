@@ -86,3 +86,89 @@ func TestSwarm_PingRTTMatchesMatrix(t *testing.T) {
 		}
 	}
 }
+
+// TestSwarm_ConnectionManagerTrimsAndLookupsStillExact: every host has a
+// real connection manager; trimmed to its low watermark of unprotected
+// connections (kad-dht protects its two widest buckets), a peer keeps
+// finding the closest peers (it redials whom it needs), and the peers it
+// protects stay connected.
+func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
+	m, err := latency.Builtin(latency.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, low, high = 60, 2, 4
+	pl, err := latency.Place(m.Filled(), n, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := New(ctx, Config{N: n, Seed: 5, RTT: pl, HostOf: pl.Host, ConnLow: low, ConnHigh: high, ConnGrace: 5 * time.Second, ConnSilence: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitConverged(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Connections()
+	kept := s.Peers[0].Host.ID()
+	for _, p := range s.Peers[1:] {
+		if len(p.Host.Network().ConnsToPeer(kept)) > 0 { // protected at both ends
+			p.Host.ConnManager().Protect(kept, "test")
+			s.Peers[0].Host.ConnManager().Protect(p.Host.ID(), "test")
+		}
+	}
+	// A manager trims whenever it holds high connections or more, down to
+	// low unprotected ones, so once the swarm is quiet every peer is below
+	// high or down to low unprotected.
+	over := func() (int, int) {
+		worst, bad := 0, 0
+		for _, p := range s.Peers {
+			c := p.Host.Network().Peers()
+			free := 0
+			for _, q := range c {
+				if !p.Host.ConnManager().IsProtected(q, "") {
+					free++
+				}
+			}
+			if len(c) >= high && free > low {
+				bad++
+				worst = max(worst, free)
+			}
+		}
+		return bad, worst
+	}
+	for {
+		bad, worst := over()
+		if bad == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d peers still hold more than %d unprotected connections (up to %d)", bad, low, worst)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	after, most := s.Connections()
+	if after >= before {
+		t.Errorf("nothing trimmed: %.1f connections a peer before, %.1f after", before, after)
+	}
+	for _, p := range s.Peers[1:] {
+		if p.Host.ConnManager().IsProtected(kept, "test") && len(p.Host.Network().ConnsToPeer(kept)) == 0 {
+			t.Errorf("peer %d: a protected connection was trimmed", p.Index)
+		}
+	}
+	rng := rand.New(rand.NewSource(6))
+	if c := s.CheckLookups(ctx, 30, false, rng); c.Exact != c.Tried {
+		t.Errorf("kad-dht lookups after trimming: %d of %d exact", c.Exact, c.Tried)
+	}
+	if c := s.CheckLookups(ctx, 30, true, rng); c.Exact != c.Tried {
+		t.Errorf("raw-key lookups after trimming: %d of %d exact", c.Exact, c.Tried)
+	}
+	t.Logf("connections a peer: %.1f joined, %.1f (max %d) trimmed", before, after, most)
+}
