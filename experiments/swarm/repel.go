@@ -67,6 +67,11 @@ func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
 	g := &GossipCounter{}
 	params := pubsub.DefaultGossipSubParams()
 	params.D, params.Dlo, params.Dhi, params.Dscore, params.Dout, params.Dlazy = 4, 3, 8, 2, 1, 4
+	// Gossip (IHAVE) goes to Dlazy peers a heartbeat, not to a quarter of
+	// all topic peers: with 60-90 connections a peer, the default factor
+	// sent each peer's IHAVE to 15-20 peers every second, more RPCs than
+	// the announcements themselves.
+	params.GossipFactor = 0
 	return []dht.Option{dht.GossipSub(
 		pubsub.WithRawTracer(g),
 		pubsub.WithFloodPublish(false),
@@ -285,7 +290,10 @@ func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelSta
 		}
 		if time.Since(logged) >= stateLogEvery {
 			logged = time.Now()
-			r.s.logf("repel at %.0f s: %s", time.Since(since).Seconds(), st)
+			stats, _ := r.counts()
+			r.s.logf("repel at %.0f s: %s; so far %d minted, %d moved, %d move timeouts, %d fenced, %d settled",
+				time.Since(since).Seconds(), st, stats[repel.EventMinted.String()], stats[repel.EventMovedAway.String()],
+				stats[repel.EventMoveTimedOut.String()], stats[repel.EventFenced.String()], stats[repel.EventSettled.String()])
 		}
 		select {
 		case <-ctx.Done():
