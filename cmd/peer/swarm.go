@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -31,17 +32,20 @@ func init() {
 // swarmReport is the JSON report of `peer swarm --json`. Other tools read
 // it: fields are only ever added.
 type swarmReport struct {
-	N               int     `json:"n"`
-	Seed            int64   `json:"seed"`
-	Latency         string  `json:"latency"`
-	Transport       string  `json:"transport"`
-	BuildSeconds    float64 `json:"build_seconds"`
-	ConvergeSeconds float64 `json:"converge_seconds"`
-	RSSBytes        uint64  `json:"rss_bytes"`
-	Goroutines      int     `json:"goroutines"`
-	ConnsMean       float64 `json:"connections_mean"`
-	ConnsMax        int     `json:"connections_max"`
-	Links           int     `json:"links"`
+	N         int    `json:"n"`
+	Seed      int64  `json:"seed"`
+	Latency   string `json:"latency"`
+	Transport string `json:"transport"`
+	// Args are the command-line arguments of the run, to rerun it.
+	Args            []string `json:"args"`
+	GCPercent       int      `json:"gc_percent"`
+	BuildSeconds    float64  `json:"build_seconds"`
+	ConvergeSeconds float64  `json:"converge_seconds"`
+	RSSBytes        uint64   `json:"rss_bytes"`
+	Goroutines      int      `json:"goroutines"`
+	ConnsMean       float64  `json:"connections_mean"`
+	ConnsMax        int      `json:"connections_max"`
+	Links           int      `json:"links"`
 	// StuckIdentifies counts connections closed because identify had not
 	// finished on them (mocknet ignores deadlines; see swarm.StuckIdentifies).
 	StuckIdentifies int               `json:"stuck_identifies"`
@@ -56,6 +60,9 @@ type swarmReport struct {
 	// Vivaldi is the live coordinates' median and p90 relative error
 	// against the latency matrix, over all pairs of live peers.
 	Vivaldi *swarm.VivaldiSummary `json:"vivaldi,omitempty"`
+	// VivaldiAfter is the coordinates' error once selection converged: the
+	// selection runs on them, and a loaded machine can spoil them.
+	VivaldiAfter *vivaldiError `json:"vivaldi_after_selection,omitempty"`
 	// Repel is what the tokens did (method repel).
 	Repel *swarm.RepelSummary `json:"repel,omitempty"`
 }
@@ -124,10 +131,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
+	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
 	method := fs.String("method", "prefix", "selection method: prefix, repel, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
+	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good (0: 300ms, or n×1.25ms above 240 peers, so the swarm takes at most 800 samples a second)")
 	vivBound := fs.Float64("vivaldi-bound", 0.2, "wait for Vivaldi until the live median relative error is below this, or stops improving")
 	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
@@ -153,6 +162,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *gogc < 0 {
+		return fmt.Errorf("%w: --gogc %d is negative", errUsage, *gogc)
+	}
+	if *gogc > 0 && os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(*gogc))
+	}
 	if *pprofAddr != "" {
 		if err := servePprof(*pprofAddr, stderr); err != nil {
 			return err
@@ -171,6 +186,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --force %q: want repulsion or attract", errUsage, *force)
 	case *method == "repel" && !*viv:
 		return fmt.Errorf("%w: --method repel needs --vivaldi", errUsage)
+	case *vivInterval < 0:
+		return fmt.Errorf("%w: --vivaldi-interval %v is negative", errUsage, *vivInterval)
 	case !(*vivBound >= 0):
 		return fmt.Errorf("%w: --vivaldi-bound %v is negative", errUsage, *vivBound)
 	case *superpeers < 1 || *superpeers >= *n:
@@ -220,7 +237,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	rng := rand.New(rand.NewSource(*seed + 2))
 	rep := swarmReport{
-		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Method: *method,
+		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Method: *method, Args: args,
+		GCPercent:       gcPercent(),
 		BuildSeconds:    s.BuildTime.Seconds(),
 		ConvergeSeconds: s.ConvergeTime.Seconds(),
 		Links:           s.Links(),
@@ -229,7 +247,10 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	var vr *swarm.VivaldiRun
 	if *viv {
-		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{}); err != nil {
+		if *vivInterval == 0 {
+			*vivInterval = max(300*time.Millisecond, time.Duration(*n)*1250*time.Microsecond)
+		}
+		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval}); err != nil {
 			return err
 		}
 		defer vr.Close()
@@ -262,6 +283,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		rep.Superpeers, rep.Repel = &sum, &rs
+		med, p90 := vr.Error()
+		rep.VivaldiAfter = &vivaldiError{Median: med, P90: p90}
 		if *kill > 0 || *killSP {
 			holders := 0.5
 			if *killSP {
@@ -371,6 +394,9 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "raw-key lookups  %d of %d exact\n", rep.RawLookup.Exact, rep.RawLookup.Tried)
 	if rep.Vivaldi != nil {
 		fmt.Fprintf(stdout, "vivaldi          median %.3f  p90 %.3f relative error after %.1f s (%.0f samples per peer, %s)\n", rep.Vivaldi.Median, rep.Vivaldi.P90, rep.Vivaldi.Seconds, rep.Vivaldi.Samples, rep.Vivaldi.Stopped)
+		if a := rep.VivaldiAfter; a != nil {
+			fmt.Fprintf(stdout, "                 median %.3f  p90 %.3f once selection converged\n", a.Median, a.P90)
+		}
 	}
 	if rep.Superpeers != nil {
 		printSelection(stdout, "selection", rep.Superpeers)
@@ -509,4 +535,17 @@ func parseConns(v string) (low, high int, err error) {
 		return 0, 0, fmt.Errorf("%w: --conns %q: want LOW:HIGH with 0 <= LOW <= HIGH, HIGH >= 1, or off", errUsage, v)
 	}
 	return low, high, nil
+}
+
+// vivaldiError is the live coordinates' relative error over all pairs.
+type vivaldiError struct {
+	Median float64 `json:"median"`
+	P90    float64 `json:"p90"`
+}
+
+// gcPercent is the collector's GOGC now (-1: off).
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }
