@@ -22,6 +22,7 @@ type config struct {
 	peerSource func() []peer.ID
 	rng        *rand.Rand
 	now        func() time.Time
+	observe    func(peer.ID, time.Duration)
 }
 
 func defaults() config {
@@ -159,6 +160,20 @@ func WithClock(now func() time.Time) Option {
 func WithSeed(seed int64) Option {
 	return func(cfg *config) error {
 		cfg.rng = rand.New(rand.NewSource(seed))
+		return nil
+	}
+}
+
+// WithObserver has f called with every RTT sample the service takes (its
+// own and those callers take through Sample), after the exchange, for
+// checking the measurements against a known truth in experiments. f must
+// not block.
+func WithObserver(f func(p peer.ID, rtt time.Duration)) Option {
+	return func(cfg *config) error {
+		if f == nil {
+			return errors.New("WithObserver: nil function")
+		}
+		cfg.observe = f
 		return nil
 	}
 }

@@ -334,6 +334,9 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 		return rtt, err
 	}
 	s.refused(f, p)
+	if s.cfg.observe != nil {
+		s.cfg.observe(p, rtt)
+	}
 	self := s.h.ID()
 	cands := make([]Candidate, 0, len(f.Neighbors))
 	dups := 0

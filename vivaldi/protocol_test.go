@@ -75,6 +75,7 @@ func TestNewService_Options(t *testing.T) {
 		"WithNearConfig":   WithNearConfig(NearConfig{}),
 		"WithMaxInFlight":  WithMaxInFlight(0),
 		"WithClock":        WithClock(nil),
+		"WithObserver":     WithObserver(nil),
 	} {
 		_, err := NewService(hs[0], opt)
 		if err == nil || !strings.Contains(err.Error(), name) {

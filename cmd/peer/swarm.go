@@ -285,6 +285,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		rep.Superpeers, rep.Repel = &sum, &rs
 		med, p90 := vr.Error()
 		rep.VivaldiAfter = &vivaldiError{Median: med, P90: p90}
+		rep.VivaldiAfter.RTTExcessMs[0], rep.VivaldiAfter.RTTExcessMs[1], _ = vr.RTTExcess()
 		if *kill > 0 || *killSP {
 			holders := 0.5
 			if *killSP {
@@ -393,9 +394,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "kad lookups      %d of %d exact\n", rep.Lookup.Exact, rep.Lookup.Tried)
 	fmt.Fprintf(stdout, "raw-key lookups  %d of %d exact\n", rep.RawLookup.Exact, rep.RawLookup.Tried)
 	if rep.Vivaldi != nil {
-		fmt.Fprintf(stdout, "vivaldi          median %.3f  p90 %.3f relative error after %.1f s (%.0f samples per peer, %s)\n", rep.Vivaldi.Median, rep.Vivaldi.P90, rep.Vivaldi.Seconds, rep.Vivaldi.Samples, rep.Vivaldi.Stopped)
+		fmt.Fprintf(stdout, "vivaldi          median %.3f  p90 %.3f relative error after %.1f s (%.0f samples per peer, %s); samples %.1f / %.1f ms over the true RTT (median / p90)\n",
+			rep.Vivaldi.Median, rep.Vivaldi.P90, rep.Vivaldi.Seconds, rep.Vivaldi.Samples, rep.Vivaldi.Stopped, rep.Vivaldi.RTTExcessMs[0], rep.Vivaldi.RTTExcessMs[1])
 		if a := rep.VivaldiAfter; a != nil {
-			fmt.Fprintf(stdout, "                 median %.3f  p90 %.3f once selection converged\n", a.Median, a.P90)
+			fmt.Fprintf(stdout, "                 median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])
+			if a.RTTExcessMs[0] > slowMachineExcessMs {
+				fmt.Fprintf(stdout, "warning          the machine is not keeping up: samples measured %.0f ms over the true RTT (median); coordinates and client RTTs are distorted (fewer peers, or a larger --gogc)\n", a.RTTExcessMs[0])
+			}
 		}
 	}
 	if rep.Superpeers != nil {
@@ -539,8 +544,9 @@ func parseConns(v string) (low, high int, err error) {
 
 // vivaldiError is the live coordinates' relative error over all pairs.
 type vivaldiError struct {
-	Median float64 `json:"median"`
-	P90    float64 `json:"p90"`
+	Median      float64    `json:"median"`
+	P90         float64    `json:"p90"`
+	RTTExcessMs [2]float64 `json:"rtt_excess_ms"`
 }
 
 // gcPercent is the collector's GOGC now (-1: off).
@@ -549,3 +555,8 @@ func gcPercent() int {
 	debug.SetGCPercent(p)
 	return p
 }
+
+// slowMachineExcessMs is the median sample excess over the true RTT above
+// which a swarm report warns that its timing is not to be trusted: in-process
+// overhead is about a millisecond.
+const slowMachineExcessMs = 5

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -73,6 +74,9 @@ type VivaldiSummary struct {
 	Samples float64 `json:"samples_per_peer"`
 	// Stopped says why the wait ended: "bound" or "plateau".
 	Stopped string `json:"stopped"`
+	// RTTExcessMs is how much longer than the matrix RTT the latest
+	// samples measured (median, p90; VivaldiRun.RTTExcess).
+	RTTExcessMs [2]float64 `json:"rtt_excess_ms"`
 }
 
 // VivaldiRun is a vivaldi.Service on every peer of a swarm, each sampling
@@ -82,10 +86,52 @@ type VivaldiSummary struct {
 // sampling every few hundred ms cost more CPU than the method that uses the
 // coordinates.
 type VivaldiRun struct {
-	s     *Swarm
-	svcs  []*vivaldi.Service
-	start time.Time
-	dead  []bool
+	s      *Swarm
+	svcs   []*vivaldi.Service
+	start  time.Time
+	dead   []bool
+	excess excessRing
+}
+
+// excessRing keeps the last samples' excess over the true RTT (measured
+// minus the matrix's, ms): how much the machine adds to what the peers
+// measure.
+type excessRing struct {
+	mu   sync.Mutex
+	ms   []float64
+	next int
+}
+
+// excessWindow is how many of the latest samples RTTExcess looks at.
+const excessWindow = 4096
+
+func (r *excessRing) add(ms float64) {
+	r.mu.Lock()
+	if len(r.ms) < excessWindow {
+		r.ms = append(r.ms, ms)
+	} else {
+		r.ms[r.next] = ms
+		r.next = (r.next + 1) % excessWindow
+	}
+	r.mu.Unlock()
+}
+
+// RTTExcess is the median and p90 of how much longer than the matrix RTT
+// the peers' last samples (up to 4096, every Vivaldi exchange: the
+// service's own and the selectors') measured, in ms, and how many samples
+// that is. A sample carries about a millisecond of in-process overhead; a
+// machine that cannot keep up with the swarm adds its queueing delay to
+// every sample, the coordinates stretch, and so do the selection's RTT
+// figures.
+func (v *VivaldiRun) RTTExcess() (median, p90 float64, n int) {
+	v.excess.mu.Lock()
+	xs := append([]float64(nil), v.excess.ms...)
+	v.excess.mu.Unlock()
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	sort.Float64s(xs)
+	return xs[len(xs)/2], xs[len(xs)*9/10], len(xs)
 }
 
 // StartVivaldi starts the coordinate service on every peer that is in the
@@ -123,9 +169,15 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 		source := func() []peer.ID {
 			return append(node.RoutingTable().ListPeers(), random...)
 		}
+		observe := func(q peer.ID, rtt time.Duration) {
+			if j := s.Index(q); j >= 0 {
+				v.excess.add(float64(rtt)/float64(time.Millisecond) - s.RTT(i, j))
+			}
+		}
 		vo := []vivaldi.Option{
 			vivaldi.WithInterval(opts.Interval), vivaldi.WithPeerSource(source),
 			vivaldi.WithMaxInFlight(opts.MaxInFlight), vivaldi.WithSeed(rng.Int63()),
+			vivaldi.WithObserver(observe),
 		}
 		if opts.Config != nil {
 			vo = append(vo, vivaldi.WithConfig(*opts.Config))
@@ -262,6 +314,7 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 		med, p90 := v.Error()
 		v.s.progress("vivaldi", int(100*min(1, max(0, 1-med))), 100)
 		sum := VivaldiSummary{Median: med, P90: p90, Seconds: time.Since(start).Seconds(), Samples: v.Samples()}
+		sum.RTTExcessMs[0], sum.RTTExcessMs[1], _ = v.RTTExcess()
 		switch {
 		case w.Bound > 0 && med < w.Bound:
 			sum.Stopped = "bound"

@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -33,4 +34,40 @@ func TestVivaldi_SwarmLive(t *testing.T) {
 			t.Errorf("peer %d dropped frames between honest peers: %v", i, d)
 		}
 	}
+}
+
+// TestVivaldiRun_RTTExcessIsSmallOnAnIdleSwarm: every sample is checked
+// against the matrix; on a small swarm the machine adds about a
+// millisecond, so the median excess is small and never negative by more
+// than rounding (a sample cannot beat the link's latency).
+func TestVivaldiRun_RTTExcessIsSmallOnAnIdleSwarm(t *testing.T) {
+	s, _ := planetlabSwarm(t, 30, 4)
+	v, err := s.StartVivaldi(VivaldiOptions{Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		if _, _, n := v.RTTExcess(); n >= 200 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("fewer than 200 samples in a minute")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	med, p90, n := v.RTTExcess()
+	if med < -0.05 || med > 5 || p90 < med {
+		t.Errorf("sample excess over the matrix RTT: median %.2f ms, p90 %.2f ms over %d samples; want a small positive median", med, p90, n)
+	}
+	v.excess.mu.Lock()
+	least := slices.Min(v.excess.ms)
+	v.excess.mu.Unlock()
+	if least < -0.05 {
+		t.Errorf("a sample measured %.2f ms less than its link's RTT", -least)
+	}
+	t.Logf("excess median %.2f ms, p90 %.2f ms over %d samples", med, p90, n)
 }
