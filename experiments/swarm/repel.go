@@ -107,6 +107,12 @@ func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	c.MinGain = 0.05
 	c.SettledMinGain = 0.2
 	c.CoolingMoves = 2
+	// Rest buys a move back every 2 min, not LocalConfig's 20 s: every move
+	// sends a holder's clients to re-attach and changes the digests the
+	// others see, so with 16 tokens on 490 peers the tokens kept passing
+	// each other on at the rate rest bought moves back (0.5-1 a second)
+	// and the swarm never stood still long enough to converge.
+	c.CoolingRest = 2 * time.Minute
 	return c
 }
 
