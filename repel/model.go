@@ -287,6 +287,15 @@ func (n *Node) Held() (Token, bool) {
 // Moving reports whether the node has offered its token and awaits the ack.
 func (n *Node) Moving() bool { return n.held != nil && n.held.pending != nil }
 
+// Offer is the token version this node has offered (Holder the peer it
+// offered it to) while it awaits the answer.
+func (n *Node) Offer() (Token, bool) {
+	if n.held == nil || n.held.pending == nil {
+		return Token{}, false
+	}
+	return copyToken(n.held.pending.offer), true
+}
+
 // Tokens returns the freshest version the node knows of each token ID
 // (known is false for IDs never heard of).
 func (n *Node) Tokens() (toks []Token, known []bool) {

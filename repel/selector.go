@@ -130,10 +130,12 @@ type probeAnswer struct {
 
 // snapshot is the loop's state as other goroutines may read it.
 type snapshot struct {
-	role    Role
-	held    Token
-	holding bool
-	live    []Token
+	role     Role
+	held     Token
+	holding  bool
+	offer    Token // the version offered in a move awaiting its answer
+	offering bool
+	live     []Token
 }
 
 // Selector runs the repel method on one peer (superpeer.Selector): one
@@ -264,6 +266,15 @@ func (s *Selector) Held() (Token, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return copyToken(s.snap.held), s.snap.holding
+}
+
+// Offer is the token version this holder has offered in a move (Holder
+// the peer it offered it to) and awaits the answer to: until the answer the
+// offered peer may hold the token too.
+func (s *Selector) Offer() (Token, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return copyToken(s.snap.offer), s.snap.offering
 }
 
 // LiveTokens are the token versions this peer has heard of lately.
@@ -605,6 +616,8 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 	s.lastSnap = now
 	held, holding := s.model.Held()
 	held.Digest = nil
+	offer, offering := s.model.Offer()
+	offer.Digest = nil
 	live := s.model.LiveTokens(now)
 	for i := range live {
 		live[i].Digest = nil // readers need holders and places only
@@ -615,7 +628,7 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		s.settledAt = now
 	}
 	lost := s.snap.holding && !holding
-	s.snap = snapshot{role: r.Role, held: held, holding: holding, live: live}
+	s.snap = snapshot{role: r.Role, held: held, holding: holding, offer: offer, offering: offering, live: live}
 	s.publishStateLocked("token "+r.Role.String(), now)
 	s.mu.Unlock()
 	if lost {

@@ -191,14 +191,49 @@ type RepelState struct {
 	// Superpeers are the live peers whose token settled, sorted.
 	Superpeers []int
 	// Missing counts tokens nobody live holds; Duplicated, tokens held by
-	// more than one; Unsettled, holders whose token has not settled.
-	Missing, Duplicated, Unsettled int
-	Assignment                     metrics.Assignment
+	// more than one, hand-overs in flight aside; HandOvers, tokens whose
+	// holder has offered them to a peer that holds them already and awaits
+	// the answer (it drops its copy then); Unsettled, holders whose token
+	// has not settled.
+	Missing, Duplicated, HandOvers, Unsettled int
+	Assignment                                metrics.Assignment
 	// Wrong counts clients attached to a peer that is not a superpeer or
 	// does not list them; Unserved, clients attached to nobody.
 	Wrong, Unserved int
 	// Room is the spare capacity of the superpeers.
 	Room int
+}
+
+// countHolders counts, over the holders of each token, the tokens nobody
+// holds, those held more than once, and the hand-overs in flight: a holder
+// that offered its token and awaits the answer while the peer it offered it
+// to holds exactly the offered version is the one peer handing it on, not a
+// second holder (the move protocol's old holder keeps its copy until the
+// ack).
+func countHolders(holders [][]int, held func(i int) repel.Token, offer func(i int) (repel.Token, bool)) (missing, duplicated, handOvers int) {
+	for _, hs := range holders {
+		owners := len(hs)
+		for _, i := range hs {
+			o, ok := offer(i)
+			if !ok {
+				continue
+			}
+			for _, j := range hs {
+				if t := held(j); j != i && t.Holder == o.Holder && t.Epoch == o.Epoch && t.ID == o.ID {
+					owners--
+					handOvers++
+					break
+				}
+			}
+		}
+		switch {
+		case len(hs) == 0:
+			missing++
+		case owners > 1:
+			duplicated++
+		}
+	}
+	return missing, duplicated, handOvers
 }
 
 // TokensBack is true when every token is held by exactly one live peer.
@@ -250,14 +285,9 @@ func (r *RepelRun) State() RepelState {
 	if capacity == 0 {
 		st.Room = len(r.s.Peers)
 	}
-	for _, hs := range st.Holders {
-		switch {
-		case len(hs) == 0:
-			st.Missing++
-		case len(hs) > 1:
-			st.Duplicated++
-		}
-	}
+	held := func(i int) repel.Token { t, _ := r.sels[i].Held(); return t }
+	offer := func(i int) (repel.Token, bool) { return r.sels[i].Offer() }
+	st.Missing, st.Duplicated, st.HandOvers = countHolders(st.Holders, held, offer)
 	for _, i := range live {
 		sel := r.sels[i]
 		if sel == nil || isSP[i] {
@@ -314,8 +344,8 @@ const stateLogEvery = 15 * time.Second
 
 // String says what keeps the state from converging.
 func (st RepelState) String() string {
-	return fmt.Sprintf("%d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved (room %d)",
-		st.Missing, st.Duplicated, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved, st.Room)
+	return fmt.Sprintf("%d missing, %d duplicated (+%d handed over), %d unsettled, %d superpeers, %d wrong, %d unserved (room %d)",
+		st.Missing, st.Duplicated, st.HandOvers, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved, st.Room)
 }
 
 // WaitConverged waits until RepelState.Converged.

@@ -190,3 +190,26 @@ func TestRepel_SwarmRecoversFromKill(t *testing.T) {
 		}
 	}
 }
+
+// TestCountHolders_HandOverIsNotADuplicate: a holder that has offered its
+// token to a peer holding exactly the offered version is handing it on;
+// two holders of a token otherwise (a re-mint, a move taken after its
+// offer timed out) are a duplicate until fencing.
+func TestCountHolders_HandOverIsNotADuplicate(t *testing.T) {
+	tok := func(id uint32, epoch uint64, holder string) repel.Token {
+		return repel.Token{ID: id, Epoch: epoch, Holder: holder}
+	}
+	held := map[int]repel.Token{
+		1: tok(0, 1, "p1"),
+		2: tok(1, 3, "p2"), 3: tok(1, 4, "p3"), // 2 offered epoch 4 to p3: a hand-over
+		4: tok(2, 2, "p4"), 5: tok(2, 5, "p5"), // 4 offered epoch 3 to p5, p5 holds epoch 5
+		6: tok(4, 1, "p6"), 7: tok(4, 1, "p7"), // no offer
+	}
+	offers := map[int]repel.Token{2: tok(1, 4, "p3"), 4: tok(2, 3, "p5")}
+	holders := [][]int{{1}, {2, 3}, {4, 5}, {}, {6, 7}}
+	missing, dup, hand := countHolders(holders, func(i int) repel.Token { return held[i] },
+		func(i int) (repel.Token, bool) { o, ok := offers[i]; return o, ok })
+	if missing != 1 || dup != 2 || hand != 1 {
+		t.Errorf("missing %d, duplicated %d, hand-overs %d; want 1, 2 (tokens 2 and 4), 1 (token 1)", missing, dup, hand)
+	}
+}
