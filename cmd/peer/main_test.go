@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -297,4 +298,22 @@ func keyOf(t *testing.T, id string) dht.Key {
 		t.Fatal(err)
 	}
 	return dht.KeyOf(p)
+}
+
+func TestParseMemTotal(t *testing.T) {
+	cases := map[string]uint64{
+		"MemTotal:       24683608 kB\nMemFree:  1 kB\n": 24683608 << 10,
+		"MemFree: 5 kB\nMemTotal: 2 kB":                 2 << 10,
+		"MemTotal: lots kB\n":                           0,
+		"MemTotal: 7 MB\n":                              0,
+		"":                                              0,
+	}
+	for in, want := range cases {
+		if got := parseMemTotal(in); got != want {
+			t.Errorf("parseMemTotal(%q) = %d, want %d", in, got, want)
+		}
+	}
+	if runtime.GOOS == "linux" && memTotal() == 0 {
+		t.Error("memTotal: 0 on Linux")
+	}
 }

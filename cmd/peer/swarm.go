@@ -167,6 +167,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	if *gogc > 0 && os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(*gogc))
+		// A lazy collector lets garbage grow to GOGC/100 times the live
+		// heap; a soft limit at two thirds of the machine's memory makes it
+		// work harder before that runs the machine out.
+		if total := memTotal(); total > 0 && os.Getenv("GOMEMLIMIT") == "" {
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(total / 3 * 2)))
+		}
 	}
 	if *pprofAddr != "" {
 		if err := servePprof(*pprofAddr, stderr); err != nil {
@@ -560,3 +566,26 @@ func gcPercent() int {
 // which a swarm report warns that its timing is not to be trusted: in-process
 // overhead is about a millisecond.
 const slowMachineExcessMs = 5
+
+// memTotal is the machine's memory in bytes, from /proc/meminfo (0 where
+// that cannot be read).
+func memTotal() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return parseMemTotal(string(b))
+}
+
+// parseMemTotal reads the MemTotal line of /proc/meminfo ("MemTotal: N kB").
+func parseMemTotal(meminfo string) uint64 {
+	for _, line := range strings.Split(meminfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
