@@ -16,6 +16,13 @@ import (
 // matrix.
 func planetlabSwarm(t *testing.T, n int, seed int64) (*Swarm, *latency.Placement) {
 	t.Helper()
+	return planetlabSwarmWith(t, n, seed, nil)
+}
+
+// planetlabSwarmWith is planetlabSwarm with the config changed by tweak
+// (nil: none) before the swarm is built.
+func planetlabSwarmWith(t *testing.T, n int, seed int64, tweak func(*Config)) (*Swarm, *latency.Placement) {
+	t.Helper()
 	m, err := latency.Builtin(latency.Default)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +33,11 @@ func planetlabSwarm(t *testing.T, n int, seed int64) (*Swarm, *latency.Placement
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	s, err := New(ctx, Config{N: n, Seed: seed, RTT: pl, HostOf: pl.Host})
+	cfg := Config{N: n, Seed: seed, RTT: pl, HostOf: pl.Host}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	s, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,28 +104,12 @@ func TestSwarm_PingRTTMatchesMatrix(t *testing.T) {
 // finding the closest peers (it redials whom it needs), and the peers it
 // protects stay connected.
 func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
-	m, err := latency.Builtin(latency.Default)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n, low, high = 60, 2, 4
-	pl, err := latency.Place(m.Filled(), n, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := planetlabSwarmWith(t, n, 5, func(c *Config) {
+		c.ConnLow, c.ConnHigh, c.ConnGrace, c.ConnSilence = low, high, 5*time.Second, 100*time.Millisecond
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := New(ctx, Config{N: n, Seed: 5, RTT: pl, HostOf: pl.Host, ConnLow: low, ConnHigh: high, ConnGrace: 5 * time.Second, ConnSilence: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Join(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.WaitConverged(ctx, 10); err != nil {
-		t.Fatal(err)
-	}
 	before, _ := s.Connections()
 	kept := s.Peers[0].Host.ID()
 	for _, p := range s.Peers[1:] {
