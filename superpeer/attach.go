@@ -69,6 +69,17 @@ type AttachOptions struct {
 	Capacity int
 	// TTL is how long an attachment lives without renewal. Default 30 s.
 	TTL time.Duration
+	// Displace lets a full superpeer take a new client in place of the one
+	// that loses least by leaving: each request says what its client loses
+	// if refused (ClientRequest.Regret: its next choice's RTT minus this
+	// one's), and a newcomer whose regret exceeds the smallest of the
+	// served clients' by more than Displace takes that client's place; the
+	// displaced client is refused at its next renewal and goes to its next
+	// choice. The places then go to the clients that lose most without
+	// them, as a centralised regret-ordered assignment gives them, not to
+	// whoever asked first. 0 or negative never displaces (first come,
+	// first served).
+	Displace time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -76,7 +87,10 @@ type AttachOptions struct {
 // AttachStats counts the protocol's traffic and refusals.
 type AttachStats struct {
 	Sent, Served, Accepted, RefusedFull, RefusedNotSuperpeer atomic.Uint64
-	BytesIn, BytesOut                                        atomic.Uint64
+	// Displaced counts clients this superpeer dropped for a newcomer that
+	// loses more without it (AttachOptions.Displace).
+	Displaced         atomic.Uint64
+	BytesIn, BytesOut atomic.Uint64
 }
 
 // Attach runs the attach protocol on one peer: as a superpeer it keeps its
@@ -91,7 +105,7 @@ type Attach struct {
 	onRefused atomic.Pointer[func()]
 
 	mu       sync.Mutex
-	clients  map[peer.ID]time.Time // last renewal
+	clients  map[peer.ID]served
 	drops    map[string]uint64
 	upstream peer.ID // the superpeer that last accepted this peer
 
@@ -106,6 +120,33 @@ const (
 	protectClient   = "superpeer/client"
 	protectUpstream = "superpeer/upstream"
 )
+
+// served is a client's last renewal and the regret it said then.
+type served struct {
+	at     time.Time
+	regret time.Duration
+}
+
+// ClientRequest is what a client asks of a superpeer.
+type ClientRequest struct {
+	// Leave ends the attachment instead of making or renewing it.
+	Leave bool
+	// Coord and Height are the client's network coordinate (seconds), if
+	// it has one.
+	Coord  []float64
+	Height float64
+	// Regret is what the client loses if refused: the RTT of the next
+	// superpeer it would ask minus this one's; negative if it would gain by
+	// going (0: not said; a newcomer saying none never displaces anyone;
+	// MaxRegret: no other choice). Sent in whole microseconds within
+	// ±MaxRegret.
+	Regret time.Duration
+}
+
+// MaxRegret is the largest regret a request carries (the wire's int32
+// microseconds, about 36 minutes): a client with no other superpeer to ask
+// says it.
+const MaxRegret = time.Duration(math.MaxInt32) * time.Microsecond
 
 // forgetLocked drops client p and its connection protection. Lock held.
 func (a *Attach) forgetLocked(p peer.ID) {
@@ -146,7 +187,7 @@ func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	a := &Attach{h: h, opts: opts, clients: map[peer.ID]time.Time{}, drops: map[string]uint64{}}
+	a := &Attach{h: h, opts: opts, clients: map[peer.ID]served{}, drops: map[string]uint64{}}
 	unknown := func() (Role, peer.ID) { return Unknown, "" }
 	a.role.Store(&unknown)
 	h.SetStreamHandler(AttachProtocol, a.handle)
@@ -168,8 +209,8 @@ func (a *Attach) TTL() time.Duration { return a.opts.TTL }
 
 // expireLocked forgets clients silent for longer than TTL.
 func (a *Attach) expireLocked(now time.Time) {
-	for p, t := range a.clients {
-		if now.Sub(t) > a.opts.TTL {
+	for p, c := range a.clients {
+		if now.Sub(c.at) > a.opts.TTL {
 			a.forgetLocked(p)
 		}
 	}
@@ -261,21 +302,56 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 		a.Stats.RefusedNotSuperpeer.Add(1)
 		return resp
 	}
+	regret := time.Duration(req.RegretUs) * time.Microsecond // ±MaxRegret
 	if _, ok := a.clients[from]; !ok && a.opts.Capacity > 0 && len(a.clients) >= a.opts.Capacity {
-		resp.Status = pb.AttachResponse_FULL
-		resp.Reason = fmt.Sprintf("serving %d of %d clients", len(a.clients), a.opts.Capacity)
-		resp.Load = uint32(len(a.clients))
-		a.Stats.RefusedFull.Add(1)
-		return resp
+		victim, ok := a.displaceableLocked(regret)
+		if !ok {
+			resp.Status = pb.AttachResponse_FULL
+			resp.Reason = fmt.Sprintf("serving %d of %d clients", len(a.clients), a.opts.Capacity)
+			resp.Load = uint32(len(a.clients))
+			a.Stats.RefusedFull.Add(1)
+			return resp
+		}
+		a.forgetLocked(victim)
+		a.Stats.Displaced.Add(1)
 	}
 	if _, ok := a.clients[from]; !ok {
 		a.h.ConnManager().Protect(from, protectClient)
 	}
-	a.clients[from] = now
+	a.clients[from] = served{at: now, regret: regret}
 	resp.Status = pb.AttachResponse_ACCEPTED
 	resp.Load = uint32(len(a.clients))
 	a.Stats.Accepted.Add(1)
 	return resp
+}
+
+// displaceableLocked is the served client a newcomer with this regret may
+// take the place of: the one of least regret (then of least ID), if the
+// newcomer's exceeds it by more than Displace. Lock held.
+func (a *Attach) displaceableLocked(regret time.Duration) (peer.ID, bool) {
+	if a.opts.Displace <= 0 || regret <= 0 { // no one to displace: skip the search
+		return "", false
+	}
+	var victim peer.ID
+	least := time.Duration(math.MaxInt64)
+	for p, c := range a.clients {
+		if c.regret < least || (c.regret == least && p < victim) {
+			victim, least = p, c.regret
+		}
+	}
+	if victim == "" || !Displaces(a.opts.Displace, regret, least) {
+		return "", false
+	}
+	return victim, true
+}
+
+// Displaces is the rule of AttachOptions.Displace: a newcomer that says
+// regret takes the place of a served client that said least (negative if
+// that one would gain by going) when it loses more than margin more without
+// it. margin ≤ 0 turns it off, and a newcomer that says no regret (or a
+// negative one) never displaces anyone.
+func Displaces(margin, regret, least time.Duration) bool {
+	return margin > 0 && regret > 0 && regret-least > margin
 }
 
 func (a *Attach) handle(s network.Stream) {
@@ -315,8 +391,15 @@ func (a *Attach) handle(s network.Stream) {
 // ErrBadAnswer is an answer that did not decode or validate.
 var ErrBadAnswer = errors.New("superpeer: bad attach answer")
 
-// Request asks sp to serve this peer (or, with leave, to stop).
+// Request asks sp to serve this peer (or, with leave, to stop), saying no
+// regret.
 func (a *Attach) Request(ctx context.Context, sp peer.ID, leave bool, coord []float64, height float64) (Answer, error) {
+	return a.RequestWith(ctx, sp, ClientRequest{Leave: leave, Coord: coord, Height: height})
+}
+
+// RequestWith asks sp to serve this peer (or, with r.Leave, to stop).
+func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (Answer, error) {
+	leave := r.Leave
 	a.Stats.Sent.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, attachStreamTimout)
 	defer cancel()
@@ -328,7 +411,7 @@ func (a *Attach) Request(ctx context.Context, sp peer.ID, leave bool, coord []fl
 	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
 	defer stop()
 	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
-	req := &pb.AttachRequest{Leave: leave, Coord: coord, Height: height}
+	req := &pb.AttachRequest{Leave: leave, Coord: r.Coord, Height: r.Height, RegretUs: regretMicros(r.Regret)}
 	if err := pbio.NewDelimitedWriter(s).WriteMsg(req); err != nil {
 		_ = s.Reset()
 		return Answer{}, err
@@ -386,4 +469,16 @@ func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, erro
 		}
 	}
 	return ans, nil
+}
+
+// regretMicros is a regret on the wire: whole microseconds (rounded toward
+// zero) within ±MaxRegret.
+func regretMicros(d time.Duration) int32 {
+	switch {
+	case d >= MaxRegret:
+		return math.MaxInt32
+	case d <= -MaxRegret:
+		return -math.MaxInt32
+	}
+	return int32(d / time.Microsecond)
 }

@@ -174,7 +174,7 @@ func TestAttach_DecodeAnswerRefusesUnknownStatusAndBadHint(t *testing.T) {
 // FuzzAttachFrames feeds arbitrary bytes to both decoders: the superpeer's
 // request reader with its validation, and the client's answer decoder.
 func FuzzAttachFrames(f *testing.F) {
-	req, _ := proto.Marshal(&pb.AttachRequest{Coord: []float64{0.1, 0.2}, Height: 0.01})
+	req, _ := proto.Marshal(&pb.AttachRequest{Coord: []float64{0.1, 0.2}, Height: 0.01, RegretUs: -2500})
 	f.Add(append([]byte{byte(len(req))}, req...))
 	resp, _ := proto.Marshal(&pb.AttachResponse{Status: pb.AttachResponse_FULL, Hint: []byte("x"), Load: 3})
 	f.Add(append([]byte{byte(len(resp))}, resp...))
@@ -273,5 +273,92 @@ func TestAttach_ProtectsAttachedConnections(t *testing.T) {
 	as[1].DropClients()
 	if cms[1].IsProtected(hs[3].ID(), protectClient) {
 		t.Error("DropClients left a client protected")
+	}
+}
+
+// A full superpeer with Displace takes a newcomer in place of the served
+// client of least regret when the newcomer's regret exceeds it by more than
+// Displace; the displaced client is refused at its next renewal, and its
+// connection is no longer protected. Without Displace, or with no regret
+// said, it is first come, first served.
+func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		displace time.Duration
+		second   time.Duration // client 2's regret (client 1's is 20 ms)
+		regret   time.Duration // the newcomer's
+		want     Status
+		victim   int // client displaced, 0 for none
+	}{
+		{"regret well above the least", ms, 3500 * time.Microsecond, 10 * ms, Accepted, 2},
+		{"no other choice", ms, 3500 * time.Microsecond, MaxRegret, Accepted, 2},
+		{"within the margin", ms, 3500 * time.Microsecond, 4 * ms, Full, 0},
+		{"a served client that would gain by going", ms, -5 * ms, 500 * time.Microsecond, Accepted, 2},
+		{"no regret said", ms, -5 * ms, 0, Full, 0},
+		{"displacement off", 0, 3500 * time.Microsecond, MaxRegret, Full, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := hosts(t, 4)
+			hs := make([]host.Host, len(raw))
+			for i, h := range raw {
+				cm, err := connmgr.NewConnManager(8, 16)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cm.Close() })
+				hs[i] = cmHost{h, cm}
+			}
+			as := attachAll(t, hs, AttachOptions{Capacity: 2, TTL: time.Minute, Displace: tc.displace})
+			sp := as[0]
+			sp.SetRole(asRole(Superpeer, hs[0].ID()))
+			ctx := context.Background()
+			for i, r := range map[int]time.Duration{1: 20 * ms, 2: tc.second} {
+				if ans, err := as[i].RequestWith(ctx, hs[0].ID(), ClientRequest{Regret: r}); err != nil || ans.Status != Accepted {
+					t.Fatalf("client %d: %+v, %v", i, ans, err)
+				}
+			}
+			ans, err := as[3].RequestWith(ctx, hs[0].ID(), ClientRequest{Regret: tc.regret})
+			if err != nil || ans.Status != tc.want || ans.Load != 2 {
+				t.Fatalf("newcomer: %+v, %v; want %v at load 2", ans, err, tc.want)
+			}
+			clients := map[peer.ID]bool{}
+			for _, p := range sp.Clients() {
+				clients[p] = true
+			}
+			cm := hs[0].ConnManager()
+			for i := 1; i <= 3; i++ {
+				served := i != tc.victim && (i != 3 || tc.want == Accepted)
+				if clients[hs[i].ID()] != served || cm.IsProtected(hs[i].ID(), protectClient) != served {
+					t.Errorf("client %d: served %v, protected %v; want %v", i, clients[hs[i].ID()], cm.IsProtected(hs[i].ID(), protectClient), served)
+				}
+			}
+			if got := sp.Stats.Displaced.Load(); got != map[bool]uint64{true: 1}[tc.victim != 0] {
+				t.Errorf("%d displaced", got)
+			}
+			if tc.victim == 0 {
+				return
+			}
+			// The displaced client's renewal is a new request to a full
+			// superpeer: refused, as it says less regret than anyone served.
+			if ans, _ := as[tc.victim].RequestWith(ctx, hs[0].ID(), ClientRequest{Regret: tc.second}); ans.Status != Full {
+				t.Errorf("displaced client's renewal: %+v, want FULL", ans)
+			}
+			if as[tc.victim].Upstream() != "" {
+				t.Errorf("displaced client still names %s its superpeer", as[tc.victim].Upstream())
+			}
+		})
+	}
+}
+
+func TestRegretMicros(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want int32
+	}{{-time.Second, -1_000_000}, {-999 * time.Nanosecond, 0}, {0, 0}, {999 * time.Nanosecond, 0}, {1500 * time.Microsecond, 1500},
+		{MaxRegret, math.MaxInt32}, {time.Duration(math.MaxInt64), math.MaxInt32}, {time.Duration(math.MinInt64), -math.MaxInt32}} {
+		if got := regretMicros(tc.in); got != tc.want {
+			t.Errorf("regretMicros(%v) = %d, want %d", tc.in, got, tc.want)
+		}
 	}
 }

@@ -80,8 +80,15 @@ type AttachRequest struct {
 	Leave bool `protobuf:"varint,1,opt,name=leave,proto3" json:"leave,omitempty"`
 	// coord is the client's network coordinate (seconds), if it has one: a
 	// superpeer may use it to judge its clients' spread.
-	Coord         []float64 `protobuf:"fixed64,2,rep,packed,name=coord,proto3" json:"coord,omitempty"`
-	Height        float64   `protobuf:"fixed64,3,opt,name=height,proto3" json:"height,omitempty"`
+	Coord  []float64 `protobuf:"fixed64,2,rep,packed,name=coord,proto3" json:"coord,omitempty"`
+	Height float64   `protobuf:"fixed64,3,opt,name=height,proto3" json:"height,omitempty"`
+	// regret_us is what the client loses if this superpeer refuses it: the RTT
+	// of the next superpeer it would ask minus this one's, in microseconds, as
+	// the client ranks them; negative when the client would gain by going (it
+	// stays with its superpeer while a nearer one is within its switch
+	// margin); 0: not said. A full superpeer may take a client in place of
+	// one that says it loses less (AttachOptions.Displace).
+	RegretUs      int32 `protobuf:"zigzag32,4,opt,name=regret_us,json=regretUs,proto3" json:"regret_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +140,13 @@ func (x *AttachRequest) GetCoord() []float64 {
 func (x *AttachRequest) GetHeight() float64 {
 	if x != nil {
 		return x.Height
+	}
+	return 0
+}
+
+func (x *AttachRequest) GetRegretUs() int32 {
+	if x != nil {
+		return x.RegretUs
 	}
 	return 0
 }
@@ -228,11 +242,12 @@ var File_attach_proto protoreflect.FileDescriptor
 
 const file_attach_proto_rawDesc = "" +
 	"\n" +
-	"\fattach.proto\x12\x10superpeer.attach\"S\n" +
+	"\fattach.proto\x12\x10superpeer.attach\"p\n" +
 	"\rAttachRequest\x12\x14\n" +
 	"\x05leave\x18\x01 \x01(\bR\x05leave\x12\x14\n" +
 	"\x05coord\x18\x02 \x03(\x01R\x05coord\x12\x16\n" +
-	"\x06height\x18\x03 \x01(\x01R\x06height\"\xf9\x01\n" +
+	"\x06height\x18\x03 \x01(\x01R\x06height\x12\x1b\n" +
+	"\tregret_us\x18\x04 \x01(\x11R\bregretUs\"\xf9\x01\n" +
 	"\x0eAttachResponse\x12?\n" +
 	"\x06status\x18\x01 \x01(\x0e2'.superpeer.attach.AttachResponse.StatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
