@@ -193,8 +193,26 @@ func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 // Order is the holders to ask, in order: the current one first while it is
 // live and within Switch of the first of the ranking, then the ranking.
 func (c *Chooser) Order(now time.Time, cur string, cands []Candidate) []string {
+	rs := c.Ranked(now, cur, cands)
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// Choice is a holder in a client's Order with the RTT it ranks by (seconds:
+// measured where known, predicted otherwise).
+type Choice struct {
+	ID       string
+	RTT      float64
+	Measured bool
+}
+
+// Ranked is Order with each holder's RTT.
+func (c *Chooser) Ranked(now time.Time, cur string, cands []Candidate) []Choice {
 	rs := c.rank(now, cands)
-	out := make([]string, 0, len(rs))
+	out := make([]Choice, 0, len(rs))
 	curAt := -1
 	for i, r := range rs {
 		if r.id == cur {
@@ -202,12 +220,44 @@ func (c *Chooser) Order(now time.Time, cur string, cands []Candidate) []string {
 		}
 	}
 	if curAt >= 0 && rs[curAt].d <= c.cfg.Switch*rs[0].d {
-		out = append(out, cur)
+		out = append(out, Choice{cur, rs[curAt].d, rs[curAt].measured})
 	}
 	for _, r := range rs {
-		if len(out) == 0 || r.id != out[0] {
-			out = append(out, r.id)
+		if len(out) == 0 || r.id != out[0].ID {
+			out = append(out, Choice{r.id, r.d, r.measured})
 		}
 	}
 	return out
 }
+
+// Regret is what the client loses if the k-th holder of its order refuses
+// it: the next one's RTT minus the k-th's (the attach request's regret, by
+// which a full holder with superpeer.AttachOptions.Displace keeps the
+// clients that lose most without it). It is negative for a client that
+// stays with its holder while a nearer one is within Switch: it would gain
+// by going, and is the first a full holder lets go. 0 (none said) when the
+// next RTT is unknown (NaN); NoOtherChoice for the last holder of the order
+// or when the next measurement failed.
+func Regret(order []Choice, k int) time.Duration {
+	if k+1 >= len(order) {
+		return NoOtherChoice
+	}
+	d := order[k+1].RTT - order[k].RTT
+	switch {
+	case math.IsNaN(d):
+		return 0
+	case d >= NoOtherChoice.Seconds():
+		return NoOtherChoice
+	case d <= -NoOtherChoice.Seconds():
+		return -NoOtherChoice
+	}
+	return time.Duration(math.Round(d * float64(time.Second)))
+}
+
+// DefaultDisplace is the margin by which a newcomer's regret must exceed a
+// served client's before a full holder takes it in that client's place
+// (superpeer.AttachOptions.Displace; the selector's default).
+const DefaultDisplace = 2 * time.Millisecond
+
+// NoOtherChoice is the regret of a client with no other holder to ask.
+const NoOtherChoice = time.Duration(math.MaxInt64)

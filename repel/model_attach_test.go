@@ -1,6 +1,7 @@
 package repel
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -121,5 +122,21 @@ func TestChooser_SwitchAndRateLimit(t *testing.T) {
 	ch.Next(t2.Add(cfg.MeasureTTL), "", cands[:1])
 	if len(ch.measured) != 0 {
 		t.Fatalf("measurements kept: %v", ch.measured)
+	}
+}
+
+// A client's regret for the k-th holder of its order is the next one's RTT
+// minus the k-th's: negative when it stays within Switch of a nearer
+// holder, none when the next RTT is unknown, NoOtherChoice for the last
+// holder or after a failed measurement.
+func TestRegret(t *testing.T) {
+	order := []Choice{{"cur", 0.012, true}, {"a", 0.010, true}, {"b", 0.015, false}, {"c", math.Inf(1), true}, {"d", math.NaN(), false}}
+	for k, want := range []time.Duration{-2 * time.Millisecond, 5 * time.Millisecond, NoOtherChoice, 0, NoOtherChoice} {
+		if got := Regret(order, k); got != want {
+			t.Errorf("Regret(order, %d) = %v, want %v", k, got, want)
+		}
+	}
+	if got := Regret(nil, 0); got != NoOtherChoice {
+		t.Errorf("Regret of an empty order = %v", got)
 	}
 }

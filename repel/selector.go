@@ -28,7 +28,9 @@ type SelectorOptions struct {
 	// LocalConfig() for in-process swarms.
 	Config Config
 	// Attach configures the attach protocol (capacity C, TTL), the same as
-	// the prefix method's.
+	// the prefix method's. Its Displace defaults to DefaultDisplace (the
+	// selector's clients say their regret; negative: first come, first
+	// served).
 	Attach superpeer.AttachOptions
 	// Tick is how often the model's timers are driven (default a quarter
 	// of the shortest of MoveInterval, MovingAnnounceInterval and
@@ -91,6 +93,9 @@ func (o *SelectorOptions) defaults() error {
 	}
 	if o.Switch == 0 {
 		o.Switch = 1.1
+	}
+	if o.Attach.Displace == 0 {
+		o.Attach.Displace = DefaultDisplace
 	}
 	if o.MintLookup == 0 {
 		o.MintLookup = 3

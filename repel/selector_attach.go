@@ -86,9 +86,11 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 		rtt, err := s.viv.Sample(ctx, peer.ID(id))
 		ch.Measured(now, id, rtt, err == nil)
 	}
-	for _, id := range ch.Order(now, string(cur), cands) {
+	order := ch.Ranked(now, string(cur), cands)
+	for k, c := range order {
+		id := c.ID
 		p := peer.ID(id)
-		ans, err := s.attach.Request(ctx, p, false, me.Vec, me.Height)
+		ans, err := s.attach.RequestWith(ctx, p, superpeer.ClientRequest{Coord: me.Vec, Height: me.Height, Regret: Regret(order, k)})
 		if err != nil || ans.Status != superpeer.Accepted {
 			continue
 		}
