@@ -55,6 +55,7 @@ type repelParams struct {
 	// and the clients' choice (durations in ns).
 	Attach     string             `json:"attach"`
 	Choose     repel.AttachConfig `json:"choose"`
+	Displace   string             `json:"displace"`
 	ViewEvery  string             `json:"view_every"`
 	Limit      string             `json:"limit"`
 	GoalKMed   float64            `json:"goal_kmedian_ratio"`
@@ -196,6 +197,7 @@ func runRepel(o Options, r *report.Run) error {
 		Attract: repelConfig(0), Repulsion: repelConfig(0),
 		Attach: sim.AttachSelector.String(), Choose: repel.DefaultAttachConfig(),
 		ViewEvery: "15s", Limit: "30m", GoalKMed: goalKMedian, GoalRandom: goalRandom,
+		Displace: repel.DefaultDisplace.String(),
 	}
 	p.Repulsion.Model = repel.Repulsion
 	p.Choose.ProbeEvery = 5 * 15 * time.Second // five renewals, as the selector
@@ -211,7 +213,7 @@ func runRepel(o Options, r *report.Run) error {
 		"latency: the PlanetLab matrix placed for n peers (latency.Place; n = 490 is one peer per host); RTTs in ms are the matrix's, true RTTs",
 		"capacity C = 2⌈n/S⌉ for every method; random and greedy k-median: each client with its truly nearest superpeer that has room (metrics.AssignWithCapacity); prefix: sim.Prefix with exactly S groups, overflow to the nearest groups by key",
 		"repel: sim.SimulateRepel over the coordinates of sim.SimulateVivaldi after vivaldi_rounds rounds (one exchange per peer per round: 1000 rounds are about 2.8 h of the live service at its default 10 s interval; the simulator's near neighbours are the truly nearest of 128 candidates), held fixed; repel.DefaultConfig with MaxCandidates 64 and Config.Capacity = C, as the live selector sets it from its attach options (Attract then weighs positions by a capacitated assignment)",
-		"repel attach: sim.AttachSelector, the live selector's: every 15 s each client, in a seeded order, runs its repel.Chooser (choose; ProbeEvery five renewals): it measures holders (the true RTT) until the first Probe of its ranking (measured RTT where known, predicted otherwise) are measured, keeps its holder while within Switch of the first, else asks holders in ranking order and takes the first with room (a holder refuses a new client at C)",
+		"repel attach: sim.AttachSelector, the live selector's: every 15 s each client, in a seeded order, runs its repel.Chooser (choose; ProbeEvery five renewals): it measures holders (the true RTT) until the first Probe of its ranking (measured RTT where known, predicted otherwise) are measured, keeps its holder while within Switch of the first, else asks holders in ranking order and takes the first with room (a holder refuses a new client at C unless displace lets it take the new one in place of a served client: the client says its regret with each request, repel.Regret, its next choice's RTT minus this one's, and a full holder takes a newcomer whose regret exceeds the least of its clients' by more than displace, superpeer.Displaces; the displaced client chooses again at once)",
 		"greedy k-median: metrics.GreedyKMedian over the true matrix (all peers candidates), the first S of one greedy run at the largest S",
 		"random: the mean of random_draws seeded selections, field by field; the CDF pools the draws",
 		"ratio_kmedian, ratio_random: the row's mean client RTT over the greedy k-median's and random's; goal_met (repel-attract): ratio_kmedian ≤ 1.15, ratio_random ≤ 0.6, no superpeer over C, no client unserved",
@@ -271,7 +273,7 @@ func runRepel(o Options, r *report.Run) error {
 				start := time.Now()
 				rr, err := sim.SimulateRepel(sim.RepelOptions{
 					RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs, Config: cfg, Seed: o.Seed,
-					Attach: sim.AttachSelector, Capacity: C, Choose: p.Choose,
+					Attach: sim.AttachSelector, Capacity: C, Choose: p.Choose, Displace: repel.DefaultDisplace,
 					Progress: func(now, _ time.Duration) { rbar.Set(int(now.Seconds())) },
 				})
 				rbar.Finish()

@@ -44,6 +44,11 @@ type RepelOptions struct {
 	// Capacity is C, the most clients a holder accepts under
 	// AttachSelector (0: unbounded).
 	Capacity int
+	// Displace is the holders' superpeer.AttachOptions.Displace under
+	// AttachSelector: a full holder takes a newcomer in place of its
+	// client of least regret (repel.Regret) when the newcomer's exceeds it
+	// by more than Displace (0: first come, first served).
+	Displace time.Duration
 	// Choose is the clients' repel.Chooser under AttachSelector (zero:
 	// repel.DefaultAttachConfig() with ProbeEvery 5 × ViewEvery, the
 	// selector's five renewals).
@@ -168,7 +173,7 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	s.res.Traffic = newRepelTraffic()
 	if o.Attach == AttachSelector {
 		var err error
-		if s.att, err = newAttacher(o.RTT, o.Coords, o.IDs, o.Capacity, o.Choose); err != nil {
+		if s.att, err = newAttacher(o.RTT, o.Coords, o.IDs, o.Capacity, o.Displace, o.Choose); err != nil {
 			return nil, err
 		}
 		s.order = randv2.New(randv2.NewPCG(uint64(o.Seed), 0xa77ac4))

@@ -6,6 +6,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/repel"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -52,6 +53,7 @@ type AttachStats struct {
 	// Switches count clients that left a live holder for another;
 	// Unattached, clients that every holder refused (in the last round).
 	Switches   int `json:"switches"`
+	Displaced  int `json:"displaced"`
 	Unattached int `json:"unattached"`
 }
 
@@ -63,22 +65,26 @@ type attacher struct {
 	coords   []vivaldi.Coord
 	ids      []string
 	index    map[string]int
-	capacity int // 0: unbounded
+	capacity int           // 0: unbounded
+	displace time.Duration // superpeer.AttachOptions.Displace
 	cfg      repel.AttachConfig
 
 	att   []int // each peer's holder, -1 for none
 	ch    []*repel.Chooser
 	load  map[int]int
 	stats AttachStats
+
+	regret    []time.Duration // each attached client's, as it last said
+	displaced []int           // clients displaced in this round, to choose again
 }
 
-func newAttacher(rtt latency.RTTs, coords []vivaldi.Coord, ids []string, capacity int, cfg repel.AttachConfig) (*attacher, error) {
+func newAttacher(rtt latency.RTTs, coords []vivaldi.Coord, ids []string, capacity int, displace time.Duration, cfg repel.AttachConfig) (*attacher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	a := &attacher{
-		rtt: rtt, coords: coords, ids: ids, index: make(map[string]int, len(ids)), capacity: capacity, cfg: cfg,
-		att: make([]int, len(coords)), ch: make([]*repel.Chooser, len(coords)), load: map[int]int{},
+		rtt: rtt, coords: coords, ids: ids, index: make(map[string]int, len(ids)), capacity: capacity, displace: displace, cfg: cfg,
+		att: make([]int, len(coords)), regret: make([]time.Duration, len(coords)), ch: make([]*repel.Chooser, len(coords)), load: map[int]int{},
 	}
 	for i := range a.att {
 		a.att[i] = -1
@@ -113,6 +119,11 @@ func (a *attacher) round(holders []int, now time.Duration, order []int) {
 		if !is[c] {
 			a.step(c, holders, at)
 		}
+		for len(a.displaced) > 0 {
+			d := a.displaced[0]
+			a.displaced = a.displaced[1:]
+			a.step(d, holders, at)
+		}
 	}
 }
 
@@ -138,12 +149,21 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 		ch.Measured(now, id, time.Duration(d*float64(time.Millisecond)), d >= 0)
 	}
 	old := a.att[c]
-	for _, id := range ch.Order(now, cur, cands) {
-		h := a.index[id]
+	order := ch.Ranked(now, cur, cands)
+	for k, ci := range order {
+		h := a.index[ci.ID]
 		a.stats.Requests++
+		regret := repel.Regret(order, k)
 		if h != old && a.capacity > 0 && a.load[h] >= a.capacity {
-			a.stats.RefusedFull++
-			continue
+			m := a.displaceable(h, regret)
+			if m < 0 {
+				a.stats.RefusedFull++
+				continue
+			}
+			a.att[m] = -1
+			a.load[h]--
+			a.displaced = append(a.displaced, m)
+			a.stats.Displaced++
 		}
 		if h != old {
 			if old >= 0 {
@@ -153,8 +173,9 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 			a.load[h]++
 		}
 		a.att[c] = h
+		a.regret[c] = regret
 		if d := a.rtt.RTT(c, h); d >= 0 { // the exchange after attaching
-			ch.Observed(now, id, time.Duration(d*float64(time.Millisecond)))
+			ch.Observed(now, ci.ID, time.Duration(d*float64(time.Millisecond)))
 		}
 		return
 	}
@@ -163,6 +184,25 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 	}
 	a.att[c] = -1
 	a.stats.Unattached++
+}
+
+// displaceable is the client of full holder h that a newcomer saying
+// regret takes the place of, as superpeer.Attach chooses it (the least
+// regret, then the least ID; superpeer.Displaces), or -1.
+func (a *attacher) displaceable(h int, regret time.Duration) int {
+	if a.displace <= 0 || regret <= 0 {
+		return -1
+	}
+	m := -1
+	for x, hx := range a.att {
+		if hx == h && (m < 0 || a.regret[x] < a.regret[m] || (a.regret[x] == a.regret[m] && a.ids[x] < a.ids[m])) {
+			m = x
+		}
+	}
+	if m < 0 || !superpeer.Displaces(a.displace, regret, a.regret[m]) {
+		return -1
+	}
+	return m
 }
 
 // assignment is the attachments as a metrics.Assignment: holders serve

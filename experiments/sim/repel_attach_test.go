@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -35,10 +36,15 @@ func absDiffMS(pos []float64) func(i, j int) float64 {
 
 func testAttacher(t *testing.T, pos []float64, rtt func(i, j int) float64, capacity, probe int) *attacher {
 	t.Helper()
+	return testAttacherDisplacing(t, pos, rtt, capacity, probe, 0)
+}
+
+func testAttacherDisplacing(t *testing.T, pos []float64, rtt func(i, j int) float64, capacity, probe int, displace time.Duration) *attacher {
+	t.Helper()
 	coords, m, ids := line(pos, rtt)
 	cfg := repel.DefaultAttachConfig()
 	cfg.Probe = probe
-	a, err := newAttacher(m, coords, ids, capacity, cfg)
+	a, err := newAttacher(m, coords, ids, capacity, displace, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,5 +111,45 @@ func TestAttacher_MeasuresTrueRTT(t *testing.T) {
 	a.round(hs, 0, []int{0})
 	if a.att[0] != 2 || a.stats.RefusedFull != 1 {
 		t.Fatalf("attached to %d (refused %d), want 2 after holder 3 refused", a.att[0], a.stats.RefusedFull)
+	}
+}
+
+// With Displace a full holder keeps the clients that lose most without it:
+// a client next to holder 0 takes the place of one halfway between the
+// holders, which then goes to holder 1, in the same round. Without it the
+// first to ask keeps its place and the near client goes far.
+func TestAttacher_DisplacesTheClientThatLosesLeast(t *testing.T) {
+	// Holders 0 (at 0) and 1 (at 100 ms); client 2 at 49 ms (2 ms of
+	// regret for holder 0), clients 3 and 4 at 1 and 2 ms (96-98 ms).
+	pos := []float64{0, 0.1, 0.049, 0.001, 0.002}
+	hs := []int{0, 1}
+	for _, c := range []struct {
+		displace  time.Duration
+		want      []int
+		displaced int
+		cost      float64 // the clients' RTTs, ms
+	}{
+		{0, []int{0, 1, 0, 0, 1}, 0, 49 + 1 + 98},
+		{time.Millisecond, []int{0, 1, 1, 0, 0}, 1, 51 + 1 + 2},
+		{3 * time.Millisecond, []int{0, 1, 1, 0, 0}, 1, 51 + 1 + 2},
+		{100 * time.Millisecond, []int{0, 1, 0, 0, 1}, 0, 49 + 1 + 98},
+	} {
+		a := testAttacherDisplacing(t, pos, absDiffMS(pos), 2, 0, c.displace)
+		a.round(hs, 0, []int{2, 3, 4})
+		got := a.assignment(hs)
+		cost := 0.0
+		for i := 2; i < len(got); i++ {
+			cost += absDiffMS(pos)(i, got[i])
+		}
+		if !slices.Equal(got, c.want) || a.stats.Displaced != c.displaced || math.Abs(cost-c.cost) > 1e-6 || a.stats.Unattached != 0 {
+			t.Errorf("displace %v: assignment %v (%d displaced, %d unattached, clients' RTT %.1f ms), want %v (%d, 0, %.1f)",
+				c.displace, got, a.stats.Displaced, a.stats.Unattached, cost, c.want, c.displaced, c.cost)
+		}
+		// The next round keeps everyone: renewals are never displaced
+		// and no one gains by another displacement.
+		a.round(hs, 15*time.Second, []int{4, 3, 2})
+		if again := a.assignment(hs); !slices.Equal(again, got) || a.stats.Displaced != c.displaced {
+			t.Errorf("displace %v: the next round moved clients: %v -> %v (%d displaced)", c.displace, got, again, a.stats.Displaced)
+		}
 	}
 }

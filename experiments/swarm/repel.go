@@ -366,6 +366,11 @@ type RepelSummary struct {
 	Moves  uint64 `json:"moves"`
 	Minted uint64 `json:"minted"`
 	Fenced uint64 `json:"fenced"`
+	// RefusedFull counts attach requests a full holder refused; Displaced,
+	// clients a full holder dropped for a newcomer that loses more without
+	// it (superpeer.AttachOptions.Displace), since selection started.
+	RefusedFull uint64 `json:"refused_full"`
+	Displaced   uint64 `json:"displaced"`
 	// GossipMessages and GossipBytes are what GossipSub sent, swarm-wide,
 	// since selection started: every forward and the control traffic.
 	GossipMessages uint64 `json:"gossip_messages"`
@@ -445,6 +450,8 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 	for _, i := range live {
 		if sel := r.sels[i]; sel != nil {
 			attachReq += sel.Attach().Stats.Sent.Load()
+			rs.RefusedFull += sel.Attach().Stats.RefusedFull.Load()
+			rs.Displaced += sel.Attach().Stats.Displaced.Load()
 			attachBytes += sel.Attach().Stats.BytesOut.Load()
 			samples += sel.Vivaldi().Stats().Samples
 		}
