@@ -225,6 +225,8 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--conns", "64:32"}, 2, "--conns"},
 		{[]string{"swarm", "--conns", "many"}, 2, "--conns"},
 		{[]string{"swarm", "--pprof", "nowhere:port"}, 2, "--pprof"},
+		{[]string{"swarm", "--displace", "-1ms"}, 2, "--displace"},
+		{[]string{"run", "--displace", "-1ms"}, 2, "--displace"},
 		{[]string{"run", "--listen", "garbage"}, 2, "--listen"},
 		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, 2, "/p2p/"},
 		{[]string{"run", "--key", garbageKey, "--listen", "/ip4/127.0.0.1/tcp/0"}, 1, "identity key"},

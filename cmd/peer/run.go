@@ -97,6 +97,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 64, "C, the most clients this peer serves as a superpeer (0: unbounded)")
 	ttl := fs.Duration("ttl", 30*time.Second, "attachment lifetime without renewal; the peer rechecks every third of it")
+	displace := fs.Duration("displace", repel.DefaultDisplace, "repel: as a full superpeer, take a client whose regret (its next choice's RTT minus ours) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	def := repel.DefaultConfig()
 	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
 	settle := fs.Duration("settle", def.SettleAfter, "repel: T_settle, how long a peer holds a token before it is a superpeer")
@@ -134,6 +135,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --superpeers %d must be at least 1", errUsage, *superpeers)
 	case *capacity < 0:
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
+	case *displace < 0:
+		return fmt.Errorf("%w: --displace %v is negative", errUsage, *displace)
 	case *ttl < 100*time.Millisecond:
 		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
 	case *force != "attract" && *force != "repulsion":
@@ -191,6 +194,9 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	}
 	defer node.Close()
 	attach := superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl}
+	if *method == "repel" {
+		attach.Displace = displaceOption(*displace)
+	}
 	var (
 		sel     runSelector
 		prefix  *superpeer.PrefixSelector
@@ -422,4 +428,14 @@ func statusHandler(node *dht.Node, sel runSelector, rsel *repel.Selector) http.H
 		_ = json.NewEncoder(w).Encode(st)
 	})
 	return mux
+}
+
+// displaceOption is --displace as repel.SelectorOptions takes it: 0 turns
+// displacement off, which the selector spells negative (its 0 is the
+// default).
+func displaceOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -142,6 +142,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
+	displace := fs.Duration("displace", repel.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	if err := parseFlags(fs, args); err != nil {
@@ -200,6 +201,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --superpeers %d must be in [1, n)", errUsage, *superpeers)
 	case *capacity < 0:
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
+	case *displace < 0:
+		return fmt.Errorf("%w: --displace %v is negative", errUsage, *displace)
 	case *ttl < 100*time.Millisecond:
 		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
 	case *parallel < 1:
@@ -276,7 +279,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			model = repel.Repulsion
 		}
 		cfg := swarm.RepelSwarmConfig(*superpeers, model)
-		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl}}, gossip); err != nil {
+		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Displace: displaceOption(*displace)}}, gossip); err != nil {
 			return err
 		}
 		defer rr.Close()
@@ -446,7 +449,7 @@ func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
 }
 
 func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary) {
-	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints, %d fenced\n", rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced)
+	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints, %d fenced; attach: %d refused full, %d displaced\n", rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced, rs.RefusedFull, rs.Displaced)
 	fmt.Fprintf(w, "  k-median RTT ms  mean %.1f  p50 %.1f  p90 %.1f (centralised, true RTTs)\n", rs.KMedianClientRTT.Mean, rs.KMedianClientRTT.P50, rs.KMedianClientRTT.P90)
 	pp := sum.PerPeerPerSecond
 	fmt.Fprintf(w, "  per peer per s   gossip %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; vivaldi %.2f samples\n",
