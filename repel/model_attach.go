@@ -119,6 +119,13 @@ func (c *Chooser) Observed(now time.Time, id string, rtt time.Duration) {
 	c.measured[id] = measurement{rtt: rtt.Seconds(), at: now}
 }
 
+// Due reports whether holder id's measurement is missing or ProbeEvery
+// old: an attached client refreshes its holder's RTT at that pace.
+func (c *Chooser) Due(now time.Time, id string) bool {
+	m, ok := c.measured[id]
+	return !ok || now.Sub(m.at) >= c.cfg.ProbeEvery
+}
+
 // Forget drops what the client measured (as when its coordinate or network
 // changed).
 func (c *Chooser) Forget() { clear(c.measured) }

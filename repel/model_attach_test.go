@@ -140,3 +140,23 @@ func TestRegret(t *testing.T) {
 		t.Errorf("Regret of an empty order = %v", got)
 	}
 }
+
+// An attached client's holder measurement is due when it has none, and
+// again ProbeEvery after the last (a probe or an observed sample).
+func TestChooser_Due(t *testing.T) {
+	cfg := DefaultAttachConfig()
+	cfg.ProbeEvery = time.Minute
+	ch, _ := NewChooser(cfg)
+	t0 := time.Unix(0, 0)
+	if !ch.Due(t0, "a") {
+		t.Fatal("an unmeasured holder is not due")
+	}
+	ch.Observed(t0, "a", 20*time.Millisecond)
+	if ch.Due(t0.Add(59*time.Second), "a") || !ch.Due(t0.Add(time.Minute), "a") {
+		t.Fatal("due before ProbeEvery, or not after it")
+	}
+	ch.Measured(t0.Add(time.Minute), "a", 0, false)
+	if ch.Due(t0.Add(90*time.Second), "a") {
+		t.Fatal("due again right after a failed measurement (it ranks the holder last until ProbeEvery)")
+	}
+}

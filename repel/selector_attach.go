@@ -98,11 +98,14 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 			s.leave(ctx, cur)
 		}
 		s.setAttached(p, "nearest holder that accepted")
-		// One coordinate exchange with our holder: it learns where we are
-		// (its clients' coordinates drive Attract) and we get an RTT
-		// sample of the link that matters most.
-		if rtt, err := s.viv.Sample(ctx, p); err == nil {
-			ch.Observed(time.Now(), id, rtt)
+		// A coordinate exchange with a new holder, and with ours when its
+		// measurement is due (every five renewals): an RTT sample of the
+		// link that matters most. The holder learns where we are from the
+		// request itself (its clients' coordinates drive Attract).
+		if p != cur || ch.Due(now, id) {
+			if rtt, err := s.viv.Sample(ctx, p); err == nil {
+				ch.Observed(time.Now(), id, rtt)
+			}
 		}
 		return
 	}

@@ -121,10 +121,18 @@ const (
 	protectUpstream = "superpeer/upstream"
 )
 
-// served is a client's last renewal and the regret it said then.
+// served is a client's last renewal and what it said then.
 type served struct {
 	at     time.Time
 	regret time.Duration
+	coord  ClientCoord
+}
+
+// ClientCoord is the network coordinate a client sent with its last
+// request (seconds; Vec nil if it sent none).
+type ClientCoord struct {
+	Vec    []float64
+	Height float64
 }
 
 // ClientRequest is what a client asks of a superpeer.
@@ -229,6 +237,22 @@ func (a *Attach) Clients() []peer.ID {
 	return out
 }
 
+// ClientCoords are the coordinates the clients this superpeer serves sent
+// with their last request (validated: finite, at most maxCoordDims), for
+// those that sent one.
+func (a *Attach) ClientCoords() map[peer.ID]ClientCoord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expireLocked(a.opts.Now())
+	out := make(map[peer.ID]ClientCoord, len(a.clients))
+	for p, c := range a.clients {
+		if len(c.coord.Vec) > 0 {
+			out[p] = c.coord
+		}
+	}
+	return out
+}
+
 // Load is how many clients this superpeer serves now.
 func (a *Attach) Load() int {
 	a.mu.Lock()
@@ -318,7 +342,7 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 	if _, ok := a.clients[from]; !ok {
 		a.h.ConnManager().Protect(from, protectClient)
 	}
-	a.clients[from] = served{at: now, regret: regret}
+	a.clients[from] = served{at: now, regret: regret, coord: ClientCoord{Vec: req.Coord, Height: req.Height}}
 	resp.Status = pb.AttachResponse_ACCEPTED
 	resp.Load = uint32(len(a.clients))
 	a.Stats.Accepted.Add(1)

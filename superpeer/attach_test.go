@@ -77,6 +77,10 @@ func TestAttach_CapacityTTLAndLeave(t *testing.T) {
 	if err != nil || ans.Status != Full || ans.Load != 2 {
 		t.Fatalf("third client: %+v, %v; want FULL at load 2", ans, err)
 	}
+	// The superpeer keeps the coordinate each client sent.
+	if cc := sp.ClientCoords(); len(cc) != 2 || cc[hs[1].ID()].Height != 0.001 || len(cc[hs[2].ID()].Vec) != 2 || cc[hs[2].ID()].Vec[1] != 0.02 {
+		t.Fatalf("client coordinates %v", cc)
+	}
 	// A renewal from a client already served is accepted when full.
 	if ans, _ := as[1].Request(ctx, hs[0].ID(), false, nil, 0); ans.Status != Accepted {
 		t.Errorf("renewal refused: %+v", ans)
@@ -87,6 +91,11 @@ func TestAttach_CapacityTTLAndLeave(t *testing.T) {
 	clock.Add(6 * time.Second)
 	if got := sp.Clients(); len(got) != 1 || got[0] != hs[1].ID() {
 		t.Fatalf("after client 2's silence: clients %v", got)
+	}
+	// Client 1 renewed without a coordinate: none is kept for it, and
+	// the expired client's is gone.
+	if cc := sp.ClientCoords(); len(cc) != 0 {
+		t.Fatalf("client coordinates after a renewal without one and an expiry: %v", cc)
 	}
 	if ans, _ := as[3].Request(ctx, hs[0].ID(), false, nil, 0); ans.Status != Accepted {
 		t.Errorf("room freed by expiry not given: %+v", ans)
