@@ -137,6 +137,7 @@ type RepelRun struct {
 	gossip *GossipCounter
 	start  time.Time
 	g0     [2]uint64 // gossip messages and bytes at start
+	v0     []uint64  // each peer's Vivaldi samples at start
 }
 
 // StartRepel starts a repel selector on every live peer. The swarm's nodes
@@ -165,6 +166,10 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	r.start = time.Now()
 	if gossip != nil {
 		r.g0 = [2]uint64{gossip.Messages.Load(), gossip.Bytes.Load()}
+	}
+	r.v0 = make([]uint64, len(s.Peers))
+	for _, i := range live {
+		r.v0[i] = v.Service(i).Stats().Samples
 	}
 	for _, i := range live {
 		if err := r.sels[i].Start(ctx); err != nil {
@@ -453,7 +458,9 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 			rs.RefusedFull += sel.Attach().Stats.RefusedFull.Load()
 			rs.Displaced += sel.Attach().Stats.Displaced.Load()
 			attachBytes += sel.Attach().Stats.BytesOut.Load()
-			samples += sel.Vivaldi().Stats().Samples
+			// Since selection started: the coordinate wait before it
+			// is not the selection's.
+			samples += sel.Vivaldi().Stats().Samples - r.v0[i]
 		}
 	}
 	sum.PerPeerPerSecond = map[string]float64{
