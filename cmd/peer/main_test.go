@@ -226,6 +226,8 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--conns", "many"}, 2, "--conns"},
 		{[]string{"swarm", "--pprof", "nowhere:port"}, 2, "--pprof"},
 		{[]string{"swarm", "--displace", "-1ms"}, 2, "--displace"},
+		{[]string{"swarm", "--method", "repel", "--hold", "-1s"}, 2, "--hold"},
+		{[]string{"swarm", "--hold", "1m"}, 2, "--hold is for --method repel"},
 		{[]string{"run", "--displace", "-1ms"}, 2, "--displace"},
 		{[]string{"run", "--listen", "garbage"}, 2, "--listen"},
 		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, 2, "/p2p/"},

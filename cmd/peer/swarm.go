@@ -57,6 +57,9 @@ type swarmReport struct {
 	Superpeers *swarm.SelectionSummary `json:"superpeers,omitempty"`
 	// Kill, when peers were killed after convergence.
 	Kill *killReport `json:"kill,omitempty"`
+	// Hold (repel, --hold) is the selection again after the swarm kept
+	// running for a while past its first convergence.
+	Hold *holdReport `json:"hold,omitempty"`
 	// Vivaldi is the live coordinates' median and p90 relative error
 	// against the latency matrix, over all pairs of live peers.
 	Vivaldi *swarm.VivaldiSummary `json:"vivaldi,omitempty"`
@@ -87,6 +90,17 @@ type killReport struct {
 	BoundSeconds      float64 `json:"bound_seconds,omitempty"`
 	// RepelAfter is what the tokens did, counted from the start.
 	RepelAfter *swarm.RepelSummary `json:"repel_after,omitempty"`
+}
+
+// holdReport is the repel selection after the swarm ran on for HeldSeconds
+// past its first convergence (and, if the tokens were moving then, until it
+// converged again): whether the selection improves as the coordinates do.
+type holdReport struct {
+	HeldSeconds   float64                 `json:"held_seconds"`
+	WaitedSeconds float64                 `json:"waited_seconds"`
+	After         *swarm.SelectionSummary `json:"superpeers_after"`
+	RepelAfter    *swarm.RepelSummary     `json:"repel_after"`
+	VivaldiAfter  *vivaldiError           `json:"vivaldi_after"`
 }
 
 type peerReport struct {
@@ -144,6 +158,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
 	displace := fs.Duration("displace", repel.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
+	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -209,6 +224,10 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
 	case *kill < 0 || *kill >= 1 || *kill != *kill:
 		return fmt.Errorf("%w: --kill %v must be in [0, 1)", errUsage, *kill)
+	case *hold < 0:
+		return fmt.Errorf("%w: --hold %v is negative", errUsage, *hold)
+	case *hold > 0 && *method != "repel":
+		return fmt.Errorf("%w: --hold is for --method repel", errUsage)
 	}
 	if *capacity == 0 {
 		*capacity = 2 * ((*n + *superpeers - 1) / *superpeers)
@@ -295,6 +314,26 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		med, p90 := vr.Error()
 		rep.VivaldiAfter = &vivaldiError{Median: med, P90: p90}
 		rep.VivaldiAfter.RTTExcessMs[0], rep.VivaldiAfter.RTTExcessMs[1], _ = vr.RTTExcess()
+		if *hold > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(*hold):
+			}
+			start := time.Now()
+			waited, err := rr.WaitConverged(ctx, start)
+			if err != nil {
+				return err
+			}
+			after, rs, err := rr.Summary(time.Since(rr.Start()), rand.New(rand.NewSource(*seed+3)))
+			if err != nil {
+				return err
+			}
+			med, p90 := vr.Error()
+			va := &vivaldiError{Median: med, P90: p90}
+			va.RTTExcessMs[0], va.RTTExcessMs[1], _ = vr.RTTExcess()
+			rep.Hold = &holdReport{HeldSeconds: hold.Seconds(), WaitedSeconds: waited.Seconds(), After: &after, RepelAfter: &rs, VivaldiAfter: va}
+		}
 		if *kill > 0 || *killSP {
 			holders := 0.5
 			if *killSP {
@@ -417,6 +456,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	if rep.Repel != nil {
 		printRepel(stdout, rep.Repel, rep.Superpeers)
+	}
+	if h := rep.Hold; h != nil {
+		fmt.Fprintf(stdout, "held             %.0f s more (converged again %.1f s later); Vivaldi median %.3f p90 %.3f, samples %.1f / %.1f ms over the true RTT\n",
+			h.HeldSeconds, h.WaitedSeconds, h.VivaldiAfter.Median, h.VivaldiAfter.P90, h.VivaldiAfter.RTTExcessMs[0], h.VivaldiAfter.RTTExcessMs[1])
+		printSelection(stdout, "after the hold", h.After)
+		printRepel(stdout, h.RepelAfter, h.After)
 	}
 	if rep.Kill != nil {
 		fmt.Fprintf(stdout, "killed           %d peers (%d superpeers); recovered in %.1f s\n", rep.Kill.Killed, rep.Kill.KilledSuper, rep.Kill.RecoverSeconds)
