@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -306,7 +307,7 @@ func DecodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) 
 // readMove reads one capped move frame.
 func readMove(s lpnet.Stream) (*pb.MoveFrame, int, error) {
 	var f pb.MoveFrame
-	if err := pbio.NewDelimitedReader(s, MaxMoveFrame).ReadMsg(&f); err != nil {
+	if err := superpeer.ReadFrame(s, MaxMoveFrame, &f); err != nil {
 		return nil, 0, err
 	}
 	return &f, proto.Size(&f), nil

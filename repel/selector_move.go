@@ -3,19 +3,20 @@ package repel
 import (
 	"context"
 	"errors"
-	"io"
 	"time"
 
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
-// gone reports whether a read failed because the stream ended or was reset
-// (a peer that went away or gave up), not because of what it sent.
+// gone reports whether a read failed because the stream failed (ended,
+// reset, closed: a peer that went away or gave up), not because of what it
+// sent.
 func gone(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, lpnet.ErrReset) || errors.Is(err, context.Canceled)
+	return errors.Is(err, superpeer.ErrStreamFailed) || errors.Is(err, context.Canceled)
 }
 
 // handleMove answers a move offer: one MOVE frame in, the model's ACK or

@@ -181,15 +181,18 @@ func TestSelector_BadMoveFramesCounted(t *testing.T) {
 	sendRaw(t, attacker, target, over)
 	sendRaw(t, attacker, target, frameBytes(t, &pb.MoveFrame{Type: pb.MoveFrame_ACK, Token: TokenToPB(offer)}))
 	sendRaw(t, attacker, target, frameBytes(t, &pb.MoveFrame{Type: pb.MoveFrame_MOVE, Token: nan}))
+	// A frame cut off by its sender closing is a stream lost, not a
+	// frame that does not decode.
+	sendRaw(t, attacker, target, []byte{0x05, 0x08})
 	want := map[string]uint64{DropDecode: 2, DropFrameType: 1, DropCoord: 1}
-	waitUntil(t, 5*time.Second, "4 bad frames counted", func() bool {
+	waitUntil(t, 5*time.Second, "4 bad frames and a lost stream counted", func() bool {
 		d := victim.Drops()
 		for k, v := range want {
 			if d[k] != v {
 				return false
 			}
 		}
-		return true
+		return victim.Stats()[StatMoveLost] == 1
 	})
 
 	// A good offer is still taken.

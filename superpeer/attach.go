@@ -40,6 +40,7 @@ const (
 	DropAttachHint   = "bad-hint"    // a hint that is not a peer ID
 	DropAttachStatus = "bad-status"  // an unknown status
 	DropAttachWrite  = "write-error" // the other side went away mid-exchange
+	DropAttachLost   = "lost"        // the stream failed before a whole frame came
 )
 
 // Status of an attach answer.
@@ -382,8 +383,12 @@ func (a *Attach) handle(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 	var req pb.AttachRequest
-	if err := pbio.NewDelimitedReader(s, maxAttachFrame).ReadMsg(&req); err != nil {
-		a.drop(DropAttachDecode)
+	if err := ReadFrame(s, maxAttachFrame, &req); err != nil {
+		if errors.Is(err, ErrStreamFailed) {
+			a.drop(DropAttachLost)
+		} else {
+			a.drop(DropAttachDecode)
+		}
 		_ = s.Reset()
 		return
 	}
@@ -442,10 +447,14 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 	}
 	a.Stats.BytesOut.Add(uint64(proto.Size(req)))
 	var resp pb.AttachResponse
-	if err := pbio.NewDelimitedReader(s, maxAttachFrame).ReadMsg(&resp); err != nil {
+	if err := ReadFrame(s, maxAttachFrame, &resp); err != nil {
 		_ = s.Reset()
 		if ctx.Err() != nil {
 			return Answer{}, ctx.Err()
+		}
+		if errors.Is(err, ErrStreamFailed) {
+			a.drop(DropAttachLost)
+			return Answer{}, fmt.Errorf("superpeer: attach answer from %s: %w", sp, err)
 		}
 		a.drop(DropAttachAnswer)
 		return Answer{}, fmt.Errorf("%w from %s: %v", ErrBadAnswer, sp, err)

@@ -3,6 +3,8 @@ package superpeer
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"math"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
@@ -371,3 +374,32 @@ func TestRegretMicros(t *testing.T) {
 		}
 	}
 }
+
+// ReadFrame tells a stream that failed (ended mid-frame, reset) from bytes
+// that do not decode or a frame over the cap.
+func TestReadFrame_StreamFailuresAreNotDecodeErrors(t *testing.T) {
+	good, _ := proto.Marshal(&pb.AttachRequest{Leave: true})
+	for _, c := range []struct {
+		name   string
+		r      io.Reader
+		failed bool // wraps ErrStreamFailed
+		ok     bool
+	}{
+		{"a whole frame", bytes.NewReader(append([]byte{byte(len(good))}, good...)), false, true},
+		{"not a protobuf", bytes.NewReader([]byte{2, 0xff, 0xff}), false, false},
+		{"over the cap", bytes.NewReader([]byte{0xff, 0xff, 0x03}), false, false},
+		{"cut off mid-frame", bytes.NewReader([]byte{5, 0x08}), true, false},
+		{"nothing at all", bytes.NewReader(nil), true, false},
+		{"reset", io.MultiReader(bytes.NewReader([]byte{5}), errReader{network.ErrReset}), true, false},
+	} {
+		var req pb.AttachRequest
+		err := ReadFrame(c.r, maxAttachFrame, &req)
+		if (err == nil) != c.ok || errors.Is(err, ErrStreamFailed) != c.failed {
+			t.Errorf("%s: %v (stream failed %v), want ok %v, stream failed %v", c.name, err, errors.Is(err, ErrStreamFailed), c.ok, c.failed)
+		}
+	}
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
