@@ -227,6 +227,7 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--pprof", "nowhere:port"}, 2, "--pprof"},
 		{[]string{"swarm", "--displace", "-1ms"}, 2, "--displace"},
 		{[]string{"swarm", "--method", "repel", "--hold", "-1s"}, 2, "--hold"},
+		{[]string{"swarm", "--method", "repel", "--probe", "0"}, 2, "--probe"},
 		{[]string{"swarm", "--hold", "1m"}, 2, "--hold is for --method repel"},
 		{[]string{"run", "--displace", "-1ms"}, 2, "--displace"},
 		{[]string{"run", "--listen", "garbage"}, 2, "--listen"},

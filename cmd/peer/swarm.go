@@ -158,6 +158,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
 	displace := fs.Duration("displace", repel.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
+	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every 10 min) before it chooses, nearest by its coordinates first")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	if err := parseFlags(fs, args); err != nil {
@@ -224,6 +225,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
 	case *kill < 0 || *kill >= 1 || *kill != *kill:
 		return fmt.Errorf("%w: --kill %v must be in [0, 1)", errUsage, *kill)
+	case *probe < 1:
+		return fmt.Errorf("%w: --probe %d must be at least 1", errUsage, *probe)
 	case *hold < 0:
 		return fmt.Errorf("%w: --hold %v is negative", errUsage, *hold)
 	case *hold > 0 && *method != "repel":
@@ -298,7 +301,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			model = repel.Repulsion
 		}
 		cfg := swarm.RepelSwarmConfig(*superpeers, model)
-		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Displace: displaceOption(*displace)}}, gossip); err != nil {
+		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Displace: displaceOption(*displace)}, Probe: *probe}, gossip); err != nil {
 			return err
 		}
 		defer rr.Close()

@@ -125,6 +125,9 @@ type RepelOptions struct {
 	Attach superpeer.AttachOptions
 	// Seed seeds the selectors (default the swarm's seed).
 	Seed int64
+	// Probe is how many holders a client measures before it chooses
+	// (repel.SelectorOptions.Probe; 0: the selector's default, 3).
+	Probe int
 }
 
 // RepelRun is a repel.Selector on every peer of a swarm, over the swarm's
@@ -156,6 +159,7 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 			Config: opts.Config,
 			Attach: opts.Attach,
 			Seed:   uint64(opts.Seed)*1_000_003 + uint64(i) + 1,
+			Probe:  opts.Probe,
 		})
 		if err != nil {
 			r.Close()
