@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -248,7 +249,7 @@ func (a *Attach) ClientCoords() map[peer.ID]ClientCoord {
 	out := make(map[peer.ID]ClientCoord, len(a.clients))
 	for p, c := range a.clients {
 		if len(c.coord.Vec) > 0 {
-			out[p] = c.coord
+			out[p] = ClientCoord{Vec: slices.Clone(c.coord.Vec), Height: c.coord.Height}
 		}
 	}
 	return out
