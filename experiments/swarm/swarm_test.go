@@ -101,8 +101,9 @@ func TestSwarm_PingRTTMatchesMatrix(t *testing.T) {
 // TestSwarm_ConnectionManagerTrimsAndLookupsStillExact: every host has a
 // real connection manager; trimmed to its low watermark of unprotected
 // connections (kad-dht protects its two widest buckets), a peer keeps
-// finding the closest peers (it redials whom it needs), and the peers it
-// protects stay connected.
+// finding the closest peers (it redials whom it needs: our raw-key lookups
+// all exact, kad-dht's own nearly all), and the peers it protects stay
+// connected.
 func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
 	const n, low, high = 60, 2, 4
 	s, _ := planetlabSwarmWith(t, n, 5, func(c *Config) {
@@ -159,8 +160,13 @@ func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewSource(6))
-	if c := s.CheckLookups(ctx, 30, false, rng); c.Exact != c.Tried {
-		t.Errorf("kad-dht lookups after trimming: %d of %d exact", c.Exact, c.Tried)
+	// kad-dht's own lookup ends once the β = 3 closest peers it knows have
+	// answered (its resiliency rule), so over routing tables thinned to 2
+	// unprotected connections a peer it has not heard of can be missed: 1
+	// of 30 in about one run in three here. Our Closest runs until no
+	// closer peer is left and must stay exact.
+	if c := s.CheckLookups(ctx, 30, false, rng); c.Exact < c.Tried-3 {
+		t.Errorf("kad-dht lookups after trimming: %d of %d exact, want at least %d", c.Exact, c.Tried, c.Tried-3)
 	}
 	if c := s.CheckLookups(ctx, 30, true, rng); c.Exact != c.Tried {
 		t.Errorf("raw-key lookups after trimming: %d of %d exact", c.Exact, c.Tried)
