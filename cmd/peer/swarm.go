@@ -314,9 +314,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		rep.Superpeers, rep.Repel = &sum, &rs
-		med, p90 := vr.Error()
-		rep.VivaldiAfter = &vivaldiError{Median: med, P90: p90}
-		rep.VivaldiAfter.RTTExcessMs[0], rep.VivaldiAfter.RTTExcessMs[1], _ = vr.RTTExcess()
+		rep.VivaldiAfter = vivaldiErrorOf(vr)
 		if *hold > 0 {
 			select {
 			case <-ctx.Done():
@@ -332,10 +330,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			med, p90 := vr.Error()
-			va := &vivaldiError{Median: med, P90: p90}
-			va.RTTExcessMs[0], va.RTTExcessMs[1], _ = vr.RTTExcess()
-			rep.Hold = &holdReport{HeldSeconds: hold.Seconds(), WaitedSeconds: waited.Seconds(), After: &after, RepelAfter: &rs, VivaldiAfter: va}
+			rep.Hold = &holdReport{HeldSeconds: hold.Seconds(), WaitedSeconds: waited.Seconds(), After: &after, RepelAfter: &rs, VivaldiAfter: vivaldiErrorOf(vr)}
 		}
 		if *kill > 0 || *killSP {
 			holders := 0.5
@@ -604,6 +599,15 @@ type vivaldiError struct {
 	Median      float64    `json:"median"`
 	P90         float64    `json:"p90"`
 	RTTExcessMs [2]float64 `json:"rtt_excess_ms"`
+}
+
+// vivaldiErrorOf is the live coordinates' error and the latest samples'
+// excess now.
+func vivaldiErrorOf(vr *swarm.VivaldiRun) *vivaldiError {
+	med, p90 := vr.Error()
+	e := &vivaldiError{Median: med, P90: p90}
+	e.RTTExcessMs[0], e.RTTExcessMs[1], _ = vr.RTTExcess()
+	return e
 }
 
 // gcPercent is the collector's GOGC now (-1: off).

@@ -139,16 +139,9 @@ func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
 		}
 		return bad, worst
 	}
-	for {
-		bad, worst := over()
-		if bad == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d peers still hold more than %d unprotected connections (up to %d)", bad, low, worst)
-		case <-time.After(50 * time.Millisecond):
-		}
+	var bad, worst int
+	if !pollUntil(ctx, func() bool { bad, worst = over(); return bad == 0 }) {
+		t.Fatalf("%d peers still hold more than %d unprotected connections (up to %d)", bad, low, worst)
 	}
 	after, most := s.Connections()
 	if after >= before {
@@ -172,4 +165,17 @@ func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
 		t.Errorf("raw-key lookups after trimming: %d of %d exact", c.Exact, c.Tried)
 	}
 	t.Logf("connections a peer: %.1f joined, %.1f (max %d) trimmed", before, after, most)
+}
+
+// pollUntil checks cond every 50 ms until it holds (true) or ctx ends
+// (false).
+func pollUntil(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
 }

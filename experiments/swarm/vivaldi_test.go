@@ -49,15 +49,8 @@ func TestVivaldiRun_RTTExcessIsSmallOnAnIdleSwarm(t *testing.T) {
 	defer v.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
-		if _, _, n := v.RTTExcess(); n >= 200 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("fewer than 200 samples in a minute")
-		case <-time.After(50 * time.Millisecond):
-		}
+	if !pollUntil(ctx, func() bool { _, _, n := v.RTTExcess(); return n >= 200 }) {
+		t.Fatal("fewer than 200 samples in a minute")
 	}
 	med, p90, n := v.RTTExcess()
 	if med < -0.05 || med > 5 || p90 < med {
