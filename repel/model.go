@@ -28,6 +28,15 @@ const (
 	// MsgMoveRefuse declines a move: Token is the version offered, Reason
 	// says why.
 	MsgMoveRefuse
+	// MsgSurvey asks To, a candidate place for the sender's settled token
+	// (Token, the sender's version), to measure its RTT to each peer of
+	// Survey (the sender first, then a sample of its clients) and report.
+	MsgSurvey
+	// MsgSurveyReport answers a survey: Token is the surveyed version, RTTs
+	// the RTT in seconds to each peer of the survey in its order (negative:
+	// not measured). No RTTs at all: the peer declined (it is measuring for
+	// another holder).
+	MsgSurveyReport
 )
 
 func (t MsgType) String() string {
@@ -40,6 +49,10 @@ func (t MsgType) String() string {
 		return "move-ack"
 	case MsgMoveRefuse:
 		return "move-refuse"
+	case MsgSurvey:
+		return "survey"
+	case MsgSurveyReport:
+		return "survey-report"
 	}
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
@@ -78,6 +91,11 @@ type Message struct {
 	To     string
 	Token  Token
 	Reason RefuseReason
+	// Survey lists the peers a MsgSurvey asks To to measure.
+	Survey []string
+	// RTTs is a MsgSurveyReport's measurements, in seconds, one per peer
+	// of the survey (negative: not measured).
+	RTTs []float64
 }
 
 // Role is what the token method makes of this peer.
@@ -130,6 +148,15 @@ const (
 	// within Config.SiteRTT and offers its own token away (Token is the
 	// offer; EventMoveOffered follows).
 	EventSiteShared
+	// EventSurvey: this node, a settled holder, asked candidates to
+	// measure its clients (Config.SurveyInterval).
+	EventSurvey
+	// EventSurveyMoved: a survey measured a candidate better for the
+	// clients by SurveyGain; this node offers it the token (Token is the
+	// offer; EventMoveOffered follows).
+	EventSurveyMoved
+	// EventSurveyKept: a survey found no better place; the token stays.
+	EventSurveyKept
 )
 
 func (k EventKind) String() string {
@@ -152,6 +179,12 @@ func (k EventKind) String() string {
 		return "settled"
 	case EventSiteShared:
 		return "site-shared"
+	case EventSurvey:
+		return "survey"
+	case EventSurveyMoved:
+		return "survey-moved"
+	case EventSurveyKept:
+		return "survey-kept"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -221,6 +254,13 @@ type held struct {
 	lastOffered  uint64    // highest epoch this node has offered the token at
 	lastCool     time.Time // when Moves last came down (or the token settled)
 	pending      *pendingMove
+	// Surveys (Config.SurveyInterval), once settled: the one in flight,
+	// when the next is due, the wait after it, and whether one has found
+	// this place the best.
+	survey     *survey
+	nextSurvey time.Time
+	surveyWait time.Duration
+	surveyed   bool
 }
 
 // Node is one peer's pure token state machine. It does no I/O, starts no
@@ -242,6 +282,7 @@ type Node struct {
 	refused  map[string]time.Time // candidates that refused, until when to skip them
 	lastMint time.Time
 	probes   map[string]probe // measured RTTs to other holders and attached clients
+	job      *surveyJob       // a holder's survey this node measures for
 
 	ready Ready
 }
@@ -420,10 +461,7 @@ func (n *Node) Tick(now time.Time) Ready {
 			h.nextCheck = now.Add(n.jitter(n.cfg.MoveInterval))
 		}
 		if !h.settled && now.Sub(h.tok.HeldSince) >= n.cfg.SettleAfter {
-			h.settled = true
-			h.lastCool = now
-			n.setRole(RoleSuperpeer)
-			n.event(EventSettled, h.tok)
+			n.settle(now)
 		}
 		if h.settled && h.tok.Moves > 0 && now.Sub(h.lastCool) >= n.cfg.CoolingRest {
 			// Every CoolingRest at rest buys back one move, so a token can
@@ -441,7 +479,8 @@ func (n *Node) Tick(now time.Time) Ready {
 			n.announce(now)
 		}
 		n.probe(now)
-		if h.pending == nil && !now.Before(h.nextCheck) {
+		n.surveyTick(now)
+		if h.pending == nil && h.survey == nil && !now.Before(h.nextCheck) {
 			h.nextCheck = now.Add(n.jitter(n.cfg.MoveInterval))
 			n.maybeMove(now)
 		}
@@ -449,6 +488,7 @@ func (n *Node) Tick(now time.Time) Ready {
 	if n.held == nil {
 		n.maybeMint(now)
 	}
+	n.runJob(now)
 	return n.takeReady()
 }
 
@@ -611,6 +651,10 @@ func (n *Node) Step(now time.Time, m Message) (Ready, error) {
 		n.onAck(now, m)
 	case MsgMoveRefuse:
 		n.onRefuse(now, m)
+	case MsgSurvey:
+		n.onSurvey(now, m)
+	case MsgSurveyReport:
+		n.onSurveyReport(now, m)
 	}
 	return n.takeReady(), nil
 }
@@ -644,6 +688,19 @@ func (n *Node) check(m Message) error {
 			return ErrNotForMe
 		}
 		return nil
+	case MsgSurvey, MsgSurveyReport:
+		if m.To != n.id {
+			return ErrNotForMe
+		}
+		if err := checkSurvey(m); err != nil {
+			return err
+		}
+		if m.Type == MsgSurveyReport {
+			return nil // the surveyed version, matched against our own
+		}
+		if m.From != m.Token.Holder {
+			return ErrNotHolder
+		}
 	default:
 		return fmt.Errorf("%w: %d", ErrUnknownType, m.Type)
 	}
@@ -712,6 +769,11 @@ func (n *Node) onMove(now time.Time, m Message) {
 	t.Digest = nil // the old holder's clients are not ours
 	n.take(now, t)
 	n.event(EventAccepted, n.held.tok)
+	if t.Surveyed {
+		// A settled holder measured this place better for its clients:
+		// the token stays settled, and its clients need not wait.
+		n.settle(now)
+	}
 	n.send(Message{Type: MsgMoveAck, To: m.From, Token: n.held.tok})
 }
 
@@ -758,6 +820,11 @@ func (n *Node) maybeMove(now time.Time) {
 		}
 		otherAt[i] = len(others)
 		others = append(others, e.tok.Coord)
+	}
+	if h.settled && n.cfg.SurveyInterval > 0 && !shared {
+		// A settled token moves by measurement (surveys), not by the
+		// coordinates, which brought it near enough.
+		return
 	}
 	holders := n.holders(now)
 	var clients []vivaldi.Coord
@@ -844,13 +911,26 @@ func (n *Node) maybeMove(now time.Time) {
 	if best < 0 || gain <= 0 || gain < need*n.gainScale(f, here) {
 		return
 	}
-	to := cands[best]
+	kind := EventKind(0)
+	if shared {
+		kind = EventSiteShared
+	}
+	n.offer(now, cands[best], kind)
+}
+
+// offer offers the held token to peer to: a new version with to as holder
+// and a higher epoch, held here until the ack. why, if not zero, is the
+// event that led to it (EventSiteShared, EventSurveyMoved); a survey's
+// offer is marked Surveyed, and the new holder takes it settled.
+func (n *Node) offer(now time.Time, to Peer, why EventKind) {
+	h := n.held
 	epoch := max(h.tok.Epoch, h.lastOffered) + 1
 	h.lastOffered = epoch
-	offer := Token{ID: h.tok.ID, Epoch: epoch, Holder: to.ID, HolderKey: to.Key, Coord: copyCoord(to.Coord), Moves: h.tok.Moves + 1}
+	offer := Token{ID: h.tok.ID, Epoch: epoch, Holder: to.ID, HolderKey: to.Key, Coord: copyCoord(to.Coord),
+		Moves: h.tok.Moves + 1, Surveyed: why == EventSurveyMoved}
 	h.pending = &pendingMove{offer: offer, deadline: now.Add(n.cfg.MoveTimeout)}
-	if shared {
-		n.event(EventSiteShared, offer)
+	if why != 0 {
+		n.event(why, offer)
 	}
 	n.event(EventMoveOffered, offer)
 	n.send(Message{Type: MsgMove, To: to.ID, Token: offer})

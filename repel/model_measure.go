@@ -25,6 +25,9 @@ func (n *Node) Measured(now time.Time, id string, rtt time.Duration, ok bool) {
 	if !ok {
 		p.rtt = math.Inf(1)
 	}
+	if n.measuredForJob(id, p.rtt) {
+		return
+	}
 	n.probes[id] = p
 }
 

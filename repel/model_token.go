@@ -66,6 +66,10 @@ type Token struct {
 	// token sees crowds of clients served from afar that none of its own
 	// neighbours is in.
 	Digest []Sample
+	// Surveyed marks a version offered by a settled holder whose survey
+	// measured the new holder a better place for its clients
+	// (Config.SurveyInterval): the new holder takes it settled.
+	Surveyed bool
 }
 
 // Sample is one point of a client digest: a client peer that stands for

@@ -200,6 +200,9 @@ func runRepel(o Options, r *report.Run) error {
 		Displace: repel.DefaultDisplace.String(),
 	}
 	p.Repulsion.Model = repel.Repulsion
+	// The seed's rule as the seed has it: no surveys (a survey would move
+	// each token to the measured middle of its clients, whatever the force).
+	p.Repulsion.SurveyInterval = 0
 	p.Choose.ProbeEvery = 5 * 15 * time.Second // five renewals, as the selector
 	switch {
 	case o.tiny:

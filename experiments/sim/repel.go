@@ -402,7 +402,7 @@ func (s *repelSim) park() {
 		if _, ok := nd.Held(); ok || nd.Moving() {
 			s.lastHeld[i] = now
 		}
-		if s.minter[i] || now-s.lastHeld[i] < 2*s.o.Config.MoveTimeout {
+		if s.minter[i] || nd.Measuring() || now-s.lastHeld[i] < 2*s.o.Config.MoveTimeout {
 			keep = append(keep, i)
 			continue
 		}
@@ -422,11 +422,13 @@ func (s *repelSim) holders() []int {
 	return out
 }
 
-// check ends the run once every token is held once, settled, and no token
-// has moved for Quiet.
+// check ends the run once every token is held once, settled (and, with
+// Config.SurveyInterval, found in its place by a survey of its holder), and
+// no token has moved for Quiet.
 func (s *repelSim) check() {
 	ids := make([]bool, s.o.Config.Tokens)
 	held := 0
+	surveyed := true // every holder's place measured (Config.SurveyInterval)
 	for _, i := range s.running {
 		nd := s.nodes[i]
 		t, ok := nd.Held()
@@ -439,6 +441,7 @@ func (s *repelSim) check() {
 		}
 		ids[t.ID] = true
 		held++
+		surveyed = surveyed && (s.o.Config.SurveyInterval <= 0 || nd.Surveyed())
 	}
 	if held != s.o.Config.Tokens {
 		s.settled = -1
@@ -448,7 +451,7 @@ func (s *repelSim) check() {
 		s.settled = s.net.Now()
 		s.settledT = [2]uint64{s.res.Traffic.Sends, s.res.Traffic.Bytes}
 	}
-	if s.net.Now()-s.lastMove >= s.o.Quiet && s.net.Now()-s.settled >= 0 {
+	if surveyed && s.net.Now()-s.lastMove >= s.o.Quiet && s.net.Now()-s.settled >= 0 {
 		s.done = true
 	}
 }

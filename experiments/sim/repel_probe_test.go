@@ -44,12 +44,47 @@ func TestSimulateRepel_HolderProbes(t *testing.T) {
 	if r.Probes < 6*5+200-6 {
 		t.Fatalf("%d probes for 6 tokens and 200 peers, want every holder to measure the other 5 and every client measured", r.Probes)
 	}
-	off, _ := repelRunWith(t, 9, func(o *RepelOptions) { o.Config.SiteRTT, o.Config.ProbeTTL = 0, 0 })
+	off, _ := repelRunWith(t, 9, func(o *RepelOptions) { o.Config.SiteRTT, o.Config.ProbeTTL, o.Config.SurveyInterval = 0, 0, 0 })
 	if off.Probes != 0 || off.Events[repel.EventSiteShared.String()] != 0 {
 		t.Fatalf("ProbeTTL 0: %d probes, events %v", off.Probes, off.Events)
 	}
 	noSite, _ := repelRunWith(t, 9, func(o *RepelOptions) { o.Config.SiteRTT = 0 })
 	if noSite.Probes == 0 || noSite.Events[repel.EventSiteShared.String()] != 0 {
 		t.Fatalf("SiteRTT 0: %d probes, events %v", noSite.Probes, noSite.Events)
+	}
+}
+
+// Surveys: every holder of a settled run has had its place measured (a
+// survey that kept it), candidates measured clients for them, and the
+// clients' true mean RTT is lower than with surveys off.
+func TestSimulateRepel_SurveysMeasurePlaces(t *testing.T) {
+	rtt := planetlab(t, 200, 3)
+	on, _ := repelRunWith(t, 9, func(*RepelOptions) {})
+	off, _ := repelRunWith(t, 9, func(o *RepelOptions) { o.Config.SurveyInterval = 0 })
+	if !on.Settled || len(on.Superpeers) != 6 || on.StepErrors != 0 {
+		t.Fatalf("surveys on: settled %v, %d holders, %d refused messages", on.Settled, len(on.Superpeers), on.StepErrors)
+	}
+	if on.Events[repel.EventSurveyKept.String()] < 6 || on.Messages[repel.MsgSurvey.String()] == 0 ||
+		on.Messages[repel.MsgSurveyReport.String()] != on.Messages[repel.MsgSurvey.String()] {
+		t.Fatalf("events %v, messages %v: want every holder's place kept by a survey and every survey reported", on.Events, on.Messages)
+	}
+	if off.Events[repel.EventSurvey.String()] != 0 || off.Messages[repel.MsgSurvey.String()] != 0 {
+		t.Fatalf("surveys off: events %v", off.Events)
+	}
+	mean := func(a []int) float64 {
+		var s float64
+		k := 0
+		for i, x := range a {
+			if x >= 0 && x != i {
+				s += rtt.RTT(i, x)
+				k++
+			}
+		}
+		return s / float64(k)
+	}
+	if m1, m0 := mean(on.Assignment), mean(off.Assignment); m1 >= m0 {
+		t.Fatalf("mean client RTT %.2f ms with surveys, %.2f without", m1, m0)
+	} else {
+		t.Logf("mean client RTT %.2f ms with surveys (%d moved), %.2f without", m1, on.Events[repel.EventSurveyMoved.String()], m0)
 	}
 }

@@ -1,0 +1,344 @@
+package repel
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Surveys (Config.SurveyInterval): a settled holder checks its place by
+// measurement. The coordinates bring a token near its clients, but they are
+// only a prediction: on the PlanetLab matrix a greedy k-median over the
+// coordinates is 5–60% worse than over the true RTTs. So once settled, a
+// holder asks a few candidates — the clients the coordinates rank best as
+// the 1-median of its clients — to measure their RTTs to itself and to a
+// sample of its clients, compares each candidate's sum with its own
+// measurements of the same clients, and hands the token to a candidate
+// that is better by SurveyGain. The moves are a local search over measured
+// costs (the k-medoids' swap step, restricted to a cluster), and each
+// lowers the cluster's summed RTT by SurveyGain, so they stop.
+
+// MaxSurveyClients bounds the peers one survey asks a candidate to measure
+// (the holder and its sampled clients).
+const MaxSurveyClients = 256
+
+// maxSurveyBackoff bounds how far the wait between surveys that keep the
+// token in place doubles: SurveyInterval × 16.
+const maxSurveyBackoff = 16
+
+// ErrBadSurvey is a survey or report that makes no sense: no peers, too
+// many, an empty or repeated peer, or an RTT that is not a number or over
+// MaxSampleRTT.
+var ErrBadSurvey = fmt.Errorf("repel: malformed survey")
+
+// survey is a holder's survey in flight.
+type survey struct {
+	ids      []string  // the peers to measure: ids[0] is the holder
+	own      []float64 // the holder's measured RTT to each, seconds
+	cands    []Peer
+	reports  map[string][]float64
+	deadline time.Time
+}
+
+// surveyJob is what this node measures for another holder's survey.
+type surveyJob struct {
+	holder   string
+	tok      Token
+	ids      []string
+	index    map[string]int
+	rtt      []float64 // seconds; negative: not yet; +Inf: failed
+	asked    []time.Time
+	deadline time.Time
+}
+
+// Surveyed reports whether this node holds a token that a survey has found
+// in its best place (since the node took it).
+func (n *Node) Surveyed() bool { return n.held != nil && n.held.surveyed }
+
+// Measuring reports whether this node is measuring for another holder's
+// survey (it wants Ticks until it reports).
+func (n *Node) Measuring() bool { return n.job != nil }
+
+// settle makes the held token settled and this node a superpeer.
+func (n *Node) settle(now time.Time) {
+	h := n.held
+	h.settled = true
+	h.lastCool = now
+	if n.cfg.SurveyInterval > 0 {
+		h.surveyWait = n.cfg.SurveyInterval
+		h.nextSurvey = now.Add(n.jitter(h.surveyWait))
+	}
+	n.setRole(RoleSuperpeer)
+	n.event(EventSettled, h.tok)
+}
+
+func checkSurvey(m Message) error {
+	switch m.Type {
+	case MsgSurvey:
+		if len(m.Survey) == 0 || len(m.Survey) > MaxSurveyClients || len(m.RTTs) != 0 {
+			return fmt.Errorf("%w: %d peers, %d RTTs", ErrBadSurvey, len(m.Survey), len(m.RTTs))
+		}
+		seen := make(map[string]bool, len(m.Survey))
+		for _, id := range m.Survey {
+			if id == "" || seen[id] {
+				return fmt.Errorf("%w: empty or repeated peer", ErrBadSurvey)
+			}
+			seen[id] = true
+		}
+	case MsgSurveyReport:
+		if len(m.RTTs) > MaxSurveyClients || len(m.Survey) != 0 {
+			return fmt.Errorf("%w: %d RTTs, %d peers", ErrBadSurvey, len(m.RTTs), len(m.Survey))
+		}
+		for _, r := range m.RTTs {
+			if math.IsNaN(r) || math.IsInf(r, 0) || r > MaxSampleRTT {
+				return fmt.Errorf("%w: RTT %v", ErrBadSurvey, r)
+			}
+		}
+	}
+	return nil
+}
+
+// surveyTick starts a due survey, or ends the one in flight once every
+// candidate reported or its time is up.
+func (n *Node) surveyTick(now time.Time) {
+	h := n.held
+	if n.cfg.SurveyInterval <= 0 || !h.settled || h.pending != nil {
+		return
+	}
+	if s := h.survey; s != nil {
+		if len(s.reports) == len(s.cands) || !now.Before(s.deadline) {
+			n.finishSurvey(now)
+		}
+		return
+	}
+	if !now.Before(h.nextSurvey) {
+		n.startSurvey(now)
+	}
+}
+
+// startSurvey sends a survey to the best candidates among the attached
+// clients, or keeps the place if there is nothing to survey.
+func (n *Node) startSurvey(now time.Time) {
+	h := n.held
+	if !n.coordOK() {
+		n.keepPlace(now)
+		return
+	}
+	dims := len(n.coord.Vec)
+	seen := map[string]bool{n.id: true}
+	var attached []Peer
+	for _, p := range n.peers {
+		if p.Attached && !seen[p.ID] && validCoord(p.Coord) && len(p.Coord.Vec) == dims {
+			seen[p.ID] = true
+			attached = append(attached, p)
+		}
+	}
+	var ids []string
+	var own []float64
+	for _, p := range attached {
+		if rtt, ok := n.MeasuredRTT(now, p.ID); ok {
+			ids, own = append(ids, p.ID), append(own, rtt.Seconds())
+		}
+	}
+	if k := n.cfg.SurveyClients; len(ids) > k {
+		n.rng.Shuffle(len(ids), func(i, j int) {
+			ids[i], ids[j] = ids[j], ids[i]
+			own[i], own[j] = own[j], own[i]
+		})
+		ids, own = ids[:k], own[:k]
+	}
+	ids, own = append([]string{n.id}, ids...), append([]float64{0}, own...)
+	// The candidates: attached clients by their predicted summed distance
+	// to the others and to this node.
+	holders := n.holders(now)
+	type scored struct {
+		p    Peer
+		cost float64
+	}
+	var cs []scored
+	for _, c := range attached {
+		if holders[c.ID] || !n.refused[c.ID].IsZero() {
+			continue
+		}
+		cost := c.Coord.DistanceTo(n.coord)
+		for _, j := range attached {
+			if j.ID != c.ID {
+				cost += c.Coord.DistanceTo(j.Coord)
+			}
+		}
+		cs = append(cs, scored{c, cost})
+	}
+	if len(ids) < 2 || len(cs) == 0 {
+		n.keepPlace(now)
+		return
+	}
+	slices.SortFunc(cs, func(a, b scored) int {
+		if c := cmp.Compare(a.cost, b.cost); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.p.ID, b.p.ID)
+	})
+	cs = cs[:min(len(cs), n.cfg.SurveyCandidates)]
+	s := &survey{ids: ids, own: own, reports: make(map[string][]float64, len(cs)),
+		deadline: now.Add(n.cfg.SurveyTimeout + n.cfg.MoveTimeout)}
+	for _, c := range cs {
+		s.cands = append(s.cands, c.p)
+	}
+	h.survey = s
+	tok := h.tok
+	tok.Digest, tok.Coord = nil, copyCoord(tok.Coord)
+	n.event(EventSurvey, tok)
+	for _, c := range s.cands {
+		n.send(Message{Type: MsgSurvey, To: c.ID, Token: tok, Survey: ids})
+	}
+}
+
+// finishSurvey weighs the reports: each candidate's summed RTT against the
+// holder's over the peers both measured (at least nine in ten of the
+// survey), and offers the token to the best if it gains SurveyGain.
+func (n *Node) finishSurvey(now time.Time) {
+	h := n.held
+	s := h.survey
+	h.survey = nil
+	best, bestGain := -1, 0.0
+	for i, c := range s.cands {
+		rep := s.reports[c.ID]
+		if len(rep) != len(s.ids) {
+			continue // declined, or not in time
+		}
+		var mine, theirs float64
+		both := 0
+		for k, id := range s.ids {
+			a, b := s.own[k], rep[k]
+			if id == c.ID {
+				b = 0
+			}
+			if a < 0 || b < 0 {
+				continue
+			}
+			mine, theirs, both = mine+a, theirs+b, both+1
+		}
+		if 10*both < 9*len(s.ids) || mine <= 0 {
+			continue
+		}
+		if g := (mine - theirs) / mine; g > bestGain {
+			best, bestGain = i, g
+		}
+	}
+	if best >= 0 && bestGain >= n.cfg.SurveyGain {
+		// If the move fails, survey again after a while.
+		h.nextSurvey = now.Add(n.jitter(n.cfg.SurveyInterval))
+		n.offer(now, s.cands[best], EventSurveyMoved)
+		return
+	}
+	n.keepPlace(now)
+}
+
+// keepPlace ends a survey that found no better place: the token stays and
+// the next survey waits twice as long.
+func (n *Node) keepPlace(now time.Time) {
+	h := n.held
+	h.surveyed = true
+	n.event(EventSurveyKept, h.tok)
+	h.surveyWait = min(2*h.surveyWait, maxSurveyBackoff*n.cfg.SurveyInterval)
+	h.nextSurvey = now.Add(n.jitter(h.surveyWait))
+}
+
+// onSurvey takes on a holder's survey: this node measures the listed
+// peers (Ready.Probes, reusing its standing measurements) and reports.
+// While it measures for one holder it declines the others'.
+func (n *Node) onSurvey(now time.Time, m Message) {
+	if j := n.job; j != nil && j.holder != m.From && now.Before(j.deadline) {
+		n.send(Message{Type: MsgSurveyReport, To: m.From, Token: m.Token})
+		return
+	}
+	tok := m.Token
+	tok.Digest, tok.Coord = nil, copyCoord(tok.Coord)
+	j := &surveyJob{
+		holder: m.From, tok: tok, ids: append([]string(nil), m.Survey...),
+		index: make(map[string]int, len(m.Survey)), rtt: make([]float64, len(m.Survey)),
+		asked: make([]time.Time, len(m.Survey)), deadline: now.Add(n.cfg.SurveyTimeout),
+	}
+	for k, id := range j.ids {
+		j.index[id] = k
+		j.rtt[k] = -1
+		if id == n.id {
+			j.rtt[k] = 0
+		}
+	}
+	n.job = j
+	n.runJob(now)
+}
+
+// runJob asks for the survey's measurements still missing (at most
+// maxProbesPerTick a Tick with the node's own) and reports once it has
+// them all or its time is up.
+func (n *Node) runJob(now time.Time) {
+	j := n.job
+	if j == nil {
+		return
+	}
+	done := true
+	for k, id := range j.ids {
+		if j.rtt[k] >= 0 {
+			continue // measured, or failed (+Inf)
+		}
+		if rtt, ok := n.MeasuredRTT(now, id); ok {
+			j.rtt[k] = rtt.Seconds()
+			continue
+		}
+		done = false
+		if len(n.ready.Probes) < maxProbesPerTick && (j.asked[k].IsZero() || now.Sub(j.asked[k]) >= n.cfg.MoveTimeout) {
+			j.asked[k] = now
+			n.ready.Probes = append(n.ready.Probes, id)
+		}
+	}
+	if !done && now.Before(j.deadline) {
+		return
+	}
+	out := make([]float64, len(j.rtt))
+	for k, r := range j.rtt {
+		if r < 0 || r > MaxSampleRTT {
+			r = -1
+		}
+		out[k] = r
+	}
+	n.send(Message{Type: MsgSurveyReport, To: j.holder, Token: j.tok, RTTs: out})
+	n.job = nil
+}
+
+// measuredForJob records a measurement the survey job asked for; it
+// reports whether the node's own table should not keep it (the node did
+// not ask for it itself).
+func (n *Node) measuredForJob(id string, rtt float64) (jobOnly bool) {
+	j := n.job
+	if j == nil {
+		return false
+	}
+	k, ok := j.index[id]
+	if !ok || j.rtt[k] >= 0 {
+		return false
+	}
+	j.rtt[k] = rtt
+	_, mine := n.probes[id]
+	return !mine
+}
+
+// onSurveyReport files a candidate's report on the survey in flight and
+// ends the survey once every candidate has reported.
+func (n *Node) onSurveyReport(now time.Time, m Message) {
+	h := n.held
+	if h == nil || h.survey == nil || !h.tok.sameVersion(m.Token) {
+		return
+	}
+	s := h.survey
+	if _, dup := s.reports[m.From]; dup || !slices.ContainsFunc(s.cands, func(p Peer) bool { return p.ID == m.From }) {
+		return
+	}
+	s.reports[m.From] = append([]float64(nil), m.RTTs...)
+	if len(s.reports) == len(s.cands) && h.pending == nil {
+		n.finishSurvey(now)
+	}
+}

@@ -1,0 +1,306 @@
+package repel
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+func surveyConfig() Config {
+	c := testConfig(1, Attract)
+	c.SurveyInterval = 10 * time.Second
+	c.SurveyTimeout = 5 * time.Second
+	c.SurveyCandidates = 2
+	c.ProbeTTL = time.Hour
+	return c
+}
+
+func at2(x, y float64) vivaldi.Coord {
+	return vivaldi.Coord{Vec: []float64{x, y}, Height: 0.0001}
+}
+
+// surveyClients are a's clients around (20, 0) ms: c1 sits in the middle,
+// c2 next to it, so the coordinates rank them the best places.
+var surveyClients = []Peer{
+	{ID: "c1", Coord: at2(0.020, 0)},
+	{ID: "c2", Coord: at2(0.0205, 0)},
+	{ID: "c3", Coord: at2(0.015, 0)},
+	{ID: "c4", Coord: at2(0.025, 0)},
+	{ID: "c5", Coord: at2(0.020, 0.005)},
+	{ID: "c6", Coord: at2(0.020, -0.005)},
+}
+
+// surveyHolder is "a", holding token 0 at the clients' middle by the
+// coordinates (so it makes no move of its own), settled at 5 s and having
+// measured every client at rtt. It returns the survey it sends.
+func surveyHolder(t *testing.T, cfg Config, rtt time.Duration) (*Node, []Message, float64) {
+	t.Helper()
+	a := mustNode(t, "a", cfg)
+	a.SetCoord(at2(0.0201, 0.0001))
+	var ps []Peer
+	for _, p := range surveyClients {
+		p.Key, p.Attached = PeerKey(p.ID), true
+		ps = append(ps, p)
+	}
+	a.SetPeers(ps)
+	holderOf(t, a, 0, 1)
+	var sent []Message
+	for s := 0.25; s <= 30; s += 0.25 {
+		r := a.Tick(at(s))
+		if len(msgs(r, MsgMove)) > 0 {
+			t.Fatalf("at %.2f s: a moved on the coordinates: %+v", s, msgs(r, MsgMove))
+		}
+		for _, id := range r.Probes {
+			a.Measured(at(s), id, rtt, true)
+		}
+		if sent = msgs(r, MsgSurvey); len(sent) > 0 {
+			if !hasEvent(r, EventSurvey) {
+				t.Fatal("survey sent without its event")
+			}
+			return a, sent, s
+		}
+	}
+	t.Fatal("no survey within 30 s of taking the token")
+	return nil, nil, 0
+}
+
+func report(from string, tok Token, ids []string, rtt func(id string) float64) Message {
+	out := make([]float64, len(ids))
+	for i, id := range ids {
+		out[i] = rtt(id)
+	}
+	return Message{Type: MsgSurveyReport, From: from, To: "a", Token: tok, RTTs: out}
+}
+
+// A settled holder surveys its best-placed clients by the coordinates; a
+// candidate whose measured RTTs to the clients sum lower by SurveyGain gets
+// the token, marked Surveyed, and takes it settled.
+func TestNode_SurveyMovesToMeasuredBetterPlace(t *testing.T) {
+	a, sent, ts := surveyHolder(t, surveyConfig(), 30*time.Millisecond)
+	if ts < 5+5 || ts > 5+15+0.25 {
+		t.Fatalf("survey at %.2f s, want SurveyInterval (jittered ½–1½×) after settling at 5 s", ts)
+	}
+	var to []string
+	for _, m := range sent {
+		to = append(to, m.To)
+	}
+	slices.Sort(to)
+	if !slices.Equal(to, []string{"c1", "c2"}) {
+		t.Fatalf("surveyed %v, want the coordinates' two best places c1, c2", to)
+	}
+	ids := sent[0].Survey
+	if ids[0] != "a" || len(ids) != 7 || !slices.Equal(ids, sent[1].Survey) {
+		t.Fatalf("survey lists %v, want a then its 6 clients, the same for every candidate", ids)
+	}
+	tok, _ := a.Held()
+	// c2 measures 40 ms to everyone: worse. c1 measures 10 ms: better.
+	r, err := a.Step(at(ts+1), report("c2", sent[0].Token, ids, func(string) float64 { return 0.040 }))
+	if err != nil || len(r.Messages) != 0 {
+		t.Fatalf("first report: %v %+v", err, r)
+	}
+	r, err = a.Step(at(ts+2), report("c1", sent[0].Token, ids, func(id string) float64 {
+		if id == "c1" {
+			return 0
+		}
+		return 0.010
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mv := msgs(r, MsgMove)
+	if len(mv) != 1 || mv[0].To != "c1" || !mv[0].Token.Surveyed || mv[0].Token.Epoch <= tok.Epoch || !hasEvent(r, EventSurveyMoved) {
+		t.Fatalf("want a surveyed offer to c1, got %+v", r)
+	}
+	// c1 takes it settled: a superpeer at once.
+	c1 := mustNode(t, "c1", surveyConfig())
+	c1.SetCoord(at2(0.020, 0))
+	c1.Tick(at(ts + 2))
+	r, err = c1.Step(at(ts+2.1), Message{Type: MsgMove, From: "a", To: "c1", Token: mv[0].Token})
+	if err != nil || r.Role != RoleSuperpeer || !hasEvent(r, EventSettled) || len(msgs(r, MsgMoveAck)) != 1 {
+		t.Fatalf("c1 on a surveyed offer: %v role %v %+v", err, r.Role, r)
+	}
+	// An offer that is not surveyed waits for SettleAfter as ever.
+	c2 := mustNode(t, "c2", surveyConfig())
+	c2.Tick(at(0))
+	plain := mv[0].Token
+	plain.Surveyed, plain.Holder, plain.HolderKey = false, "c2", PeerKey("c2")
+	if r, err = c2.Step(at(1), Message{Type: MsgMove, From: "a", To: "c2", Token: plain}); err != nil || r.Role != RoleHolder {
+		t.Fatalf("plain offer: %v role %v", err, r.Role)
+	}
+}
+
+// No candidate better by SurveyGain, or none with nine in ten of the
+// survey measured: the token stays, the holder counts as surveyed, and the
+// next survey waits twice as long.
+func TestNode_SurveyKeepsPlace(t *testing.T) {
+	for name, rtt := range map[string]func(id string) float64{
+		"hardly-better": func(string) float64 { return 0.0299 },
+		"too-few": func(id string) float64 {
+			if id == "c3" || id == "c4" {
+				return -1
+			}
+			return 0.010
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, sent, ts := surveyHolder(t, surveyConfig(), 30*time.Millisecond)
+			if a.Surveyed() {
+				t.Fatal("surveyed before any survey ended")
+			}
+			var r Ready
+			for _, m := range sent {
+				var err error
+				if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, rtt)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !hasEvent(r, EventSurveyKept) || len(msgs(r, MsgMove)) != 0 || !a.Surveyed() {
+				t.Fatalf("want the place kept, got %+v", r)
+			}
+			// The next survey: not before ½ × 2 × SurveyInterval.
+			for s := ts + 1.25; s < ts+1+10; s += 0.25 {
+				if r := a.Tick(at(s)); len(msgs(r, MsgSurvey)) != 0 {
+					t.Fatalf("surveyed again %.2f s after keeping the place", s-ts-1)
+				}
+			}
+		})
+	}
+}
+
+// A candidate that does not report in time does not hold the survey up.
+func TestNode_SurveyTimesOut(t *testing.T) {
+	cfg := surveyConfig()
+	a, _, ts := surveyHolder(t, cfg, 30*time.Millisecond)
+	end := ts + (cfg.SurveyTimeout + cfg.MoveTimeout).Seconds()
+	if r := a.Tick(at(end - 0.01)); hasEvent(r, EventSurveyKept) {
+		t.Fatal("survey ended before its deadline")
+	}
+	if r := a.Tick(at(end)); !hasEvent(r, EventSurveyKept) {
+		t.Fatalf("survey not ended at its deadline: %+v", r)
+	}
+}
+
+// A candidate measures every peer of the survey (itself 0, standing
+// measurements reused), reports in the survey's order, marks what it could
+// not measure by its deadline, and declines another holder's survey
+// meanwhile.
+func TestNode_SurveyCandidateMeasuresAndReports(t *testing.T) {
+	cfg := surveyConfig()
+	cfg.Tokens = 2
+	c := mustNode(t, "c1", cfg)
+	c.Tick(at(0))
+	c.Measured(at(0.5), "c3", 7*time.Millisecond, true) // a standing measurement
+	tok := Token{ID: 0, Epoch: 3, Holder: "a", HolderKey: PeerKey("a"), Coord: at2(0, 0)}
+	ids := []string{"a", "c1", "c2", "c3", "c4"}
+	r, err := c.Step(at(1), Message{Type: MsgSurvey, From: "a", To: "c1", Token: tok, Survey: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(r.Probes)
+	if !slices.Equal(r.Probes, []string{"a", "c2", "c4"}) || !c.Measuring() {
+		t.Fatalf("probes %v, want a, c2, c4 (not itself, not c3 measured already)", r.Probes)
+	}
+	// Another holder's survey meanwhile: declined at once.
+	other := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: at2(0, 0)}
+	r, err = c.Step(at(1.1), Message{Type: MsgSurvey, From: "b", To: "c1", Token: other, Survey: []string{"b", "c9"}})
+	if rep := msgs(r, MsgSurveyReport); err != nil || len(rep) != 1 || rep[0].To != "b" || len(rep[0].RTTs) != 0 || len(r.Probes) != 0 {
+		t.Fatalf("want an empty report to b, got %v %+v", err, r)
+	}
+	c.Measured(at(1.2), "a", 12*time.Millisecond, true)
+	c.Measured(at(1.3), "c2", 0, false) // failed
+	if r = c.Tick(at(2)); len(msgs(r, MsgSurveyReport)) != 0 {
+		t.Fatalf("reported with c4 still unmeasured: %+v", r)
+	}
+	r = c.Tick(at(1 + cfg.SurveyTimeout.Seconds()))
+	rep := msgs(r, MsgSurveyReport)
+	if len(rep) != 1 || rep[0].To != "a" || !rep[0].Token.sameVersion(tok) || c.Measuring() {
+		t.Fatalf("want the report to a at the deadline, got %+v", r)
+	}
+	want := []float64{0.012, 0, -1, 0.007, -1}
+	for i := range want {
+		if math.Abs(rep[0].RTTs[i]-want[i]) > 1e-9 {
+			t.Fatalf("report %v, want %v", rep[0].RTTs, want)
+		}
+	}
+	// What it measured only for the survey is not kept as its own.
+	if _, ok := c.MeasuredRTT(at(7), "a"); ok {
+		t.Fatal("the survey's measurement of a stayed in the candidate's own table")
+	}
+}
+
+// With surveys on, a settled token moves on measurements only; with them
+// off it still moves on the coordinates (SettledMinGain).
+func TestNode_SettledMovesOnlyBySurvey(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		cfg := surveyConfig()
+		cfg.SurveyInterval = time.Hour
+		if !on {
+			cfg.SurveyInterval = 0
+		}
+		a := mustNode(t, "a", cfg)
+		a.SetCoord(at2(0, 0))
+		holderOf(t, a, 0, 1)
+		for s := 0.25; s <= 6; s += 0.25 {
+			a.Tick(at(s))
+		}
+		if a.Role() != RoleSuperpeer {
+			t.Fatal("not settled")
+		}
+		// Clients appear 50 ms away: by the coordinates a clear gain.
+		var ps []Peer
+		for _, p := range surveyClients {
+			p.Key, p.Attached = PeerKey(p.ID), true
+			p.Coord = at2(p.Coord.Vec[0]+0.05, p.Coord.Vec[1])
+			ps = append(ps, p)
+		}
+		a.SetPeers(ps)
+		offer, _, _ := tickFor(a, 6, 30)
+		if on && offer != nil {
+			t.Fatalf("surveys on: settled token moved on the coordinates: %+v", offer)
+		}
+		if !on && offer == nil {
+			t.Fatal("surveys off: settled token did not move on the coordinates")
+		}
+	}
+}
+
+func TestNode_SurveyRefusesNonsense(t *testing.T) {
+	n := mustNode(t, "a", surveyConfig())
+	n.Tick(at(0))
+	tok := Token{ID: 0, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: at2(0, 0)}
+	many := make([]string, MaxSurveyClients+1)
+	for i := range many {
+		many[i] = string(rune('A' + i))
+	}
+	for name, c := range map[string]struct {
+		m    Message
+		want error
+	}{
+		"empty":      {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok}, ErrBadSurvey},
+		"too-many":   {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: many}, ErrBadSurvey},
+		"repeated":   {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: []string{"b", "x", "x"}}, ErrBadSurvey},
+		"blank":      {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: []string{"b", ""}}, ErrBadSurvey},
+		"not-holder": {Message{Type: MsgSurvey, From: "c", To: "a", Token: tok, Survey: []string{"b"}}, ErrNotHolder},
+		"not-me":     {Message{Type: MsgSurvey, From: "b", To: "z", Token: tok, Survey: []string{"b"}}, ErrNotForMe},
+		"nan":        {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{math.NaN()}}, ErrBadSurvey},
+		"inf":        {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{math.Inf(1)}}, ErrBadSurvey},
+		"over":       {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{MaxSampleRTT + 1}}, ErrBadSurvey},
+	} {
+		r, err := n.Step(at(1), c.m)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, err, c.want)
+		}
+		if len(r.Messages) != 0 || len(r.Probes) != 0 || n.Measuring() {
+			t.Errorf("%s: refused message produced output %+v", name, r)
+		}
+	}
+	// A report nobody asked for changes nothing.
+	r, err := n.Step(at(2), Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{0.01}})
+	if err != nil || len(r.Messages) != 0 || len(r.Events) != 0 {
+		t.Fatalf("stray report: %v %+v", err, r)
+	}
+}
