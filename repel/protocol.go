@@ -36,6 +36,12 @@ const (
 	// MaxMoveFrame caps a move frame; offers and acks carry no digest in
 	// practice, but a frame that does still fits.
 	MaxMoveFrame = MaxAnnounceSize
+	// SurveyProtocol carries surveys (Config.SurveyInterval): one SURVEY or
+	// REPORT frame per stream, unanswered.
+	SurveyProtocol protocol.ID = "/superpeer/repel/survey/1.0.0"
+	// MaxSurveyFrame caps a survey frame: MaxSurveyClients peer IDs of up
+	// to 42 bytes are about 11 KiB.
+	MaxSurveyFrame = MaxAnnounceSize
 
 	moveStreamTimeout = 10 * time.Second
 )
@@ -51,6 +57,7 @@ const (
 	DropFrameType  = "bad-type"     // a move frame of the wrong type for its place
 	DropWrite      = "write-error"  // the other side went away mid-exchange
 	DropStep       = "step"         // the model refused the message (see StepErrors)
+	DropSurvey     = "bad-survey"   // a survey or report with no, too many, repeated or bad peers, or a bad RTT
 )
 
 // dropReason names the drop reason of an error from ValidateAnnounce or Step.
@@ -64,6 +71,8 @@ func dropReason(err error) string {
 		return DropCoord
 	case errors.Is(err, ErrInvalidDigest):
 		return DropDigest
+	case errors.Is(err, ErrBadSurvey):
+		return DropSurvey
 	}
 	return DropStep
 }
@@ -119,11 +128,12 @@ func coordFromPB(c *pb.Coord) (vivaldi.Coord, error) {
 // TokenToPB is the wire form of a token version.
 func TokenToPB(t Token) *pb.Token {
 	out := &pb.Token{
-		Id:     t.ID,
-		Epoch:  t.Epoch,
-		Holder: []byte(t.Holder),
-		Coord:  coordToPB(t.Coord),
-		Moves:  t.Moves,
+		Id:       t.ID,
+		Epoch:    t.Epoch,
+		Holder:   []byte(t.Holder),
+		Coord:    coordToPB(t.Coord),
+		Moves:    t.Moves,
+		Surveyed: t.Surveyed,
 	}
 	if !t.HeldSince.IsZero() {
 		out.HeldSinceUnixNano = t.HeldSince.UnixNano()
@@ -163,6 +173,7 @@ func TokenFromPB(m *pb.Token) (Token, error) {
 		HolderKey: PeerKey(string(holder)),
 		Coord:     co,
 		Moves:     m.Moves,
+		Surveyed:  m.Surveyed,
 	}
 	if m.HeldSinceUnixNano != 0 {
 		t.HeldSince = time.Unix(0, m.HeldSinceUnixNano)
@@ -328,4 +339,73 @@ func writeMove(s lpnet.Stream, m Message) (int, error) {
 func awaitClose(s lpnet.Stream) {
 	var one [1]byte
 	_, _ = s.Read(one[:])
+}
+
+// EncodeSurvey is the frame of a survey-protocol message (MsgSurvey or
+// MsgSurveyReport); RTTs go in whole microseconds.
+func EncodeSurvey(m Message) *pb.SurveyFrame {
+	tok := m.Token
+	tok.Digest = nil
+	f := &pb.SurveyFrame{Token: TokenToPB(tok)}
+	switch m.Type {
+	case MsgSurvey:
+		f.Type = pb.SurveyFrame_SURVEY
+		for _, id := range m.Survey {
+			f.Peers = append(f.Peers, []byte(id))
+		}
+	case MsgSurveyReport:
+		f.Type = pb.SurveyFrame_REPORT
+		for _, r := range m.RTTs {
+			us := int32(-1)
+			if r >= 0 && r <= MaxSampleRTT {
+				us = int32(math.Round(r * 1e6))
+			}
+			f.RttUs = append(f.RttUs, us)
+		}
+	}
+	return f
+}
+
+// DecodeSurvey turns a survey frame into a model message from the
+// authenticated peer from to self: a SURVEY's peers must be peer IDs, a
+// REPORT's RTTs −1 (not measured) or within [0, MaxSampleRTT], at most
+// MaxSurveyClients of either; the model checks the rest (Step).
+func DecodeSurvey(f *pb.SurveyFrame, from, self peer.ID) (Message, string, error) {
+	t, err := TokenFromPB(f.Token)
+	if err != nil {
+		return Message{}, tokenReason(err), err
+	}
+	m := Message{From: string(from), To: string(self), Token: t}
+	switch f.Type {
+	case pb.SurveyFrame_SURVEY:
+		m.Type = MsgSurvey
+		if len(f.Peers) > MaxSurveyClients || len(f.RttUs) != 0 {
+			return Message{}, DropSurvey, fmt.Errorf("%w: %d peers, %d RTTs", ErrBadSurvey, len(f.Peers), len(f.RttUs))
+		}
+		for _, b := range f.Peers {
+			id, err := peer.IDFromBytes(b)
+			if err != nil {
+				return Message{}, DropSurvey, fmt.Errorf("%w: %v", ErrBadSurvey, err)
+			}
+			m.Survey = append(m.Survey, string(id))
+		}
+	case pb.SurveyFrame_REPORT:
+		m.Type = MsgSurveyReport
+		if len(f.RttUs) > MaxSurveyClients || len(f.Peers) != 0 {
+			return Message{}, DropSurvey, fmt.Errorf("%w: %d RTTs, %d peers", ErrBadSurvey, len(f.RttUs), len(f.Peers))
+		}
+		for _, us := range f.RttUs {
+			if us < -1 || float64(us) > MaxSampleRTT*1e6 {
+				return Message{}, DropSurvey, fmt.Errorf("%w: RTT %d µs", ErrBadSurvey, us)
+			}
+			r := -1.0
+			if us >= 0 {
+				r = float64(us) / 1e6
+			}
+			m.RTTs = append(m.RTTs, r)
+		}
+	default:
+		return Message{}, DropFrameType, fmt.Errorf("repel: survey frame of type %v", f.Type)
+	}
+	return m, "", nil
 }

@@ -2,7 +2,10 @@ package repel
 
 import (
 	"context"
+	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -193,6 +196,109 @@ func FuzzMoveFrames(f *testing.F) {
 		}
 		if _, err := peer.IDFromBytes([]byte(m.Token.Holder)); err != nil || !m.Token.Coord.IsValid() {
 			t.Fatalf("accepted frame with holder %q coord %+v", m.Token.Holder, m.Token.Coord)
+		}
+	})
+}
+
+func TestSurveyFrames_RoundTrip(t *testing.T) {
+	holder, cand, c1 := testPeer(t), testPeer(t), testPeer(t)
+	tok := goodToken(holder, c1)
+	tok.Surveyed = true
+	sv := Message{Type: MsgSurvey, Token: tok, Survey: []string{string(holder), string(c1)}}
+	f := EncodeSurvey(sv)
+	if f.Token.Digest != nil {
+		t.Fatal("a survey carries the holder's digest")
+	}
+	got, reason, err := DecodeSurvey(f, holder, cand)
+	if err != nil {
+		t.Fatalf("%s: %v", reason, err)
+	}
+	if got.Type != MsgSurvey || got.From != string(holder) || got.To != string(cand) || !got.Token.sameVersion(tok) ||
+		!got.Token.Surveyed || !slices.Equal(got.Survey, sv.Survey) {
+		t.Fatalf("survey round trip: %+v", got)
+	}
+	rep := Message{Type: MsgSurveyReport, Token: tok, RTTs: []float64{0.0123456, -1, 0, MaxSampleRTT}}
+	got, reason, err = DecodeSurvey(EncodeSurvey(rep), cand, holder)
+	if err != nil {
+		t.Fatalf("%s: %v", reason, err)
+	}
+	want := []float64{0.012346, -1, 0, MaxSampleRTT}
+	if got.Type != MsgSurveyReport || len(got.RTTs) != len(want) {
+		t.Fatalf("report round trip: %+v", got)
+	}
+	for i := range want {
+		if math.Abs(got.RTTs[i]-want[i]) > 1e-9 {
+			t.Fatalf("report RTTs %v, want %v (whole µs)", got.RTTs, want)
+		}
+	}
+	// A survey of a model that is not a survey frame type at all.
+	bad := EncodeSurvey(sv)
+	bad.Type = 7
+	if _, reason, err := DecodeSurvey(bad, holder, cand); err == nil || reason != DropFrameType {
+		t.Fatalf("frame type 7: %q %v", reason, err)
+	}
+}
+
+func TestDecodeSurvey_RefusesEachBadKind(t *testing.T) {
+	holder, cand := testPeer(t), testPeer(t)
+	tok := goodToken(holder, testPeer(t))
+	for name, c := range map[string]struct {
+		mut    func(f *pb.SurveyFrame)
+		reason string
+	}{
+		"bad-peer":     {func(f *pb.SurveyFrame) { f.Peers = append(f.Peers, []byte("nope")) }, DropSurvey},
+		"too-many":     {func(f *pb.SurveyFrame) { f.Peers = make([][]byte, MaxSurveyClients+1) }, DropSurvey},
+		"rtt-in-asked": {func(f *pb.SurveyFrame) { f.RttUs = []int32{5} }, DropSurvey},
+		"no-token":     {func(f *pb.SurveyFrame) { f.Token = nil }, DropDecode},
+		"nan-coord":    {func(f *pb.SurveyFrame) { f.Token.Coord.Vec[0] = math.NaN() }, DropCoord},
+		"bad-rtt": {func(f *pb.SurveyFrame) {
+			f.Type, f.Peers, f.RttUs = pb.SurveyFrame_REPORT, nil, []int32{-2}
+		}, DropSurvey},
+		"over-rtt": {func(f *pb.SurveyFrame) {
+			f.Type, f.Peers, f.RttUs = pb.SurveyFrame_REPORT, nil, []int32{int32(MaxSampleRTT*1e6) + 1}
+		}, DropSurvey},
+		"peers-in-report": {func(f *pb.SurveyFrame) { f.Type = pb.SurveyFrame_REPORT }, DropSurvey},
+	} {
+		f := EncodeSurvey(Message{Type: MsgSurvey, Token: tok, Survey: []string{string(holder)}})
+		c.mut(f)
+		if _, reason, err := DecodeSurvey(f, holder, cand); err == nil || reason != c.reason {
+			t.Errorf("%s: reason %q err %v, want %q", name, reason, err, c.reason)
+		}
+	}
+}
+
+// FuzzSurveyFrames: the survey decoder never panics on any bytes, and a
+// frame it accepts is one the model can take or refuse by name.
+func FuzzSurveyFrames(f *testing.F) {
+	p1, _ := test.RandPeerID()
+	p2, _ := test.RandPeerID()
+	sv, _ := proto.Marshal(EncodeSurvey(Message{Type: MsgSurvey, Token: goodToken(p1, p2), Survey: []string{string(p1), string(p2)}}))
+	rep, _ := proto.Marshal(EncodeSurvey(Message{Type: MsgSurveyReport, Token: goodToken(p1, p2), RTTs: []float64{0.01, -1}}))
+	f.Add(sv)
+	f.Add(rep)
+	f.Add([]byte{0x08, 0x02, 0x22, 0x01, 0x03})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fr pb.SurveyFrame
+		if len(data) > MaxSurveyFrame || proto.Unmarshal(data, &fr) != nil {
+			return
+		}
+		m, _, err := DecodeSurvey(&fr, p1, p2)
+		if err != nil {
+			return
+		}
+		if len(m.Survey) > MaxSurveyClients || len(m.RTTs) > MaxSurveyClients || !m.Token.Coord.IsValid() {
+			t.Fatalf("accepted %d peers, %d RTTs, coord %+v", len(m.Survey), len(m.RTTs), m.Token.Coord)
+		}
+		for _, r := range m.RTTs {
+			if r != -1 && (r < 0 || r > MaxSampleRTT) {
+				t.Fatalf("accepted RTT %v", r)
+			}
+		}
+		cfg := DefaultConfig()
+		cfg.Tokens = 2
+		n, _ := NewNode(string(p2), PeerKey(string(p2)), cfg, rand.New(rand.NewPCG(1, 1)))
+		if _, err := n.Step(time.Unix(1, 0), m); err != nil && !errors.Is(err, ErrBadSurvey) && !errors.Is(err, ErrTokenOutOfRange) && !errors.Is(err, ErrNotHolder) {
+			t.Fatalf("model refused a decoded frame with %v", err)
 		}
 	})
 }

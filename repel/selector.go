@@ -193,7 +193,7 @@ const (
 	StatLookups       = "token_lookups"
 	StatPublishDrop   = "publish_queue_full"
 	StatMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
-	StatHolderProbes  = "holder_probes"     // a holder's Vivaldi exchanges with other holders and its clients (Config.ProbeTTL)
+	StatHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
 	StatProbesFailed  = "holder_probes_failed"
 )
 
@@ -325,6 +325,7 @@ func (s *Selector) Start(ctx context.Context) error {
 	ctx = s.ctx
 	s.start = time.Now()
 	s.node.Host().SetStreamHandler(MoveProtocol, s.handleMove)
+	s.node.Host().SetStreamHandler(SurveyProtocol, s.handleSurvey)
 	s.note.Set(superpeer.Client, "", "started", s.start)
 	s.wg.Add(4)
 	go func() { defer s.wg.Done(); s.loop(ctx) }()
@@ -338,6 +339,7 @@ func (s *Selector) Start(ctx context.Context) error {
 func (s *Selector) Close() error {
 	s.once.Do(func() {
 		s.node.Host().RemoveStreamHandler(MoveProtocol)
+		s.node.Host().RemoveStreamHandler(SurveyProtocol)
 		if s.cancel != nil {
 			s.cancel()
 		}
@@ -609,6 +611,9 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		case MsgMove:
 			s.wg.Add(1)
 			go func(m Message) { defer s.wg.Done(); s.sendMove(m) }(m)
+		case MsgSurvey, MsgSurveyReport:
+			s.wg.Add(1)
+			go func(m Message) { defer s.wg.Done(); s.sendSurvey(m) }(m)
 		case MsgMoveAck, MsgMoveRefuse:
 			if reply != nil && answer == nil {
 				m := m

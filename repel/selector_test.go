@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-msgio/pbio"
@@ -273,4 +274,126 @@ func TestSelector_GossipRefusesLiars(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestSelector_SurveysOverTheWire: with surveys on, a settled holder's
+// surveys reach its candidates over SurveyProtocol, they measure and
+// report back, and the holder decides (keeps its place or hands the token
+// on); the swarm still has one superpeer serving everyone, and nothing is
+// refused between honest peers.
+func TestSelector_SurveysOverTheWire(t *testing.T) {
+	cfg := LocalConfig()
+	cfg.Tokens = 1
+	cfg.SurveyInterval = 500 * time.Millisecond
+	cfg.SurveyCandidates = 3
+	ps := selectorNet(t, 6, 6, cfg)
+	decided := func() uint64 {
+		var n uint64
+		for _, s := range ps.sels {
+			st := s.Stats()
+			n += st[EventSurveyKept.String()] + st[EventSurveyMoved.String()]
+		}
+		return n
+	}
+	start := time.Now()
+	waitUntil(t, 30*time.Second, "a survey decided", func() bool { return decided() > 0 })
+	t.Logf("first survey decided after %v", time.Since(start))
+	var sent, recv, reports uint64
+	for _, s := range ps.sels {
+		st := s.Stats()
+		sent += st[StatSurveySent]
+		recv += st[StatSurveyRecv]
+		if st[EventSurvey.String()] > 0 {
+			reports += st[StatSurveyRecv]
+		}
+	}
+	if sent == 0 || recv == 0 || reports == 0 {
+		t.Fatalf("survey frames: %d sent, %d received, %d reports at holders", sent, recv, reports)
+	}
+	waitUntil(t, 30*time.Second, "one superpeer serving everyone", func() bool {
+		var sp peer.ID
+		n := 0
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Superpeer {
+				sp, n = s.node.ID(), n+1
+			}
+		}
+		if n != 1 {
+			return false
+		}
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Client && s.Superpeer() != sp {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range ps.sels {
+		if d := s.Drops(); len(d) > 0 {
+			t.Errorf("%s dropped messages between honest peers: %v", s.node.ID(), d)
+		}
+	}
+}
+
+// TestSelector_BadSurveyFramesCounted: survey frames that do not decode,
+// list a peer that is not a peer ID, or report an RTT out of range are
+// dropped and counted by reason; a good survey is still measured and
+// answered.
+func TestSelector_BadSurveyFramesCounted(t *testing.T) {
+	cfg := LocalConfig()
+	cfg.Tokens = 2
+	cfg.DeadAfter = time.Minute // nobody mints during the test
+	ps := selectorNet(t, 2, 1, cfg)
+	victim, attacker := ps.sels[0], ps.hosts[1]
+	target := ps.hosts[0].ID()
+	send := func(b []byte) {
+		s, err := attacker.NewStream(context.Background(), target, SurveyProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = s.Write(b)
+		_ = s.Close()
+	}
+	frame := func(f *pb.SurveyFrame) []byte {
+		var buf bytesBuffer
+		if err := pbio.NewDelimitedWriter(&buf).WriteMsg(f); err != nil {
+			t.Fatal(err)
+		}
+		return buf.b
+	}
+	mine := Token{ID: 0, Epoch: 1, Holder: string(attacker.ID()), HolderKey: PeerKey(string(attacker.ID())), Coord: vivaldi.Coord{Vec: make([]float64, 8)}}
+	good := EncodeSurvey(Message{Type: MsgSurvey, Token: mine, Survey: []string{string(attacker.ID())}})
+	badPeer := EncodeSurvey(Message{Type: MsgSurvey, Token: mine})
+	badPeer.Peers = [][]byte{[]byte("nope")}
+	badRTT := EncodeSurvey(Message{Type: MsgSurveyReport, Token: mine})
+	badRTT.RttUs = []int32{-5}
+	send([]byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff})
+	send(frame(badPeer))
+	send(frame(badRTT))
+	send(frame(EncodeSurvey(Message{Type: MsgSurvey, Token: mine}))) // no peers: the model refuses it
+	waitUntil(t, 5*time.Second, "the bad frames counted", func() bool {
+		d := victim.Drops()
+		return d[DropDecode] == 1 && d[DropSurvey] == 2 && d[DropStep] == 1
+	})
+	// A good survey: the victim measures the attacker and reports.
+	got := make(chan Message, 1)
+	attacker.SetStreamHandler(SurveyProtocol, func(s lpnet.Stream) {
+		defer s.Close()
+		var f pb.SurveyFrame
+		if err := pbio.NewDelimitedReader(s, MaxSurveyFrame).ReadMsg(&f); err != nil {
+			return
+		}
+		if m, _, err := DecodeSurvey(&f, target, attacker.ID()); err == nil {
+			got <- m
+		}
+	})
+	send(frame(good))
+	select {
+	case m := <-got:
+		if m.Type != MsgSurveyReport || len(m.RTTs) != 1 || m.RTTs[0] < 0 {
+			t.Fatalf("report %+v, want the attacker's RTT measured", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no report to a good survey")
+	}
 }

@@ -222,7 +222,8 @@ func runRepel(o Options, r *report.Run) error {
 		"ratio_kmedian, ratio_random: the row's mean client RTT over the greedy k-median's and random's; goal_met (repel-attract): ratio_kmedian ≤ 1.15, ratio_random ≤ 0.6, no superpeer over C, no client unserved",
 		"settle: virtual seconds until every token was last held once and settled with no move since; moves: accepted token moves",
 		"traffic: token protocol only (announcements with their GossipSub envelope, one copy to each other peer; move frames), per peer per second over the run (and, in results.json, over the settled stretch); attach and Vivaldi not counted",
-		"holder_probes (results.json): the holders' RTT measurements of other holders and of their attached clients (repel.Config.ProbeTTL: SiteRTT and the digests' measured RTTs), answered with the true RTT; one Vivaldi exchange each in the live selector, not in traffic",
+		"holder_probes (results.json): the RTT measurements the token method asks for: holders' of other holders and of their attached clients (repel.Config.ProbeTTL: SiteRTT and the digests' measured RTTs) and survey candidates' of the peers a survey lists, answered with the true RTT; one Vivaldi exchange each in the live selector, not in traffic (surveys and their reports are)",
+		"surveys (attract only; repel.Config.SurveyInterval): once settled, a holder asks the SurveyCandidates clients the coordinates rank best as the middle of its clients to measure their RTTs to it and to SurveyClients of its clients, and hands its token to one whose sum is lower by SurveyGain (see attract); the run ends once every holder's place was kept by a survey",
 	}
 	maxS := 0
 	for _, S := range p.Ss {

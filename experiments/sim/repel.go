@@ -81,10 +81,11 @@ type RepelResult struct {
 	Events     map[string]int `json:"events"`
 	Messages   map[string]int `json:"messages"`
 	Deliveries uint64         `json:"deliveries"`
-	// Probes are the holders' RTT measurements of other holders and of
-	// their attached clients (repel.Config.ProbeTTL; one Vivaldi exchange
-	// each in the live selector, not counted in Traffic), answered with the
-	// true RTT.
+	// Probes are the RTT measurements the nodes asked for: holders' of
+	// other holders and of their attached clients (repel.Config.ProbeTTL),
+	// and survey candidates' of the peers a survey lists
+	// (repel.Config.SurveyInterval); one Vivaldi exchange each in the live
+	// selector, not counted in Traffic; answered with the true RTT.
 	Probes     int    `json:"holder_probes"`
 	StepErrors int    `json:"step_errors"`
 	LoopEvents uint64 `json:"loop_events"`

@@ -22,14 +22,16 @@ import (
 //     about D copies per peer (D = 4–6), and its control traffic (IHAVE,
 //     IWANT, heartbeats) is not counted;
 //   - a move, ack or refusal is one varint-delimited repel.EncodeMove frame
-//     to its addressee.
+//     to its addressee, a survey or its report one repel.EncodeSurvey frame.
 //
-// The attach protocol and Vivaldi are not counted here.
+// The attach protocol and Vivaldi (nor the measurements a survey asks
+// for: RepelResult.Probes) are not counted here.
 type RepelTraffic struct {
 	// Sends and Bytes are the transmissions and their bytes over the run.
 	Sends uint64 `json:"sends"`
 	Bytes uint64 `json:"bytes"`
-	// By message type ("announce", "move", "move-ack", "move-refuse").
+	// By message type ("announce", "move", "move-ack", "move-refuse",
+	// "survey", "survey-report").
 	SendsByType map[string]uint64 `json:"sends_by_type"`
 	BytesByType map[string]uint64 `json:"bytes_by_type"`
 	// SettledSends and SettledBytes are those since the tokens last
@@ -49,6 +51,8 @@ func (t *RepelTraffic) count(m repel.Message, n int) {
 	var copies, size uint64
 	if m.To == "" {
 		copies, size = uint64(n-1), uint64(announceFrameSize(m))
+	} else if m.Type == repel.MsgSurvey || m.Type == repel.MsgSurveyReport {
+		copies, size = 1, uint64(delimited(proto.Size(repel.EncodeSurvey(m))))
 	} else {
 		copies, size = 1, uint64(delimited(proto.Size(repel.EncodeMove(m))))
 	}

@@ -7,7 +7,8 @@
 // The wire format of the repel method: token announcements gossiped on the
 // GossipSub topic /superpeer/repel/tokens/1, and the move hand-over protocol
 // /superpeer/repel/move/1.0.0 (a request/response stream: MOVE, answered by
-// ACK or REFUSE). Coordinates are Vivaldi coordinates in seconds.
+// ACK or REFUSE), and the survey protocol /superpeer/repel/survey/1.0.0 (one
+// unanswered frame per stream). Coordinates are Vivaldi coordinates in seconds.
 
 package pb
 
@@ -76,6 +77,55 @@ func (x MoveFrame_Type) Number() protoreflect.EnumNumber {
 // Deprecated: Use MoveFrame_Type.Descriptor instead.
 func (MoveFrame_Type) EnumDescriptor() ([]byte, []int) {
 	return file_repel_proto_rawDescGZIP(), []int{4, 0}
+}
+
+type SurveyFrame_Type int32
+
+const (
+	SurveyFrame_UNKNOWN SurveyFrame_Type = 0
+	SurveyFrame_SURVEY  SurveyFrame_Type = 1 // measure your RTT to each of peers (the holder first)
+	SurveyFrame_REPORT  SurveyFrame_Type = 2 // the RTTs, in the survey's order
+)
+
+// Enum value maps for SurveyFrame_Type.
+var (
+	SurveyFrame_Type_name = map[int32]string{
+		0: "UNKNOWN",
+		1: "SURVEY",
+		2: "REPORT",
+	}
+	SurveyFrame_Type_value = map[string]int32{
+		"UNKNOWN": 0,
+		"SURVEY":  1,
+		"REPORT":  2,
+	}
+)
+
+func (x SurveyFrame_Type) Enum() *SurveyFrame_Type {
+	p := new(SurveyFrame_Type)
+	*p = x
+	return p
+}
+
+func (x SurveyFrame_Type) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SurveyFrame_Type) Descriptor() protoreflect.EnumDescriptor {
+	return file_repel_proto_enumTypes[1].Descriptor()
+}
+
+func (SurveyFrame_Type) Type() protoreflect.EnumType {
+	return &file_repel_proto_enumTypes[1]
+}
+
+func (x SurveyFrame_Type) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SurveyFrame_Type.Descriptor instead.
+func (SurveyFrame_Type) EnumDescriptor() ([]byte, []int) {
+	return file_repel_proto_rawDescGZIP(), []int{5, 0}
 }
 
 type Coord struct {
@@ -222,8 +272,11 @@ type Token struct {
 	HeldSinceUnixNano int64                  `protobuf:"varint,5,opt,name=held_since_unix_nano,json=heldSinceUnixNano,proto3" json:"held_since_unix_nano,omitempty"`
 	Moves             uint32                 `protobuf:"varint,6,opt,name=moves,proto3" json:"moves,omitempty"`
 	Digest            []*Sample              `protobuf:"bytes,7,rep,name=digest,proto3" json:"digest,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set on a move offer by a settled holder whose survey measured the new
+	// holder a better place for its clients: the new holder takes it settled.
+	Surveyed      bool `protobuf:"varint,8,opt,name=surveyed,proto3" json:"surveyed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Token) Reset() {
@@ -303,6 +356,13 @@ func (x *Token) GetDigest() []*Sample {
 		return x.Digest
 	}
 	return nil
+}
+
+func (x *Token) GetSurveyed() bool {
+	if x != nil {
+		return x.Surveyed
+	}
+	return false
 }
 
 // Announce is one gossip message: the author's current version of its token.
@@ -411,6 +471,77 @@ func (x *MoveFrame) GetReason() uint32 {
 	return 0
 }
 
+// SurveyFrame is the one frame of a survey-protocol stream: a settled
+// holder's SURVEY to a candidate place for its token, or the candidate's
+// REPORT back, each on its own stream and unanswered.
+type SurveyFrame struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          SurveyFrame_Type       `protobuf:"varint,1,opt,name=type,proto3,enum=superpeer.repel.SurveyFrame_Type" json:"type,omitempty"`
+	Token         *Token                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`                        // the surveying holder's version (no digest)
+	Peers         [][]byte               `protobuf:"bytes,3,rep,name=peers,proto3" json:"peers,omitempty"`                        // SURVEY: peer IDs, at most 256
+	RttUs         []int32                `protobuf:"zigzag32,4,rep,packed,name=rtt_us,json=rttUs,proto3" json:"rtt_us,omitempty"` // REPORT: µs, one per peer; -1: not measured; none: declined
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SurveyFrame) Reset() {
+	*x = SurveyFrame{}
+	mi := &file_repel_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SurveyFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SurveyFrame) ProtoMessage() {}
+
+func (x *SurveyFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_repel_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SurveyFrame.ProtoReflect.Descriptor instead.
+func (*SurveyFrame) Descriptor() ([]byte, []int) {
+	return file_repel_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SurveyFrame) GetType() SurveyFrame_Type {
+	if x != nil {
+		return x.Type
+	}
+	return SurveyFrame_UNKNOWN
+}
+
+func (x *SurveyFrame) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *SurveyFrame) GetPeers() [][]byte {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *SurveyFrame) GetRttUs() []int32 {
+	if x != nil {
+		return x.RttUs
+	}
+	return nil
+}
+
 var File_repel_proto protoreflect.FileDescriptor
 
 const file_repel_proto_rawDesc = "" +
@@ -424,7 +555,7 @@ const file_repel_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12,\n" +
 	"\x05coord\x18\x02 \x01(\v2\x16.superpeer.repel.CoordR\x05coord\x12\x16\n" +
 	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x10\n" +
-	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\xeb\x01\n" +
+	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\x87\x02\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
@@ -432,7 +563,8 @@ const file_repel_proto_rawDesc = "" +
 	"\x05coord\x18\x04 \x01(\v2\x16.superpeer.repel.CoordR\x05coord\x12/\n" +
 	"\x14held_since_unix_nano\x18\x05 \x01(\x03R\x11heldSinceUnixNano\x12\x14\n" +
 	"\x05moves\x18\x06 \x01(\rR\x05moves\x12/\n" +
-	"\x06digest\x18\a \x03(\v2\x17.superpeer.repel.SampleR\x06digest\"8\n" +
+	"\x06digest\x18\a \x03(\v2\x17.superpeer.repel.SampleR\x06digest\x12\x1a\n" +
+	"\bsurveyed\x18\b \x01(\bR\bsurveyed\"8\n" +
 	"\bAnnounce\x12,\n" +
 	"\x05token\x18\x01 \x01(\v2\x16.superpeer.repel.TokenR\x05token\"\xba\x01\n" +
 	"\tMoveFrame\x123\n" +
@@ -444,7 +576,18 @@ const file_repel_proto_rawDesc = "" +
 	"\x04MOVE\x10\x01\x12\a\n" +
 	"\x03ACK\x10\x02\x12\n" +
 	"\n" +
-	"\x06REFUSE\x10\x03B1Z/github.com/superpeer-overlay/superpeer/repel/pbb\x06proto3"
+	"\x06REFUSE\x10\x03\"\xcc\x01\n" +
+	"\vSurveyFrame\x125\n" +
+	"\x04type\x18\x01 \x01(\x0e2!.superpeer.repel.SurveyFrame.TypeR\x04type\x12,\n" +
+	"\x05token\x18\x02 \x01(\v2\x16.superpeer.repel.TokenR\x05token\x12\x14\n" +
+	"\x05peers\x18\x03 \x03(\fR\x05peers\x12\x15\n" +
+	"\x06rtt_us\x18\x04 \x03(\x11R\x05rttUs\"+\n" +
+	"\x04Type\x12\v\n" +
+	"\aUNKNOWN\x10\x00\x12\n" +
+	"\n" +
+	"\x06SURVEY\x10\x01\x12\n" +
+	"\n" +
+	"\x06REPORT\x10\x02B1Z/github.com/superpeer-overlay/superpeer/repel/pbb\x06proto3"
 
 var (
 	file_repel_proto_rawDescOnce sync.Once
@@ -458,28 +601,32 @@ func file_repel_proto_rawDescGZIP() []byte {
 	return file_repel_proto_rawDescData
 }
 
-var file_repel_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_repel_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_repel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_repel_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_repel_proto_goTypes = []any{
-	(MoveFrame_Type)(0), // 0: superpeer.repel.MoveFrame.Type
-	(*Coord)(nil),       // 1: superpeer.repel.Coord
-	(*Sample)(nil),      // 2: superpeer.repel.Sample
-	(*Token)(nil),       // 3: superpeer.repel.Token
-	(*Announce)(nil),    // 4: superpeer.repel.Announce
-	(*MoveFrame)(nil),   // 5: superpeer.repel.MoveFrame
+	(MoveFrame_Type)(0),   // 0: superpeer.repel.MoveFrame.Type
+	(SurveyFrame_Type)(0), // 1: superpeer.repel.SurveyFrame.Type
+	(*Coord)(nil),         // 2: superpeer.repel.Coord
+	(*Sample)(nil),        // 3: superpeer.repel.Sample
+	(*Token)(nil),         // 4: superpeer.repel.Token
+	(*Announce)(nil),      // 5: superpeer.repel.Announce
+	(*MoveFrame)(nil),     // 6: superpeer.repel.MoveFrame
+	(*SurveyFrame)(nil),   // 7: superpeer.repel.SurveyFrame
 }
 var file_repel_proto_depIdxs = []int32{
-	1, // 0: superpeer.repel.Sample.coord:type_name -> superpeer.repel.Coord
-	1, // 1: superpeer.repel.Token.coord:type_name -> superpeer.repel.Coord
-	2, // 2: superpeer.repel.Token.digest:type_name -> superpeer.repel.Sample
-	3, // 3: superpeer.repel.Announce.token:type_name -> superpeer.repel.Token
+	2, // 0: superpeer.repel.Sample.coord:type_name -> superpeer.repel.Coord
+	2, // 1: superpeer.repel.Token.coord:type_name -> superpeer.repel.Coord
+	3, // 2: superpeer.repel.Token.digest:type_name -> superpeer.repel.Sample
+	4, // 3: superpeer.repel.Announce.token:type_name -> superpeer.repel.Token
 	0, // 4: superpeer.repel.MoveFrame.type:type_name -> superpeer.repel.MoveFrame.Type
-	3, // 5: superpeer.repel.MoveFrame.token:type_name -> superpeer.repel.Token
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 5: superpeer.repel.MoveFrame.token:type_name -> superpeer.repel.Token
+	1, // 6: superpeer.repel.SurveyFrame.type:type_name -> superpeer.repel.SurveyFrame.Type
+	4, // 7: superpeer.repel.SurveyFrame.token:type_name -> superpeer.repel.Token
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_repel_proto_init() }
@@ -492,8 +639,8 @@ func file_repel_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_repel_proto_rawDesc), len(file_repel_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   5,
+			NumEnums:      2,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
