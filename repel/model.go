@@ -821,11 +821,6 @@ func (n *Node) maybeMove(now time.Time) {
 		otherAt[i] = len(others)
 		others = append(others, e.tok.Coord)
 	}
-	if h.settled && n.cfg.SurveyInterval > 0 && !shared {
-		// A settled token moves by measurement (surveys), not by the
-		// coordinates, which brought it near enough.
-		return
-	}
 	holders := n.holders(now)
 	var clients []vivaldi.Coord
 	var weights []float64

@@ -232,42 +232,6 @@ func TestNode_SurveyCandidateMeasuresAndReports(t *testing.T) {
 	}
 }
 
-// With surveys on, a settled token moves on measurements only; with them
-// off it still moves on the coordinates (SettledMinGain).
-func TestNode_SettledMovesOnlyBySurvey(t *testing.T) {
-	for _, on := range []bool{true, false} {
-		cfg := surveyConfig()
-		cfg.SurveyInterval = time.Hour
-		if !on {
-			cfg.SurveyInterval = 0
-		}
-		a := mustNode(t, "a", cfg)
-		a.SetCoord(at2(0, 0))
-		holderOf(t, a, 0, 1)
-		for s := 0.25; s <= 6; s += 0.25 {
-			a.Tick(at(s))
-		}
-		if a.Role() != RoleSuperpeer {
-			t.Fatal("not settled")
-		}
-		// Clients appear 50 ms away: by the coordinates a clear gain.
-		var ps []Peer
-		for _, p := range surveyClients {
-			p.Key, p.Attached = PeerKey(p.ID), true
-			p.Coord = at2(p.Coord.Vec[0]+0.05, p.Coord.Vec[1])
-			ps = append(ps, p)
-		}
-		a.SetPeers(ps)
-		offer, _, _ := tickFor(a, 6, 30)
-		if on && offer != nil {
-			t.Fatalf("surveys on: settled token moved on the coordinates: %+v", offer)
-		}
-		if !on && offer == nil {
-			t.Fatal("surveys off: settled token did not move on the coordinates")
-		}
-	}
-}
-
 func TestNode_SurveyRefusesNonsense(t *testing.T) {
 	n := mustNode(t, "a", surveyConfig())
 	n.Tick(at(0))

@@ -381,10 +381,10 @@ func TestCluster_PartitionHeals(t *testing.T) {
 			t.Fatalf("seed %d: partition made no duplicate tokens: %v", seed, nw.holders())
 		}
 		nw.heal()
-		nw.run(t, 400, func() bool { return nw.exactlyS() && !nw.anyMoving() }, "heal", false)
-		for range 20 {
-			nw.round(250 * time.Millisecond)
-		}
+		// Healed: one holder per token, no hand-over in flight, and every
+		// peer's table names it. (Settled tokens may still move now and
+		// then — a later move is not a failure to heal.)
+		nw.run(t, 600, func() bool { return nw.exactlyS() && !nw.anyMoving() && nw.agree() == nil }, "heal", false)
 		if err := nw.agree(); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}

@@ -140,6 +140,7 @@ type snapshot struct {
 	holding  bool
 	offer    Token // the version offered in a move awaiting its answer
 	offering bool
+	surveyed bool // a survey kept the held token where it is
 	live     []Token
 }
 
@@ -280,6 +281,14 @@ func (s *Selector) Offer() (Token, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return copyToken(s.snap.offer), s.snap.offering
+}
+
+// Surveyed reports whether this peer holds a token whose place a survey
+// has measured and kept (Config.SurveyInterval).
+func (s *Selector) Surveyed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap.holding && s.snap.surveyed
 }
 
 // LiveTokens are the token versions this peer has heard of lately.
@@ -650,7 +659,7 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		s.settledAt = now
 	}
 	lost := s.snap.holding && !holding
-	s.snap = snapshot{role: r.Role, held: held, holding: holding, offer: offer, offering: offering, live: live}
+	s.snap = snapshot{role: r.Role, held: held, holding: holding, offer: offer, offering: offering, live: live, surveyed: s.model.Surveyed()}
 	s.publishStateLocked("token "+r.Role.String(), now)
 	s.mu.Unlock()
 	if lost {

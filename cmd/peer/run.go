@@ -102,6 +102,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
 	settle := fs.Duration("settle", def.SettleAfter, "repel: T_settle, how long a peer holds a token before it is a superpeer")
 	dead := fs.Duration("dead", def.DeadAfter, "repel: T_dead, how long a token may go unheard before it is minted again; must exceed 2 × --announce")
+	survey := fs.Duration("survey", def.SurveyInterval, "repel: as a settled holder, survey the place this long after settling (then twice as long after each survey that keeps it): candidates among the clients measure their RTTs to the clients, and the token moves to one measured better (0: no surveys)")
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: how often a settled holder announces its token (a moving one: every "+def.MovingAnnounceInterval.String()+" or this, whichever is shorter)")
 	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
 	if err := parseFlags(fs, args); err != nil {
@@ -137,6 +138,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	case *displace < 0:
 		return fmt.Errorf("%w: --displace %v is negative", errUsage, *displace)
+	case *survey < 0:
+		return fmt.Errorf("%w: --survey %v is negative", errUsage, *survey)
 	case *ttl < 100*time.Millisecond:
 		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
 	case *force != "attract" && *force != "repulsion":
@@ -155,6 +158,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --ttl %v: with --method repel it must be at least %v (clients renew at most once per %v move interval)", errUsage, *ttl, 2*def.MoveInterval, def.MoveInterval)
 	}
 	rcfg := repelConfig(*superpeers, *force, *settle, *dead, *announce)
+	rcfg.SurveyInterval = *survey
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

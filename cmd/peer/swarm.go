@@ -157,6 +157,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
 	displace := fs.Duration("displace", repel.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
+	survey := fs.Duration("survey", swarm.RepelSwarmConfig(1, repel.Attract).SurveyInterval, "repel: a settled holder surveys its place this long after settling (then twice as long after each survey that keeps it): candidates among its clients measure the RTTs to its clients, and the token moves to one measured better (0: no surveys; the swarm converges once every place was kept)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every 10 min) before it chooses, nearest by its coordinates first")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
@@ -219,6 +220,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	case *displace < 0:
 		return fmt.Errorf("%w: --displace %v is negative", errUsage, *displace)
+	case *survey < 0:
+		return fmt.Errorf("%w: --survey %v is negative", errUsage, *survey)
 	case *ttl < 100*time.Millisecond:
 		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
 	case *parallel < 1:
@@ -301,6 +304,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			model = repel.Repulsion
 		}
 		cfg := swarm.RepelSwarmConfig(*superpeers, model)
+		cfg.SurveyInterval = *survey
 		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Displace: displaceOption(*displace)}, Probe: *probe}, gossip); err != nil {
 			return err
 		}
@@ -492,11 +496,12 @@ func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
 }
 
 func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary) {
-	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints, %d fenced; attach: %d refused full, %d displaced\n", rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced, rs.RefusedFull, rs.Displaced)
+	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints, %d fenced; surveys %d (%d moved, %d kept); attach: %d refused full, %d displaced\n",
+		rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced, rs.Surveys, rs.SurveyMoves, rs.SurveyKept, rs.RefusedFull, rs.Displaced)
 	fmt.Fprintf(w, "  k-median RTT ms  mean %.1f  p50 %.1f  p90 %.1f (centralised, true RTTs)\n", rs.KMedianClientRTT.Mean, rs.KMedianClientRTT.P50, rs.KMedianClientRTT.P90)
 	pp := sum.PerPeerPerSecond
-	fmt.Fprintf(w, "  per peer per s   gossip %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; vivaldi %.2f samples\n",
-		pp["gossip_messages"], pp["gossip_bytes"], pp["announce_sent"], pp["move_frames"], pp["vivaldi_samples"])
+	fmt.Fprintf(w, "  per peer per s   gossip %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; surveys %.3f frames %.0f bytes; holder probes %.2f; vivaldi %.2f samples\n",
+		pp["gossip_messages"], pp["gossip_bytes"], pp["announce_sent"], pp["move_frames"], pp["survey_frames"], pp["survey_bytes"], pp["holder_probes"], pp["vivaldi_samples"])
 	if len(rs.Drops) > 0 {
 		fmt.Fprintf(w, "  refused          %v\n", rs.Drops)
 	}

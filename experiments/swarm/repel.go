@@ -113,6 +113,11 @@ func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	// each other on at the rate rest bought moves back (0.5-1 a second)
 	// and the swarm never stood still long enough to converge.
 	c.CoolingRest = 2 * time.Minute
+	// Matrix latencies tell places apart, unlike LocalConfig's: settled
+	// holders survey their places (10 s after settling, then 20, 40, ...;
+	// a candidate gets 8 s to measure up to 128 clients).
+	c.SurveyInterval = 10 * time.Second
+	c.SurveyTimeout = 8 * time.Second
 	return c
 }
 
@@ -203,9 +208,11 @@ type RepelState struct {
 	// more than one, hand-overs in flight aside; HandOvers, tokens whose
 	// holder has offered them to a peer that holds them already and awaits
 	// the answer (it drops its copy then); Unsettled, holders whose token
-	// has not settled.
-	Missing, Duplicated, HandOvers, Unsettled int
-	Assignment                                metrics.Assignment
+	// has not settled; Unsurveyed, with surveys on
+	// (repel.Config.SurveyInterval), settled holders whose place no survey
+	// has kept yet.
+	Missing, Duplicated, HandOvers, Unsettled, Unsurveyed int
+	Assignment                                            metrics.Assignment
 	// Wrong counts clients attached to a peer that is not a superpeer or
 	// does not list them; Unserved, clients attached to nobody.
 	Wrong, Unserved int
@@ -249,10 +256,10 @@ func countHolders(holders [][]int, held func(i int) repel.Token, offer func(i in
 func (st RepelState) TokensBack() bool { return st.Missing == 0 && st.Duplicated == 0 }
 
 // Converged is true when every token is held once and settled — exactly S
-// superpeers — and every client is attached to one that lists it (or
-// capacity has run out).
+// superpeers — with its place kept by a survey (with surveys on), and every
+// client is attached to one that lists it (or capacity has run out).
 func (st RepelState) Converged() bool {
-	return st.TokensBack() && st.Unsettled == 0 && len(st.Superpeers) == len(st.Holders) &&
+	return st.TokensBack() && st.Unsettled == 0 && st.Unsurveyed == 0 && len(st.Superpeers) == len(st.Holders) &&
 		st.Wrong == 0 && (st.Unserved == 0 || st.Room == 0)
 }
 
@@ -277,6 +284,9 @@ func (r *RepelRun) State() RepelState {
 			if sel.Role() == superpeer.Superpeer {
 				st.Superpeers = append(st.Superpeers, i)
 				isSP[i] = true
+				if r.opts.Config.SurveyInterval > 0 && !sel.Surveyed() {
+					st.Unsurveyed++
+				}
 				st.Assignment[i] = i
 				set := map[peer.ID]bool{}
 				for _, c := range sel.Attach().Clients() {
@@ -353,8 +363,8 @@ const stateLogEvery = 15 * time.Second
 
 // String says what keeps the state from converging.
 func (st RepelState) String() string {
-	return fmt.Sprintf("%d missing, %d duplicated (+%d handed over), %d unsettled, %d superpeers, %d wrong, %d unserved (room %d)",
-		st.Missing, st.Duplicated, st.HandOvers, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved, st.Room)
+	return fmt.Sprintf("%d missing, %d duplicated (+%d handed over), %d unsettled, %d unsurveyed, %d superpeers, %d wrong, %d unserved (room %d)",
+		st.Missing, st.Duplicated, st.HandOvers, st.Unsettled, st.Unsurveyed, len(st.Superpeers), st.Wrong, st.Unserved, st.Room)
 }
 
 // WaitConverged waits until RepelState.Converged.
@@ -380,6 +390,12 @@ type RepelSummary struct {
 	// it (superpeer.AttachOptions.Displace), since selection started.
 	RefusedFull uint64 `json:"refused_full"`
 	Displaced   uint64 `json:"displaced"`
+	// Surveys counts the settled holders' surveys (repel.Config.SurveyInterval);
+	// SurveyMoves, those that handed the token to a place measured better;
+	// SurveyKept, those that kept it.
+	Surveys     uint64 `json:"surveys"`
+	SurveyMoves uint64 `json:"survey_moves"`
+	SurveyKept  uint64 `json:"survey_kept"`
 	// GossipMessages and GossipBytes are what GossipSub sent, swarm-wide,
 	// since selection started: every forward and the control traffic.
 	GossipMessages uint64 `json:"gossip_messages"`
@@ -433,6 +449,9 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		Moves:         stats[repel.EventAccepted.String()],
 		Minted:        stats[repel.EventMinted.String()],
 		Fenced:        stats[repel.EventFenced.String()],
+		Surveys:       stats[repel.EventSurvey.String()],
+		SurveyMoves:   stats[repel.EventSurveyMoved.String()],
+		SurveyKept:    stats[repel.EventSurveyKept.String()],
 		Drops:         drops,
 	}
 	ev, err := r.s.Evaluate(st.Assignment, st.Superpeers, capacity, S)
@@ -476,6 +495,9 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		"announce_bytes":   per(stats[repel.StatAnnounceBytes]),
 		"move_frames":      per(stats[repel.StatMoveSent]),
 		"move_bytes":       per(stats[repel.StatMoveBytes]),
+		"survey_frames":    per(stats[repel.StatSurveySent]),
+		"survey_bytes":     per(stats[repel.StatSurveyBytes]),
+		"holder_probes":    per(stats[repel.StatHolderProbes]),
 		"vivaldi_samples":  per(samples),
 	}
 	if r.gossip != nil {
