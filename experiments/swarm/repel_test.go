@@ -91,9 +91,10 @@ func waitLogged(t *testing.T, ctx context.Context, r *RepelRun, since time.Time,
 		if time.Since(last) > 15*time.Second {
 			last = time.Now()
 			stats, _ := r.counts()
-			t.Logf("%.0f s: %d missing, %d duplicated, %d unsettled, %d superpeers, %d wrong, %d unserved; %d minted, %d moves, %d fenced, %d move timeouts; %d announced, %d heard, %d publish drops",
-				time.Since(since).Seconds(), st.Missing, st.Duplicated, st.Unsettled, len(st.Superpeers), st.Wrong, st.Unserved,
-				stats["minted"], stats["accepted"], stats["fenced"], stats["move-timed-out"], stats[repel.StatAnnounceSent], stats[repel.StatAnnounceRecv], stats[repel.StatPublishDrop])
+			t.Logf("%.0f s: %d missing, %d duplicated, %d unsettled, %d unsurveyed, %d superpeers, %d wrong, %d unserved; %d minted, %d moves, %d fenced, %d move timeouts, %d surveys (%d moved); %d announced, %d heard, %d publish drops",
+				time.Since(since).Seconds(), st.Missing, st.Duplicated, st.Unsettled, st.Unsurveyed, len(st.Superpeers), st.Wrong, st.Unserved,
+				stats["minted"], stats["accepted"], stats["fenced"], stats["move-timed-out"], stats[repel.EventSurvey.String()], stats[repel.EventSurveyMoved.String()],
+				stats[repel.StatAnnounceSent], stats[repel.StatAnnounceRecv], stats[repel.StatPublishDrop])
 		}
 		return cond(st)
 	})
@@ -211,5 +212,35 @@ func TestCountHolders_HandOverIsNotADuplicate(t *testing.T) {
 		func(i int) (repel.Token, bool) { o, ok := offers[i]; return o, ok })
 	if missing != 1 || dup != 2 || hand != 1 {
 		t.Errorf("missing %d, duplicated %d, hand-overs %d; want 1, 2 (tokens 2 and 4), 1 (token 1)", missing, dup, hand)
+	}
+}
+
+// TestRepelState_Converged: the selection has converged only with every
+// token held once and settled, every place surveyed (with surveys on),
+// and every client attached to a superpeer that lists it, or no room left.
+func TestRepelState_Converged(t *testing.T) {
+	good := RepelState{Holders: [][]int{{1}, {2}}, Superpeers: []int{1, 2}}
+	if !good.Converged() {
+		t.Fatalf("%v: not converged", good)
+	}
+	for name, mut := range map[string]func(*RepelState){
+		"missing":    func(s *RepelState) { s.Missing = 1 },
+		"duplicated": func(s *RepelState) { s.Duplicated = 1 },
+		"unsettled":  func(s *RepelState) { s.Unsettled = 1 },
+		"unsurveyed": func(s *RepelState) { s.Unsurveyed = 1 },
+		"wrong":      func(s *RepelState) { s.Wrong = 1 },
+		"unserved":   func(s *RepelState) { s.Unserved, s.Room = 1, 3 },
+		"too-few":    func(s *RepelState) { s.Superpeers = []int{1} },
+	} {
+		st := good
+		mut(&st)
+		if st.Converged() {
+			t.Errorf("%s: %v counted as converged", name, st)
+		}
+	}
+	full := good
+	full.Unserved, full.Room = 2, 0
+	if !full.Converged() {
+		t.Errorf("clients unserved with no room left: %v not converged", full)
 	}
 }
