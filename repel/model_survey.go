@@ -248,9 +248,14 @@ func (n *Node) keepPlace(now time.Time) {
 
 // onSurvey takes on a holder's survey: this node measures the listed
 // peers (Ready.Probes, reusing its standing measurements) and reports.
-// While it measures for one holder it declines the others'.
+// It declines (an empty report) a survey from a peer it does not know as
+// the live holder of the token — one frame must not buy anyone
+// MaxSurveyClients measurements — and, while it measures for one holder,
+// the others'.
 func (n *Node) onSurvey(now time.Time, m Message) {
-	if j := n.job; j != nil && j.holder != m.From && now.Before(j.deadline) {
+	e := n.tokens[m.Token.ID]
+	known := e.known && e.tok.Holder == m.From && now.Sub(e.lastHeard) < n.cfg.DeadAfter
+	if j := n.job; !known || (j != nil && j.holder != m.From && now.Before(j.deadline)) {
 		n.send(Message{Type: MsgSurveyReport, To: m.From, Token: m.Token})
 		return
 	}

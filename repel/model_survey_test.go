@@ -186,8 +186,8 @@ func TestNode_SurveyTimesOut(t *testing.T) {
 
 // A candidate measures every peer of the survey (itself 0, standing
 // measurements reused), reports in the survey's order, marks what it could
-// not measure by its deadline, and declines another holder's survey
-// meanwhile.
+// not measure by its deadline, and declines a survey from a peer it does
+// not know to hold the token, and another holder's survey meanwhile.
 func TestNode_SurveyCandidateMeasuresAndReports(t *testing.T) {
 	cfg := surveyConfig()
 	cfg.Tokens = 2
@@ -196,7 +196,15 @@ func TestNode_SurveyCandidateMeasuresAndReports(t *testing.T) {
 	c.Measured(at(0.5), "c3", 7*time.Millisecond, true) // a standing measurement
 	tok := Token{ID: 0, Epoch: 3, Holder: "a", HolderKey: PeerKey("a"), Coord: at2(0, 0)}
 	ids := []string{"a", "c1", "c2", "c3", "c4"}
-	r, err := c.Step(at(1), Message{Type: MsgSurvey, From: "a", To: "c1", Token: tok, Survey: ids})
+	// Not known as the token's holder yet: declined, nothing measured.
+	r, err := c.Step(at(0.6), Message{Type: MsgSurvey, From: "a", To: "c1", Token: tok, Survey: ids})
+	if rep := msgs(r, MsgSurveyReport); err != nil || len(rep) != 1 || len(rep[0].RTTs) != 0 || len(r.Probes) != 0 || c.Measuring() {
+		t.Fatalf("survey from a peer not known to hold the token: %v %+v", err, r)
+	}
+	if _, err := c.Step(at(0.7), Message{Type: MsgAnnounce, From: "a", Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.Step(at(1), Message{Type: MsgSurvey, From: "a", To: "c1", Token: tok, Survey: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +214,9 @@ func TestNode_SurveyCandidateMeasuresAndReports(t *testing.T) {
 	}
 	// Another holder's survey meanwhile: declined at once.
 	other := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: at2(0, 0)}
+	if _, err := c.Step(at(1.05), Message{Type: MsgAnnounce, From: "b", Token: other}); err != nil {
+		t.Fatal(err)
+	}
 	r, err = c.Step(at(1.1), Message{Type: MsgSurvey, From: "b", To: "c1", Token: other, Survey: []string{"b", "c9"}})
 	if rep := msgs(r, MsgSurveyReport); err != nil || len(rep) != 1 || rep[0].To != "b" || len(rep[0].RTTs) != 0 || len(r.Probes) != 0 {
 		t.Fatalf("want an empty report to b, got %v %+v", err, r)

@@ -337,8 +337,8 @@ func TestSelector_SurveysOverTheWire(t *testing.T) {
 
 // TestSelector_BadSurveyFramesCounted: survey frames that do not decode,
 // list a peer that is not a peer ID, or report an RTT out of range are
-// dropped and counted by reason; a good survey is still measured and
-// answered.
+// dropped and counted by reason; a good survey is declined while its
+// sender holds no token the peer knows of, then measured and answered.
 func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	cfg := LocalConfig()
 	cfg.Tokens = 2
@@ -387,13 +387,45 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 			got <- m
 		}
 	})
-	send(frame(good))
-	select {
-	case m := <-got:
-		if m.Type != MsgSurveyReport || len(m.RTTs) != 1 || m.RTTs[0] < 0 {
-			t.Fatalf("report %+v, want the attacker's RTT measured", m)
+	answer := func() Message {
+		t.Helper()
+		select {
+		case m := <-got:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no report to a survey")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no report to a good survey")
+		return Message{}
+	}
+	// The attacker holds no token the victim knows of: declined, no
+	// measurements bought.
+	send(frame(good))
+	if m := answer(); m.Type != MsgSurveyReport || len(m.RTTs) != 0 {
+		t.Fatalf("report %+v, want a decline", m)
+	}
+	// Once it announces the token, its survey is measured and answered.
+	topic, err := ps.nodes[1].PubSub().Join(Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the victim subscribed", func() bool { return len(topic.ListPeers()) == 1 })
+	b, err := EncodeAnnounce(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topic.Publish(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the announcement taken", func() bool {
+		for _, tok := range victim.LiveTokens() {
+			if tok.ID == 0 && tok.Holder == mine.Holder {
+				return true
+			}
+		}
+		return false
+	})
+	send(frame(good))
+	if m := answer(); m.Type != MsgSurveyReport || len(m.RTTs) != 1 || m.RTTs[0] < 0 {
+		t.Fatalf("report %+v, want the attacker's RTT measured", m)
 	}
 }
