@@ -275,14 +275,15 @@ type Node struct {
 	coord vivaldi.Coord
 	peers []Peer
 
-	started  bool
-	tokens   []tableEntry
-	held     *held
-	role     Role
-	refused  map[string]time.Time // candidates that refused, until when to skip them
-	lastMint time.Time
-	probes   map[string]probe // measured RTTs to other holders and attached clients
-	job      *surveyJob       // a holder's survey this node measures for
+	started     bool
+	tokens      []tableEntry
+	held        *held
+	role        Role
+	refused     map[string]time.Time // candidates that refused, until when to skip them
+	lastMint    time.Time
+	probes      map[string]probe     // measured RTTs to other holders and attached clients
+	job         *surveyJob           // a holder's survey this node measures for
+	surveyedFor map[string]time.Time // holders whose surveys it took lately, when
 
 	ready Ready
 }
@@ -308,6 +309,8 @@ func NewNode(id string, key Key, cfg Config, rng *rand.Rand) (*Node, error) {
 		tokens:  make([]tableEntry, cfg.Tokens),
 		refused: make(map[string]time.Time),
 		probes:  make(map[string]probe),
+
+		surveyedFor: make(map[string]time.Time),
 	}, nil
 }
 

@@ -248,17 +248,27 @@ func (n *Node) keepPlace(now time.Time) {
 
 // onSurvey takes on a holder's survey: this node measures the listed
 // peers (Ready.Probes, reusing its standing measurements) and reports.
-// It declines (an empty report) a survey from a peer it does not know as
-// the live holder of the token — one frame must not buy anyone
-// MaxSurveyClients measurements — and, while it measures for one holder,
-// the others'.
+// One frame must not buy anyone MaxSurveyClients measurements at will, so
+// it declines (an empty report) a survey from a peer it does not know as
+// the live holder of the token, one that comes while it measures for a
+// survey already, one from a holder whose last survey it took less than
+// SurveyInterval/4 ago (an honest holder waits at least SurveyInterval/2),
+// and every survey if its own SurveyInterval is 0.
 func (n *Node) onSurvey(now time.Time, m Message) {
 	e := n.tokens[m.Token.ID]
 	known := e.known && e.tok.Holder == m.From && now.Sub(e.lastHeard) < n.cfg.DeadAfter
-	if j := n.job; !known || (j != nil && j.holder != m.From && now.Before(j.deadline)) {
+	last, took := n.surveyedFor[m.From]
+	soon := took && now.Sub(last) < n.cfg.SurveyInterval/4
+	if !known || soon || n.job != nil || n.cfg.SurveyInterval <= 0 {
 		n.send(Message{Type: MsgSurveyReport, To: m.From, Token: m.Token})
 		return
 	}
+	for h, at := range n.surveyedFor {
+		if now.Sub(at) >= n.cfg.SurveyInterval/4 {
+			delete(n.surveyedFor, h)
+		}
+	}
+	n.surveyedFor[m.From] = now
 	tok := m.Token
 	tok.Digest, tok.Coord = nil, copyCoord(tok.Coord)
 	j := &surveyJob{

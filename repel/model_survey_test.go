@@ -243,6 +243,49 @@ func TestNode_SurveyCandidateMeasuresAndReports(t *testing.T) {
 	}
 }
 
+// A candidate takes at most one survey from a holder per SurveyInterval/4
+// (an honest holder waits at least SurveyInterval/2), and none at all with
+// surveys off.
+func TestNode_SurveyRateLimited(t *testing.T) {
+	tok := Token{ID: 0, Epoch: 3, Holder: "a", HolderKey: PeerKey("a"), Coord: at2(0, 0)}
+	ask := func(c *Node, s float64) Message {
+		t.Helper()
+		r, err := c.Step(at(s), Message{Type: MsgSurvey, From: "a", To: "c1", Token: tok, Survey: []string{"a", "c1"}})
+		rep := msgs(r, MsgSurveyReport)
+		if err != nil || len(rep) != 1 {
+			t.Fatalf("at %.1f s: %v %+v, want a report at once (a measured already)", s, err, r)
+		}
+		return rep[0]
+	}
+	for _, on := range []bool{true, false} {
+		cfg := surveyConfig() // SurveyInterval 10 s
+		if !on {
+			cfg.SurveyInterval = 0
+		}
+		c := mustNode(t, "c1", cfg)
+		c.Tick(at(0))
+		if _, err := c.Step(at(0.5), Message{Type: MsgAnnounce, From: "a", Token: tok}); err != nil {
+			t.Fatal(err)
+		}
+		c.Measured(at(0.5), "a", 9*time.Millisecond, true)
+		if !on {
+			if rep := ask(c, 1); len(rep.RTTs) != 0 {
+				t.Fatalf("surveys off: measured %v", rep.RTTs)
+			}
+			continue
+		}
+		if rep := ask(c, 1); len(rep.RTTs) != 2 || rep.RTTs[0] != 0.009 || rep.RTTs[1] != 0 {
+			t.Fatalf("first survey: %v", rep.RTTs)
+		}
+		if rep := ask(c, 3.4); len(rep.RTTs) != 0 {
+			t.Fatalf("a second survey 2.4 s later was measured: %v", rep.RTTs)
+		}
+		if rep := ask(c, 3.6); len(rep.RTTs) != 2 {
+			t.Fatalf("a survey 2.6 s after the first was declined")
+		}
+	}
+}
+
 func TestNode_SurveyRefusesNonsense(t *testing.T) {
 	n := mustNode(t, "a", surveyConfig())
 	n.Tick(at(0))

@@ -342,7 +342,8 @@ func TestSelector_SurveysOverTheWire(t *testing.T) {
 func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	cfg := LocalConfig()
 	cfg.Tokens = 2
-	cfg.DeadAfter = time.Minute // nobody mints during the test
+	cfg.DeadAfter = time.Minute           // nobody mints during the test
+	cfg.SurveyInterval = 10 * time.Minute // a peer with surveys off takes none
 	ps := selectorNet(t, 2, 1, cfg)
 	victim, attacker := ps.sels[0], ps.hosts[1]
 	target := ps.hosts[0].ID()
