@@ -116,6 +116,9 @@ type Config struct {
 	// SurveyGain is the least drop in the clients' summed RTT, relative to
 	// the holder's, that moves the token to a surveyed candidate.
 	SurveyGain float64
+	// SurveyFloor is the least drop in their mean RTT that moves it: on a
+	// LAN, where every RTT is a fraction of a millisecond, 2% is noise.
+	SurveyFloor time.Duration
 	// SurveyTimeout is how long a candidate measures for a survey before
 	// it reports what it has (the holder waits MoveTimeout more).
 	SurveyTimeout time.Duration
@@ -172,6 +175,7 @@ func DefaultConfig() Config {
 		SurveyCandidates:       8,
 		SurveyClients:          128,
 		SurveyGain:             0.02,
+		SurveyFloor:            250 * time.Microsecond,
 		SurveyTimeout:          30 * time.Second,
 	}
 }
@@ -244,6 +248,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: SurveyClients %d out of range (1..%d)", c.SurveyClients, MaxSurveyClients-1)
 	case c.SurveyInterval > 0 && (!finite(c.SurveyGain) || c.SurveyGain <= 0):
 		return fmt.Errorf("repel: SurveyGain %v must be positive", c.SurveyGain)
+	case c.SurveyFloor < 0:
+		return fmt.Errorf("repel: SurveyFloor %v must be ≥ 0", c.SurveyFloor)
 	case c.SurveyInterval > 0 && c.SurveyTimeout <= 0:
 		return fmt.Errorf("repel: SurveyTimeout %v must be positive", c.SurveyTimeout)
 	case c.MoveInterval <= 0:

@@ -21,7 +21,7 @@ import (
 // lowers the cluster's summed RTT by SurveyGain, so they stop.
 
 // MaxSurveyClients bounds the peers one survey asks a candidate to measure
-// (the holder and its sampled clients).
+// (the holder, its sampled clients and, with SiteRTT, the other holders).
 const MaxSurveyClients = 256
 
 // maxSurveyBackoff bounds how far the wait between surveys that keep the
@@ -37,6 +37,7 @@ var ErrBadSurvey = fmt.Errorf("repel: malformed survey")
 type survey struct {
 	ids      []string  // the peers to measure: ids[0] is the holder
 	own      []float64 // the holder's measured RTT to each, seconds
+	clients  int       // ids[1:1+clients] are clients; the rest other holders (SiteRTT)
 	cands    []Peer
 	reports  map[string][]float64
 	deadline time.Time
@@ -150,9 +151,28 @@ func (n *Node) startSurvey(now time.Time) {
 		ids, own = ids[:k], own[:k]
 	}
 	ids, own = append([]string{n.id}, ids...), append([]float64{0}, own...)
+	clients := len(ids) - 1
+	holders := n.holders(now)
+	if n.cfg.SiteRTT > 0 {
+		// The other holders too, nearest first by the coordinates, as
+		// many as fit: a candidate at another holder's site (SiteRTT)
+		// would make one of the two move away at once.
+		var others []Token
+		for i, e := range n.tokens {
+			if e.known && e.tok.Holder != n.id && !seen[e.tok.Holder] && now.Sub(e.lastHeard) < n.cfg.DeadAfter && uint32(i) != h.tok.ID {
+				seen[e.tok.Holder] = true
+				others = append(others, e.tok)
+			}
+		}
+		slices.SortFunc(others, func(a, b Token) int {
+			return cmp.Compare(n.coord.DistanceTo(a.Coord), n.coord.DistanceTo(b.Coord))
+		})
+		for _, o := range others[:min(len(others), MaxSurveyClients-len(ids))] {
+			ids, own = append(ids, o.Holder), append(own, -1)
+		}
+	}
 	// The candidates: attached clients by their predicted summed distance
 	// to the others and to this node.
-	holders := n.holders(now)
 	type scored struct {
 		p    Peer
 		cost float64
@@ -181,7 +201,7 @@ func (n *Node) startSurvey(now time.Time) {
 		return cmp.Compare(a.p.ID, b.p.ID)
 	})
 	cs = cs[:min(len(cs), n.cfg.SurveyCandidates)]
-	s := &survey{ids: ids, own: own, reports: make(map[string][]float64, len(cs)),
+	s := &survey{ids: ids, own: own, clients: clients, reports: make(map[string][]float64, len(cs)),
 		deadline: now.Add(n.cfg.SurveyTimeout + n.cfg.MoveTimeout)}
 	for _, c := range cs {
 		s.cands = append(s.cands, c.p)
@@ -197,20 +217,24 @@ func (n *Node) startSurvey(now time.Time) {
 
 // finishSurvey weighs the reports: each candidate's summed RTT against the
 // holder's over the peers both measured (at least nine in ten of the
-// survey), and offers the token to the best if it gains SurveyGain.
+// survey), and offers the token to the best if it gains SurveyGain and its
+// mean RTT SurveyFloor.
 func (n *Node) finishSurvey(now time.Time) {
 	h := n.held
 	s := h.survey
 	h.survey = nil
-	best, bestGain := -1, 0.0
+	best, bestGain, bestDrop := -1, 0.0, 0.0
 	for i, c := range s.cands {
 		rep := s.reports[c.ID]
 		if len(rep) != len(s.ids) {
 			continue // declined, or not in time
 		}
+		if n.atAnotherSite(s, rep) {
+			continue
+		}
 		var mine, theirs float64
 		both := 0
-		for k, id := range s.ids {
+		for k, id := range s.ids[:1+s.clients] {
 			a, b := s.own[k], rep[k]
 			if id == c.ID {
 				b = 0
@@ -220,20 +244,31 @@ func (n *Node) finishSurvey(now time.Time) {
 			}
 			mine, theirs, both = mine+a, theirs+b, both+1
 		}
-		if 10*both < 9*len(s.ids) || mine <= 0 {
+		if 10*both < 9*(1+s.clients) || mine <= 0 {
 			continue
 		}
 		if g := (mine - theirs) / mine; g > bestGain {
-			best, bestGain = i, g
+			best, bestGain, bestDrop = i, g, (mine-theirs)/float64(both)
 		}
 	}
-	if best >= 0 && bestGain >= n.cfg.SurveyGain {
+	if best >= 0 && bestGain >= n.cfg.SurveyGain && bestDrop >= n.cfg.SurveyFloor.Seconds() {
 		// If the move fails, survey again after a while.
 		h.nextSurvey = now.Add(n.jitter(n.cfg.SurveyInterval))
 		n.offer(now, s.cands[best], EventSurveyMoved)
 		return
 	}
 	n.keepPlace(now)
+}
+
+// atAnotherSite reports whether a candidate's report measures another
+// holder within SiteRTT.
+func (n *Node) atAnotherSite(s *survey, rep []float64) bool {
+	for _, r := range rep[1+s.clients:] {
+		if r >= 0 && r < n.cfg.SiteRTT.Seconds() {
+			return true
+		}
+	}
+	return false
 }
 
 // keepPlace ends a survey that found no better place: the token stays and

@@ -133,21 +133,88 @@ func TestNode_SurveyMovesToMeasuredBetterPlace(t *testing.T) {
 	}
 }
 
-// No candidate better by SurveyGain, or none with nine in ten of the
-// survey measured: the token stays, the holder counts as surveyed, and the
-// next survey waits twice as long.
+// The survey lists the other live holders after the clients; a candidate
+// that measures one of them within SiteRTT is passed over (the two tokens
+// would share a site), and the next best candidate gets the token.
+func TestNode_SurveyAvoidsAnotherHoldersSite(t *testing.T) {
+	cfg := surveyConfig()
+	cfg.Tokens = 2
+	a := mustNode(t, "a", cfg)
+	a.SetCoord(at2(0.0201, 0.0001))
+	var ps []Peer
+	for _, p := range surveyClients {
+		p.Key, p.Attached = PeerKey(p.ID), true
+		ps = append(ps, p)
+	}
+	a.SetPeers(ps)
+	holderOf(t, a, 0, 1)
+	b := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: at2(0.3, 0)}
+	var sent []Message
+	var ts float64
+	for s := 0.25; s <= 30 && len(sent) == 0; s += 0.25 {
+		if _, err := a.Step(at(s), Message{Type: MsgAnnounce, From: "b", Token: b}); err != nil {
+			t.Fatal(err)
+		}
+		r := a.Tick(at(s))
+		for _, id := range r.Probes {
+			a.Measured(at(s), id, 30*time.Millisecond, true)
+		}
+		sent, ts = msgs(r, MsgSurvey), s
+	}
+	if len(sent) != 2 {
+		t.Fatalf("surveys %+v", sent)
+	}
+	ids := sent[0].Survey
+	if len(ids) != 8 || ids[7] != "b" {
+		t.Fatalf("survey lists %v, want a, its 6 clients, then the other holder b", ids)
+	}
+	rtt := func(best float64, toB float64) func(string) float64 {
+		return func(id string) float64 {
+			if id == "b" {
+				return toB
+			}
+			return best
+		}
+	}
+	// c1 measures 10 ms to the clients but sits 1 ms from b; c2 measures
+	// 20 ms, 80 ms from b.
+	var r Ready
+	for _, m := range sent {
+		f := rtt(0.020, 0.080)
+		if m.To == "c1" {
+			f = rtt(0.010, 0.001)
+		}
+		var err error
+		if r, err = a.Step(at(ts+1), report(m.To, m.Token, ids, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mv := msgs(r, MsgMove); len(mv) != 1 || mv[0].To != "c2" {
+		t.Fatalf("want the token offered to c2 (c1 shares b's site), got %+v", r)
+	}
+}
+
+// No candidate better by SurveyGain and SurveyFloor, or none with nine in
+// ten of the survey measured: the token stays, the holder counts as
+// surveyed, and the next survey waits twice as long.
 func TestNode_SurveyKeepsPlace(t *testing.T) {
-	for name, rtt := range map[string]func(id string) float64{
-		"hardly-better": func(string) float64 { return 0.0299 },
-		"too-few": func(id string) float64 {
+	for name, c := range map[string]struct {
+		own time.Duration
+		rtt func(id string) float64
+	}{
+		"hardly-better": {30 * time.Millisecond, func(string) float64 { return 0.0299 }},
+		"too-few": {30 * time.Millisecond, func(id string) float64 {
 			if id == "c3" || id == "c4" {
 				return -1
 			}
 			return 0.010
-		},
+		}},
+		// A third better, but by 0.1 ms: LAN noise, under SurveyFloor.
+		"lan": {300 * time.Microsecond, func(string) float64 { return 0.0002 }},
 	} {
+		rtt := c.rtt
 		t.Run(name, func(t *testing.T) {
-			a, sent, ts := surveyHolder(t, surveyConfig(), 30*time.Millisecond)
+			a, sent, ts := surveyHolder(t, surveyConfig(), c.own)
 			if a.Surveyed() {
 				t.Fatal("surveyed before any survey ended")
 			}

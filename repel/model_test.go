@@ -71,16 +71,23 @@ func TestConfig_Validate(t *testing.T) {
 		t.Fatalf("local: %v", err)
 	}
 	for name, mut := range map[string]func(*Config){
-		"tokens":   func(c *Config) { c.Tokens = 0 },
-		"model":    func(c *Config) { c.Model = 9 },
-		"power":    func(c *Config) { c.RepelPower = 0.5 },
-		"lambda":   func(c *Config) { c.Lambda = math.NaN() },
-		"mingain":  func(c *Config) { c.MinGain = 0 },
-		"settled":  func(c *Config) { c.SettledMinGain = c.MinGain / 2 },
-		"dead":     func(c *Config) { c.DeadAfter = c.AnnounceInterval },
-		"interval": func(c *Config) { c.MoveInterval = 0 },
-		"site":     func(c *Config) { c.SiteRTT = -time.Millisecond },
-		"probettl": func(c *Config) { c.ProbeTTL = 0 },
+		"tokens":            func(c *Config) { c.Tokens = 0 },
+		"model":             func(c *Config) { c.Model = 9 },
+		"power":             func(c *Config) { c.RepelPower = 0.5 },
+		"lambda":            func(c *Config) { c.Lambda = math.NaN() },
+		"mingain":           func(c *Config) { c.MinGain = 0 },
+		"settled":           func(c *Config) { c.SettledMinGain = c.MinGain / 2 },
+		"dead":              func(c *Config) { c.DeadAfter = c.AnnounceInterval },
+		"interval":          func(c *Config) { c.MoveInterval = 0 },
+		"site":              func(c *Config) { c.SiteRTT = -time.Millisecond },
+		"probettl":          func(c *Config) { c.ProbeTTL = 0 },
+		"survey-probettl":   func(c *Config) { c.ProbeTTL, c.SiteRTT = 0, 0 },
+		"survey-interval":   func(c *Config) { c.SurveyInterval = -time.Second },
+		"survey-candidates": func(c *Config) { c.SurveyCandidates = 0 },
+		"survey-clients":    func(c *Config) { c.SurveyClients = MaxSurveyClients },
+		"survey-gain":       func(c *Config) { c.SurveyGain = 0 },
+		"survey-floor":      func(c *Config) { c.SurveyFloor = -time.Microsecond },
+		"survey-timeout":    func(c *Config) { c.SurveyTimeout = 0 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
