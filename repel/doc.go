@@ -137,16 +137,19 @@
 // The coordinates bring a token near its clients; measurements pick the
 // peer. SurveyInterval after settling, a holder sends MsgSurvey to the
 // SurveyCandidates attached clients whose predicted summed distance to its
-// other clients is lowest, listing itself and up to SurveyClients of its
-// clients it has measured. A candidate that knows the sender as the token's
-// live holder measures each (Ready.Probes; a measurement it already has
-// counts) and answers MsgSurveyReport with the RTTs in the survey's order;
-// one that measures for another holder, or does not know the sender as the
-// holder, declines with an empty report. When every candidate has answered
-// (or SurveyTimeout + MoveTimeout has passed) the holder compares each
-// candidate's sum with its own measurements over the peers both measured
-// (at least nine in ten) and, if one is better by SurveyGain, offers it the
-// token with Token.Surveyed set: the new holder takes it settled, a
+// other clients is lowest, listing itself, up to SurveyClients of its
+// clients it has measured and (with SiteRTT) the other holders. A candidate
+// that knows the sender as the token's live holder measures each
+// (Ready.Probes; a measurement it already has counts) and answers
+// MsgSurveyReport with the RTTs in the survey's order; it declines with an
+// empty report a survey from a peer it does not know as the holder, one
+// that comes while it measures, one from a holder it measured for within
+// SurveyInterval/4, and all with surveys off. When every candidate has
+// answered (or SurveyTimeout + MoveTimeout has passed) the holder compares
+// each candidate's sum with its own measurements over the clients both
+// measured (at least nine in ten) and, if one is better by SurveyGain (its
+// mean by SurveyFloor) and measured no other holder within SiteRTT,
+// offers it the token with Token.Surveyed set: the new holder takes it settled, a
 // superpeer at once (EventSurveyMoved). Otherwise it keeps the place
 // (EventSurveyKept, Surveyed) and waits twice as long before the next,
 // up to 16 × SurveyInterval. The moves are the k-medoids' swap step over
@@ -156,7 +159,7 @@
 // is the capacitated potential that sends a second token to a crowd one
 // cannot hold. In the simulator, on PlanetLab at n = 490 and 2000 with
 // S = 8, 16, 32, surveys took the mean client RTT from 1.067× a greedy
-// k-median over the true RTTs to 1.015× (seeds 1–8).
+// k-median over the true RTTs to 1.009× (seeds 1–8).
 //
 // # Measured on PlanetLab (490 hosts)
 //
