@@ -30,12 +30,12 @@ const (
 	MsgMoveRefuse
 	// MsgSurvey asks To, a candidate place for the sender's settled token
 	// (Token, the sender's version), to measure its RTT to each peer of
-	// Survey (the sender first, then a sample of its clients) and report.
+	// Survey (the sender first, then a sample of its clients, then the
+	// other holders) and report.
 	MsgSurvey
 	// MsgSurveyReport answers a survey: Token is the surveyed version, RTTs
 	// the RTT in seconds to each peer of the survey in its order (negative:
-	// not measured). No RTTs at all: the peer declined (it is measuring for
-	// another holder).
+	// not measured). No RTTs at all: the peer declined (see onSurvey).
 	MsgSurveyReport
 )
 
