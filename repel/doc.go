@@ -159,7 +159,7 @@
 // is the capacitated potential that sends a second token to a crowd one
 // cannot hold. In the simulator, on PlanetLab at n = 490 and 2000 with
 // S = 8, 16, 32, surveys took the mean client RTT from 1.067× a greedy
-// k-median over the true RTTs to 1.009× (seeds 1–8).
+// k-median over the true RTTs to 1.015× (seeds 1–8).
 //
 // # Measured on PlanetLab (490 hosts)
 //

@@ -374,7 +374,9 @@ type status struct {
 	Token *tokenStatus `json:"token,omitempty"`
 	// KnownTokens is how many tokens the peer has heard of within T_dead
 	// (method repel).
-	KnownTokens  *int              `json:"known_tokens,omitempty"`
+	KnownTokens *int `json:"known_tokens,omitempty"`
+	// Surveys are the peer's survey counts (method repel).
+	Surveys      *surveyStatus     `json:"surveys,omitempty"`
 	Key          string            `json:"key"`
 	Addrs        []string          `json:"addrs"`
 	RoutingTable []string          `json:"routing_table"`
@@ -387,8 +389,19 @@ type tokenStatus struct {
 	ID    uint32 `json:"id"`
 	Epoch uint64 `json:"epoch"`
 	// Settled is true once the peer has held it for T_settle (it is then a
-	// superpeer).
-	Settled bool `json:"settled"`
+	// superpeer); Surveyed, once a survey has kept it where it is.
+	Settled  bool `json:"settled"`
+	Surveyed bool `json:"surveyed"`
+}
+
+// surveyStatus counts a repel peer's surveys: as a holder (surveys sent,
+// and how they ended) and as a candidate, with the frames either way.
+type surveyStatus struct {
+	Surveys        uint64 `json:"surveys"`
+	Moved          uint64 `json:"moved"`
+	Kept           uint64 `json:"kept"`
+	FramesSent     uint64 `json:"frames_sent"`
+	FramesReceived uint64 `json:"frames_received"`
 }
 
 // statusHandler serves /status; sel is nil without a selection method,
@@ -417,7 +430,12 @@ func statusHandler(node *dht.Node, sel runSelector, rsel *repel.Selector) http.H
 			c := rsel.Vivaldi().Coordinate()
 			st.Coord = &coordReport{Vec: c.Vec, Height: c.Height, Error: c.Error}
 			if t, ok := rsel.Held(); ok {
-				st.Token = &tokenStatus{ID: t.ID, Epoch: t.Epoch, Settled: rsel.TokenRole() == repel.RoleSuperpeer}
+				st.Token = &tokenStatus{ID: t.ID, Epoch: t.Epoch, Settled: rsel.TokenRole() == repel.RoleSuperpeer, Surveyed: rsel.Surveyed()}
+			}
+			stats := rsel.Stats()
+			st.Surveys = &surveyStatus{
+				Surveys: stats[repel.EventSurvey.String()], Moved: stats[repel.EventSurveyMoved.String()], Kept: stats[repel.EventSurveyKept.String()],
+				FramesSent: stats[repel.StatSurveySent], FramesReceived: stats[repel.StatSurveyRecv],
 			}
 			known := len(rsel.LiveTokens())
 			st.KnownTokens = &known
