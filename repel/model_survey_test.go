@@ -34,10 +34,9 @@ var surveyClients = []Peer{
 	{ID: "c6", Coord: at2(0.020, -0.005)},
 }
 
-// surveyHolder is "a", holding token 0 at the clients' middle by the
-// coordinates (so it makes no move of its own), settled at 5 s and having
-// measured every client at rtt. It returns the survey it sends.
-func surveyHolder(t *testing.T, cfg Config, rtt time.Duration) (*Node, []Message, float64) {
+// holdingAmidClients is "a", holding token 0 (epoch 1) at the middle of
+// surveyClients by the coordinates, all of them attached to it.
+func holdingAmidClients(t *testing.T, cfg Config) *Node {
 	t.Helper()
 	a := mustNode(t, "a", cfg)
 	a.SetCoord(at2(0.0201, 0.0001))
@@ -48,6 +47,15 @@ func surveyHolder(t *testing.T, cfg Config, rtt time.Duration) (*Node, []Message
 	}
 	a.SetPeers(ps)
 	holderOf(t, a, 0, 1)
+	return a
+}
+
+// surveyHolder is holdingAmidClients (so a makes no move of its own),
+// settled at 5 s and having measured every client at rtt. It returns the
+// survey it sends.
+func surveyHolder(t *testing.T, cfg Config, rtt time.Duration) (*Node, []Message, float64) {
+	t.Helper()
+	a := holdingAmidClients(t, cfg)
 	var sent []Message
 	for s := 0.25; s <= 30; s += 0.25 {
 		r := a.Tick(at(s))
@@ -139,15 +147,7 @@ func TestNode_SurveyMovesToMeasuredBetterPlace(t *testing.T) {
 func TestNode_SurveyAvoidsAnotherHoldersSite(t *testing.T) {
 	cfg := surveyConfig()
 	cfg.Tokens = 2
-	a := mustNode(t, "a", cfg)
-	a.SetCoord(at2(0.0201, 0.0001))
-	var ps []Peer
-	for _, p := range surveyClients {
-		p.Key, p.Attached = PeerKey(p.ID), true
-		ps = append(ps, p)
-	}
-	a.SetPeers(ps)
-	holderOf(t, a, 0, 1)
+	a := holdingAmidClients(t, cfg)
 	b := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: at2(0.3, 0)}
 	var sent []Message
 	var ts float64

@@ -316,12 +316,12 @@ func DecodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) 
 }
 
 // readMove reads one capped move frame.
-func readMove(s lpnet.Stream) (*pb.MoveFrame, int, error) {
+func readMove(s lpnet.Stream) (*pb.MoveFrame, error) {
 	var f pb.MoveFrame
 	if err := superpeer.ReadFrame(s, MaxMoveFrame, &f); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return &f, proto.Size(&f), nil
+	return &f, nil
 }
 
 // writeMove writes one move frame and returns its size.

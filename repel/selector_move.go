@@ -7,6 +7,7 @@ import (
 
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
 	"github.com/superpeer-overlay/superpeer/superpeer"
@@ -19,6 +20,25 @@ func gone(err error) bool {
 	return errors.Is(err, superpeer.ErrStreamFailed) || errors.Is(err, context.Canceled)
 }
 
+// readIncoming reads the one frame an incoming stream opens with, capped
+// at max, into f. A stream that fails first counts as lost (stat), a frame
+// that does not decode as a decode drop; either way the stream is reset
+// and readIncoming reports false.
+func (s *Selector) readIncoming(st lpnet.Stream, max int, f proto.Message, lost, what string) bool {
+	err := superpeer.ReadFrame(st, max, f)
+	if err == nil {
+		return true
+	}
+	if gone(err) {
+		s.stats.add(lost, 1)
+	} else {
+		s.drops.add(DropDecode, 1)
+		log.Debugw("repel: bad "+what+" frame", "from", st.Conn().RemotePeer(), "err", err)
+	}
+	_ = st.Reset()
+	return false
+}
+
 // handleMove answers a move offer: one MOVE frame in, the model's ACK or
 // REFUSE out. A frame that does not decode or is not a MOVE resets the
 // stream and is counted; the peer carries on.
@@ -26,18 +46,11 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 	defer st.Close()
 	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
 	from := st.Conn().RemotePeer()
-	f, _, err := readMove(st)
-	if err != nil {
-		if gone(err) {
-			s.stats.add(StatMoveLost, 1)
-		} else {
-			s.drops.add(DropDecode, 1)
-			log.Debugw("repel: bad move frame", "from", from, "err", err)
-		}
-		_ = st.Reset()
+	var f pb.MoveFrame
+	if !s.readIncoming(st, MaxMoveFrame, &f, StatMoveLost, "move") {
 		return
 	}
-	m, reason, err := DecodeMove(f, from, s.node.ID(), pb.MoveFrame_MOVE)
+	m, reason, err := DecodeMove(&f, from, s.node.ID(), pb.MoveFrame_MOVE)
 	if err != nil {
 		s.drops.add(reason, 1)
 		log.Debugw("repel: bad move frame", "from", from, "reason", reason, "err", err)
@@ -103,7 +116,7 @@ func (s *Selector) sendMove(m Message) {
 	}
 	s.stats.add(StatMoveSent, 1)
 	s.stats.add(StatMoveBytes, uint64(n))
-	f, _, err := readMove(st)
+	f, err := readMove(st)
 	if err != nil {
 		if gone(err) || ctx.Err() != nil {
 			s.stats.add(StatMoveLost, 1)

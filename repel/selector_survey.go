@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
-	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 // Survey traffic, as counted in Stats.
@@ -29,14 +28,7 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
 	from := st.Conn().RemotePeer()
 	var f pb.SurveyFrame
-	if err := superpeer.ReadFrame(st, MaxSurveyFrame, &f); err != nil {
-		if gone(err) {
-			s.stats.add(StatSurveyLost, 1)
-		} else {
-			s.drops.add(DropDecode, 1)
-			log.Debugw("repel: bad survey frame", "from", from, "err", err)
-		}
-		_ = st.Reset()
+	if !s.readIncoming(st, MaxSurveyFrame, &f, StatSurveyLost, "survey") {
 		return
 	}
 	m, reason, err := DecodeSurvey(&f, from, s.node.ID())
