@@ -18,7 +18,8 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
 // ProtocolID is the coordinate-exchange protocol.
@@ -51,13 +52,55 @@ type Service struct {
 	picked  [4]uint64 // by Kind
 	skipped uint64
 
-	interval atomic.Int64 // time.Duration
-	inFlight atomic.Int32
+	interval  atomic.Int64 // time.Duration
+	inFlight  atomic.Int32
+	piggyback atomic.Pointer[piggybackBox]
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+}
+
+// Piggyback is another protocol that rides on the coordinate exchanges,
+// as memberlist's broadcasts ride on its probes: every request and every
+// reply may carry up to MaxPiggyback bytes of its data, so a protocol whose
+// messages are few and small spreads them by the exchanges each peer makes
+// anyway, with no connection, stream or goroutine of its own. The methods
+// are called from the goroutines of the exchanges, concurrently; what they
+// return is not modified afterwards.
+type Piggyback interface {
+	// Request is what to carry on a request to p (nil: nothing).
+	Request(p peer.ID) []byte
+	// Reply is what to carry on the reply to p, whose request carried req
+	// (nil if it carried nothing).
+	Reply(p peer.ID, req []byte) []byte
+	// Deliver hands over what the reply from p carried (not called when it
+	// carried nothing).
+	Deliver(p peer.ID, reply []byte)
+}
+
+type piggybackBox struct{ p Piggyback }
+
+// SetPiggyback makes p ride on this service's exchanges from now on (nil:
+// none). A service carries one protocol at a time: it refuses a second
+// until the first is removed with SetPiggyback(nil).
+func (s *Service) SetPiggyback(p Piggyback) error {
+	if p == nil {
+		s.piggyback.Store(nil)
+		return nil
+	}
+	if !s.piggyback.CompareAndSwap(nil, &piggybackBox{p}) {
+		return errors.New("vivaldi: the service already carries a piggyback")
+	}
+	return nil
+}
+
+func (s *Service) piggy() Piggyback {
+	if b := s.piggyback.Load(); b != nil {
+		return b.p
+	}
+	return nil
 }
 
 // ServiceStats counts the service's work.
@@ -240,7 +283,13 @@ func (s *Service) handle(st network.Stream) {
 		return
 	}
 	s.refused(req, from)
-	if err := pbio.NewDelimitedWriter(st).WriteMsg(s.reply(from, req)); err != nil {
+	rep := s.reply(from, req)
+	if pg := s.piggy(); pg != nil {
+		if b := pg.Reply(from, req.Piggyback); len(b) <= MaxPiggyback {
+			rep.Piggyback = b
+		}
+	}
+	if err := pbio.NewDelimitedWriter(st).WriteMsg(rep); err != nil {
 		_ = st.Reset()
 		return
 	}
@@ -261,7 +310,7 @@ func (s *Service) handle(st network.Stream) {
 // reply is our answer to req from the peer from: our coordinate and up to
 // req.Want neighbours (ShareFor), each with its coordinate and up to
 // MaxNeighborAddrs addresses, in a frame within MaxMessageSize.
-func (s *Service) reply(from peer.ID, req Frame) proto.Message {
+func (s *Service) reply(from peer.ID, req Frame) *pb.Message {
 	f := Frame{Coord: s.client.GetCoordinate()}
 	if k := min(req.Want, MaxNeighbors); k > 0 {
 		s.mu.Lock()
@@ -334,6 +383,9 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 		return rtt, err
 	}
 	s.refused(f, p)
+	if pg := s.piggy(); pg != nil && len(f.Piggyback) > 0 {
+		pg.Deliver(p, f.Piggyback)
+	}
 	if s.cfg.observe != nil {
 		s.cfg.observe(p, rtt)
 	}
@@ -376,6 +428,11 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	req := messageToPB(Frame{Coord: s.client.GetCoordinate(), Want: s.cfg.near.Share})
+	if pg := s.piggy(); pg != nil {
+		if b := pg.Request(p); len(b) <= MaxPiggyback {
+			req.Piggyback = b
+		}
+	}
 	st, err := s.h.NewStream(ctx, p, ProtocolID)
 	if err != nil {
 		return 0, Frame{}, fmt.Errorf("vivaldi: open stream to %s: %w", p, err)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
@@ -455,5 +457,120 @@ func TestService_Live(t *testing.T) {
 		med, p90, time.Since(start).Round(time.Millisecond), samples, float64(samples)/n, drops)
 	if drops != 0 {
 		t.Fatalf("%d frames dropped between honest peers", drops)
+	}
+}
+
+// recorder is a Piggyback that answers every request with its own data
+// and records what it was given.
+type recorder struct {
+	mu      sync.Mutex
+	out     []byte
+	reqs    map[peer.ID][]byte
+	replies map[peer.ID][]byte
+}
+
+func newRecorder(out string) *recorder {
+	return &recorder{out: []byte(out), reqs: map[peer.ID][]byte{}, replies: map[peer.ID][]byte{}}
+}
+
+func (r *recorder) Request(p peer.ID) []byte { return r.out }
+func (r *recorder) Reply(p peer.ID, req []byte) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reqs[p] = req
+	return r.out
+}
+func (r *recorder) Deliver(p peer.ID, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replies[p] = b
+}
+func (r *recorder) got(p peer.ID) (req, reply []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reqs[p], r.replies[p]
+}
+
+// A piggyback rides on both halves of an exchange: the callee's Reply sees
+// the request's data, the caller's Deliver the reply's; a service carries
+// one at a time, and one without carries nothing and ignores what comes.
+func TestService_Piggyback(t *testing.T) {
+	_, hs := mockHosts(t, 3)
+	a := newService(t, hs[0], WithInterval(0), WithSeed(1))
+	b := newService(t, hs[1], WithInterval(0), WithSeed(2))
+	c := newService(t, hs[2], WithInterval(0), WithSeed(3))
+	ra, rb := newRecorder("from a"), newRecorder("from b")
+	if err := a.SetPiggyback(ra); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetPiggyback(rb); err == nil {
+		t.Fatal("a second piggyback was accepted")
+	}
+	if err := b.SetPiggyback(rb); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := a.Sample(ctx, hs[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if req, _ := rb.got(hs[0].ID()); string(req) != "from a" {
+		t.Fatalf("b's Reply saw %q", req)
+	}
+	if _, rep := ra.got(hs[1].ID()); string(rep) != "from b" {
+		t.Fatalf("a's Deliver got %q", rep)
+	}
+	// c carries none: it answers a's exchange, and a delivers nothing.
+	if _, err := a.Sample(ctx, hs[2].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, rep := ra.got(hs[2].ID()); rep != nil {
+		t.Fatalf("a delivered %q from a peer without a piggyback", rep)
+	}
+	// Removed, a piggyback is neither sent nor asked.
+	if err := a.SetPiggyback(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Sample(ctx, hs[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if req, _ := rb.got(hs[0].ID()); req != nil {
+		t.Fatalf("b's Reply saw %q after a removed its piggyback", req)
+	}
+	for _, s := range []*Service{a, b, c} {
+		if d := s.Drops(); len(d) != 0 {
+			t.Fatalf("drops between honest peers: %v", d)
+		}
+	}
+}
+
+// A piggyback over MaxPiggyback is refused and counted; the coordinate in
+// the frame is still used.
+func TestService_OversizePiggyback(t *testing.T) {
+	_, hs := mockHosts(t, 2)
+	a := newService(t, hs[0], WithInterval(0), WithSeed(1))
+	b := newService(t, hs[1], WithInterval(0), WithSeed(2))
+	rb := newRecorder("")
+	if err := b.SetPiggyback(rb); err != nil {
+		t.Fatal(err)
+	}
+	st, err := hs[0].NewStream(context.Background(), hs[1].ID(), ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := toPB(a.Coordinate())
+	m.Piggyback = make([]byte, MaxPiggyback+1)
+	if err := pbio.NewDelimitedWriter(st).WriteMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadCoord(st, DefaultConfig().Dimensions); err != nil {
+		t.Fatalf("b did not answer a frame with an oversize piggyback: %v", err)
+	}
+	st.Close()
+	waitFor(t, 5*time.Second, "b to count the oversize piggyback", func() bool { return b.Drops()[DropPiggyback] == 1 })
+	if req, _ := rb.got(hs[0].ID()); req != nil {
+		t.Fatalf("b's Reply saw %d bytes of an oversize piggyback", len(req))
+	}
+	if _, ok := b.PeerCoordinate(hs[0].ID()); !ok {
+		t.Fatal("b dropped the coordinate of a frame whose piggyback was refused")
 	}
 }

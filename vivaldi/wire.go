@@ -21,6 +21,15 @@ import (
 // not fit). Anything larger is not ours.
 const MaxMessageSize = 1024
 
+// MaxPiggyback caps the piggyback of one frame (Frame.Piggyback): another
+// protocol's data riding on the exchange. A frame may be MaxMessageSize
+// plus this (and its field's few bytes of framing) long.
+const MaxPiggyback = 8 << 10
+
+// maxFrameSize is what a reader accepts: the coordinate part and a full
+// piggyback.
+const maxFrameSize = MaxMessageSize + MaxPiggyback + 8
+
 // Bounds on one neighbour entry of a reply.
 const (
 	MaxPeerIDSize    = 64 // bytes of a peer ID (an Ed25519 one has 38)
@@ -48,6 +57,9 @@ const (
 	DropNeighborAddr   = "neighbor_addr"   // over MaxNeighborAddrs or MaxAddrSize, or unparsable
 	DropNeighborExcess = "neighbor_excess" // beyond what was asked for (any, in a request)
 	DropNeighborDup    = "neighbor_dup"    // repeated, or naming the caller or the replier
+	// DropPiggyback: a piggyback over MaxPiggyback; the rest of the frame
+	// is used.
+	DropPiggyback = "piggyback_size"
 )
 
 // Frame is one decoded Message: a request (Coord, Want) or a reply (Coord,
@@ -60,6 +72,9 @@ type Frame struct {
 	Neighbors []Neighbor
 	// Refused counts the entries that did not, by reason (nil if none).
 	Refused map[string]int
+	// Piggyback is another protocol's data on the frame (Piggyback), at
+	// most MaxPiggyback bytes; nil if none.
+	Piggyback []byte
 }
 
 // Neighbor is one neighbour entry of a reply.
@@ -93,7 +108,7 @@ func ReadCoord(r io.Reader, dims int) (Coord, error) {
 // are kept; every other entry is refused and counted in Frame.Refused.
 func ReadMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
 	var m pb.Message
-	if err := pbio.NewDelimitedReader(r, MaxMessageSize).ReadMsg(&m); err != nil {
+	if err := pbio.NewDelimitedReader(r, maxFrameSize).ReadMsg(&m); err != nil {
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
 			return Frame{}, &FrameError{DropOversize, err}
@@ -112,6 +127,12 @@ func ReadMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
 		return Frame{}, err
 	}
 	f := Frame{Coord: c, Want: int(min(m.GetWantNeighbors(), MaxNeighbors))}
+	switch b := m.GetPiggyback(); {
+	case len(b) > MaxPiggyback:
+		f.refuse(DropPiggyback)
+	case len(b) > 0:
+		f.Piggyback = b
+	}
 	seen := make(map[peer.ID]bool, len(m.GetNeighbors()))
 	for _, e := range m.GetNeighbors() {
 		if len(f.Neighbors) >= maxNeighbors {
@@ -218,16 +239,21 @@ func messageToPB(f Frame) *pb.Message {
 	for len(m.Neighbors) > 0 && frameSize(m) > MaxMessageSize {
 		m.Neighbors = m.Neighbors[:len(m.Neighbors)-1]
 	}
+	if len(f.Piggyback) <= MaxPiggyback {
+		// Added after the neighbours are cut to size: MaxMessageSize
+		// bounds the rest of the frame.
+		m.Piggyback = f.Piggyback
+	}
 	return m
 }
 
 // frameSize is the bytes m takes as a frame, less its length prefix: what
-// the reader's MaxMessageSize bounds.
+// MaxMessageSize bounds (before a piggyback is added).
 func frameSize(m *pb.Message) int { return proto.Size(m) }
 
 // String is a short description of f, for logs.
 func (f Frame) String() string {
-	return fmt.Sprintf("frame{coord %v, want %d, %d neighbours, refused %v}", f.Coord, f.Want, len(f.Neighbors), f.Refused)
+	return fmt.Sprintf("frame{coord %v, want %d, %d neighbours, %d piggyback bytes, refused %v}", f.Coord, f.Want, len(f.Neighbors), len(f.Piggyback), f.Refused)
 }
 
 // DecodeCoord is ReadCoord on a byte slice holding one frame.

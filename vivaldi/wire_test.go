@@ -38,7 +38,7 @@ func pbCoord(vec []float64, h, e float64) *pb.Message {
 // badFrames are frames the decoder must refuse for dims = 3, by reason.
 func badFrames() map[string][]byte {
 	return map[string][]byte{
-		DropOversize:   append(uvarint(MaxMessageSize+1), make([]byte, 16)...),
+		DropOversize:   append(uvarint(maxFrameSize+1), make([]byte, 16)...),
 		DropDecode:     append(uvarint(5), 0xff, 0xff, 0xff, 0xff, 0xff),
 		DropNoCoord:    frame(&pb.Message{}),
 		DropNonFinite:  frame(pbCoord([]float64{0, math.NaN(), 0}, 0, 1)),

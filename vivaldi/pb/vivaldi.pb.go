@@ -164,7 +164,7 @@ func (x *Neighbor) GetAddrs() [][]byte {
 }
 
 // Message is both the request (the caller's coordinate) and the reply (the
-// callee's). Fields 2 and 3 were added later: a caller that does not set
+// callee's). Fields 2, 3 and 4 were added later: a caller that does not set
 // want_neighbors gets none, so older peers see the frames they always did.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -173,7 +173,11 @@ type Message struct {
 	// in the reply (0: none).
 	WantNeighbors uint32 `protobuf:"varint,2,opt,name=want_neighbors,json=wantNeighbors,proto3" json:"want_neighbors,omitempty"`
 	// neighbors, in a reply: at most want_neighbors of the callee's.
-	Neighbors     []*Neighbor `protobuf:"bytes,3,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
+	Neighbors []*Neighbor `protobuf:"bytes,3,rep,name=neighbors,proto3" json:"neighbors,omitempty"`
+	// piggyback is another protocol's data riding on the exchange, in a
+	// request or a reply (vivaldi.Piggyback): opaque here, at most
+	// MaxPiggyback bytes. A peer that runs no such protocol ignores it.
+	Piggyback     []byte `protobuf:"bytes,4,opt,name=piggyback,proto3" json:"piggyback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -229,6 +233,13 @@ func (x *Message) GetNeighbors() []*Neighbor {
 	return nil
 }
 
+func (x *Message) GetPiggyback() []byte {
+	if x != nil {
+		return x.Piggyback
+	}
+	return nil
+}
+
 var File_vivaldi_proto protoreflect.FileDescriptor
 
 const file_vivaldi_proto_rawDesc = "" +
@@ -243,11 +254,12 @@ const file_vivaldi_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x10\n" +
 	"\x03rtt\x18\x02 \x01(\x01R\x03rtt\x126\n" +
 	"\x05coord\x18\x03 \x01(\v2 .superpeer.vivaldi.pb.CoordinateR\x05coord\x12\x14\n" +
-	"\x05addrs\x18\x04 \x03(\fR\x05addrs\"\xa6\x01\n" +
+	"\x05addrs\x18\x04 \x03(\fR\x05addrs\"\xc4\x01\n" +
 	"\aMessage\x126\n" +
 	"\x05coord\x18\x01 \x01(\v2 .superpeer.vivaldi.pb.CoordinateR\x05coord\x12%\n" +
 	"\x0ewant_neighbors\x18\x02 \x01(\rR\rwantNeighbors\x12<\n" +
-	"\tneighbors\x18\x03 \x03(\v2\x1e.superpeer.vivaldi.pb.NeighborR\tneighborsB3Z1github.com/superpeer-overlay/superpeer/vivaldi/pbb\x06proto3"
+	"\tneighbors\x18\x03 \x03(\v2\x1e.superpeer.vivaldi.pb.NeighborR\tneighbors\x12\x1c\n" +
+	"\tpiggyback\x18\x04 \x01(\fR\tpiggybackB3Z1github.com/superpeer-overlay/superpeer/vivaldi/pbb\x06proto3"
 
 var (
 	file_vivaldi_proto_rawDescOnce sync.Once
