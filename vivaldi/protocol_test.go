@@ -570,7 +570,9 @@ func TestService_OversizePiggyback(t *testing.T) {
 	if req, _ := rb.got(hs[0].ID()); req != nil {
 		t.Fatalf("b's Reply saw %d bytes of an oversize piggyback", len(req))
 	}
-	if _, ok := b.PeerCoordinate(hs[0].ID()); !ok {
-		t.Fatal("b dropped the coordinate of a frame whose piggyback was refused")
-	}
+	// b takes the caller's coordinate just after it has replied.
+	waitFor(t, 5*time.Second, "b to take the coordinate of a frame whose piggyback was refused", func() bool {
+		_, ok := b.PeerCoordinate(hs[0].ID())
+		return ok
+	})
 }
