@@ -498,6 +498,8 @@ func (n *Node) Tick(now time.Time) Ready {
 func (n *Node) announce(now time.Time) {
 	h := n.held
 	h.lastAnnounce = now
+	h.tok.Seq++
+	h.tok.Issued = now
 	h.tok.Digest = n.digest(now)
 	e := &n.tokens[h.tok.ID]
 	e.lastHeard = now
@@ -723,8 +725,9 @@ func (n *Node) observe(now time.Time, t Token) {
 	switch {
 	case !e.known || t.Beats(e.tok):
 		e.tok, e.known, e.lastHeard = copyToken(t), true, now
-	case e.tok.sameVersion(t):
-		// Same version, newer news: position, digest, moves.
+	case e.tok.sameVersion(t) && (t.Seq > e.tok.Seq || t.Seq == 0 && e.tok.Seq == 0):
+		// Same version, newer news: position, digest, moves. (Seq 0 on
+		// both: a peer that counts no heartbeats, every copy is news.)
 		e.lastHeard = now
 		e.tok = copyToken(t)
 	}

@@ -768,3 +768,48 @@ func TestKmedianPicks_ManyClients(t *testing.T) {
 		t.Errorf("no clients: picks %v", got)
 	}
 }
+
+// A holder counts its announcements (Seq, Issued); a node takes a copy of
+// a version it knows as news that the holder lives only if its Seq is
+// higher, so a copy relayed late does not keep a silent token alive.
+func TestNode_HeartbeatSeq(t *testing.T) {
+	cfg := testConfig(1, Attract)
+	h := mustNode(t, "a", cfg)
+	h.Tick(at(0))
+	r := h.Tick(at(10)) // mints and announces
+	first := msgs(r, MsgAnnounce)
+	if len(first) != 1 || first[0].Token.Seq != 1 || !first[0].Token.Issued.Equal(at(10)) {
+		t.Fatalf("mint announced %+v, want Seq 1 issued at 10 s", first)
+	}
+	r = h.Tick(at(11)) // MovingAnnounceInterval later
+	second := msgs(r, MsgAnnounce)
+	if len(second) != 1 || second[0].Token.Seq != 2 {
+		t.Fatalf("re-announcement %+v, want Seq 2", second)
+	}
+
+	n := mustNode(t, "b", cfg)
+	n.Tick(at(0))
+	step := func(s float64, tok Token) {
+		t.Helper()
+		if _, err := n.Step(at(s), Message{Type: MsgAnnounce, From: "a", Token: tok}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(11, second[0].Token)
+	// Seq 1 arrives late, long after Seq 2: no news, the token still
+	// counts as last heard at 11 s and dies DeadAfter after that.
+	step(20, first[0].Token)
+	if lt := n.LiveTokens(at(20.9)); len(lt) != 1 || lt[0].Seq != 2 {
+		t.Fatalf("LiveTokens at 20.9 s: %+v, want Seq 2", lt)
+	}
+	if lt := n.LiveTokens(at(21)); len(lt) != 0 {
+		t.Fatalf("a late relayed copy kept the token alive: %+v", lt)
+	}
+	// A higher Seq of the version is news.
+	third := second[0].Token
+	third.Seq = 3
+	step(21, third)
+	if lt := n.LiveTokens(at(30)); len(lt) != 1 || lt[0].Seq != 3 {
+		t.Fatalf("Seq 3 not taken as news: %+v", lt)
+	}
+}

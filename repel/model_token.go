@@ -70,6 +70,14 @@ type Token struct {
 	// measured the new holder a better place for its clients
 	// (Config.SurveyInterval): the new holder takes it settled.
 	Surveyed bool
+	// Seq is the holder's heartbeat within this version: one more with
+	// every announcement. A node takes an announcement of the version it
+	// knows as news that the holder lives only if Seq is higher, so a
+	// copy relayed late (gossip) does not keep a dead holder's token alive.
+	Seq uint64
+	// Issued is when the holder made announcement Seq, on its clock; it is
+	// informational (the age of what a peer knows).
+	Issued time.Time
 }
 
 // Sample is one point of a client digest: a client peer that stands for

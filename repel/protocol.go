@@ -138,6 +138,10 @@ func TokenToPB(t Token) *pb.Token {
 	if !t.HeldSince.IsZero() {
 		out.HeldSinceUnixNano = t.HeldSince.UnixNano()
 	}
+	out.Seq = t.Seq
+	if !t.Issued.IsZero() {
+		out.IssuedUnixNano = t.Issued.UnixNano()
+	}
 	for _, s := range t.Digest {
 		out.Digest = append(out.Digest, &pb.Sample{Id: []byte(s.ID), Coord: coordToPB(s.Coord), Weight: s.Weight, Rtt: s.RTT})
 	}
@@ -177,6 +181,10 @@ func TokenFromPB(m *pb.Token) (Token, error) {
 	}
 	if m.HeldSinceUnixNano != 0 {
 		t.HeldSince = time.Unix(0, m.HeldSinceUnixNano)
+	}
+	t.Seq = m.Seq
+	if m.IssuedUnixNano != 0 {
+		t.Issued = time.Unix(0, m.IssuedUnixNano)
 	}
 	if len(m.Digest) > MaxDigest {
 		return Token{}, fmt.Errorf("%w: %d samples", ErrInvalidDigest, len(m.Digest))

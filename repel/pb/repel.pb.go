@@ -5,7 +5,9 @@
 // source: repel.proto
 
 // The wire format of the repel method: token announcements gossiped on the
-// GossipSub topic /superpeer/repel/tokens/1, and the move hand-over protocol
+// Vivaldi exchanges (Gossip) and sent to the other holders
+// (/superpeer/repel/announce/1.0.0), or on the GossipSub topic
+// /superpeer/repel/tokens/1, and the move hand-over protocol
 // /superpeer/repel/move/1.0.0 (a request/response stream: MOVE, answered by
 // ACK or REFUSE), and the survey protocol /superpeer/repel/survey/1.0.0 (one
 // unanswered frame per stream). Coordinates are Vivaldi coordinates in seconds.
@@ -76,7 +78,7 @@ func (x MoveFrame_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MoveFrame_Type.Descriptor instead.
 func (MoveFrame_Type) EnumDescriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{4, 0}
+	return file_repel_proto_rawDescGZIP(), []int{7, 0}
 }
 
 type SurveyFrame_Type int32
@@ -125,7 +127,7 @@ func (x SurveyFrame_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SurveyFrame_Type.Descriptor instead.
 func (SurveyFrame_Type) EnumDescriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{5, 0}
+	return file_repel_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type Coord struct {
@@ -274,9 +276,16 @@ type Token struct {
 	Digest            []*Sample              `protobuf:"bytes,7,rep,name=digest,proto3" json:"digest,omitempty"`
 	// Set on a move offer by a settled holder whose survey measured the new
 	// holder a better place for its clients: the new holder takes it settled.
-	Surveyed      bool `protobuf:"varint,8,opt,name=surveyed,proto3" json:"surveyed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Surveyed bool `protobuf:"varint,8,opt,name=surveyed,proto3" json:"surveyed,omitempty"`
+	// The holder's heartbeat within this version: one more with every
+	// announcement, so a relayed copy of an older announcement is not taken
+	// for news that the holder is alive.
+	Seq uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When the holder made announcement seq, on its clock (informational:
+	// the age of what a peer knows, on one machine).
+	IssuedUnixNano int64 `protobuf:"varint,10,opt,name=issued_unix_nano,json=issuedUnixNano,proto3" json:"issued_unix_nano,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Token) Reset() {
@@ -365,6 +374,20 @@ func (x *Token) GetSurveyed() bool {
 	return false
 }
 
+func (x *Token) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Token) GetIssuedUnixNano() int64 {
+	if x != nil {
+		return x.IssuedUnixNano
+	}
+	return 0
+}
+
 // Announce is one gossip message: the author's current version of its token.
 type Announce struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -410,6 +433,189 @@ func (x *Announce) GetToken() *Token {
 	return nil
 }
 
+// SignedToken is a token version signed by its holder, so that any peer
+// can relay it and nobody can forge one: the signature is the holder's,
+// by the key of its peer ID, over the deterministic encoding of token with
+// its digest left out. It travels digest-less on the gossip piggyback and
+// with the digest on the direct announce protocol
+// /superpeer/repel/announce/1.0.0 (one frame per stream, unanswered).
+type SignedToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignedToken) Reset() {
+	*x = SignedToken{}
+	mi := &file_repel_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignedToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignedToken) ProtoMessage() {}
+
+func (x *SignedToken) ProtoReflect() protoreflect.Message {
+	mi := &file_repel_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignedToken.ProtoReflect.Descriptor instead.
+func (*SignedToken) Descriptor() ([]byte, []int) {
+	return file_repel_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SignedToken) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *SignedToken) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+// Version names what a peer knows of one token, in a gossip request.
+type Version struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	HolderKey     []byte                 `protobuf:"bytes,3,opt,name=holder_key,json=holderKey,proto3" json:"holder_key,omitempty"` // the first 8 bytes of the holder's kad key
+	Seq           uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Version) Reset() {
+	*x = Version{}
+	mi := &file_repel_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Version) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Version) ProtoMessage() {}
+
+func (x *Version) ProtoReflect() protoreflect.Message {
+	mi := &file_repel_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Version.ProtoReflect.Descriptor instead.
+func (*Version) Descriptor() ([]byte, []int) {
+	return file_repel_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Version) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Version) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Version) GetHolderKey() []byte {
+	if x != nil {
+		return x.HolderKey
+	}
+	return nil
+}
+
+func (x *Version) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Gossip is the token method's piggyback on a Vivaldi exchange
+// (/superpeer/vivaldi/1.0.0): a request carries what its sender knows and
+// the versions it is spreading; the reply carries every version fresher
+// than what the request said it knows.
+type Gossip struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Known         []*Version             `protobuf:"bytes,1,rep,name=known,proto3" json:"known,omitempty"`
+	Tokens        []*SignedToken         `protobuf:"bytes,2,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gossip) Reset() {
+	*x = Gossip{}
+	mi := &file_repel_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gossip) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gossip) ProtoMessage() {}
+
+func (x *Gossip) ProtoReflect() protoreflect.Message {
+	mi := &file_repel_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gossip.ProtoReflect.Descriptor instead.
+func (*Gossip) Descriptor() ([]byte, []int) {
+	return file_repel_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Gossip) GetKnown() []*Version {
+	if x != nil {
+		return x.Known
+	}
+	return nil
+}
+
+func (x *Gossip) GetTokens() []*SignedToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
 // MoveFrame is a frame of the move protocol.
 type MoveFrame struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -422,7 +628,7 @@ type MoveFrame struct {
 
 func (x *MoveFrame) Reset() {
 	*x = MoveFrame{}
-	mi := &file_repel_proto_msgTypes[4]
+	mi := &file_repel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +640,7 @@ func (x *MoveFrame) String() string {
 func (*MoveFrame) ProtoMessage() {}
 
 func (x *MoveFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[4]
+	mi := &file_repel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +653,7 @@ func (x *MoveFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveFrame.ProtoReflect.Descriptor instead.
 func (*MoveFrame) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{4}
+	return file_repel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MoveFrame) GetType() MoveFrame_Type {
@@ -486,7 +692,7 @@ type SurveyFrame struct {
 
 func (x *SurveyFrame) Reset() {
 	*x = SurveyFrame{}
-	mi := &file_repel_proto_msgTypes[5]
+	mi := &file_repel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +704,7 @@ func (x *SurveyFrame) String() string {
 func (*SurveyFrame) ProtoMessage() {}
 
 func (x *SurveyFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[5]
+	mi := &file_repel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +717,7 @@ func (x *SurveyFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurveyFrame.ProtoReflect.Descriptor instead.
 func (*SurveyFrame) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{5}
+	return file_repel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SurveyFrame) GetType() SurveyFrame_Type {
@@ -555,7 +761,7 @@ const file_repel_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12,\n" +
 	"\x05coord\x18\x02 \x01(\v2\x16.superpeer.repel.CoordR\x05coord\x12\x16\n" +
 	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x10\n" +
-	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\x87\x02\n" +
+	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\xc3\x02\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
@@ -564,9 +770,24 @@ const file_repel_proto_rawDesc = "" +
 	"\x14held_since_unix_nano\x18\x05 \x01(\x03R\x11heldSinceUnixNano\x12\x14\n" +
 	"\x05moves\x18\x06 \x01(\rR\x05moves\x12/\n" +
 	"\x06digest\x18\a \x03(\v2\x17.superpeer.repel.SampleR\x06digest\x12\x1a\n" +
-	"\bsurveyed\x18\b \x01(\bR\bsurveyed\"8\n" +
+	"\bsurveyed\x18\b \x01(\bR\bsurveyed\x12\x10\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq\x12(\n" +
+	"\x10issued_unix_nano\x18\n" +
+	" \x01(\x03R\x0eissuedUnixNano\"8\n" +
 	"\bAnnounce\x12,\n" +
-	"\x05token\x18\x01 \x01(\v2\x16.superpeer.repel.TokenR\x05token\"\xba\x01\n" +
+	"\x05token\x18\x01 \x01(\v2\x16.superpeer.repel.TokenR\x05token\"Y\n" +
+	"\vSignedToken\x12,\n" +
+	"\x05token\x18\x01 \x01(\v2\x16.superpeer.repel.TokenR\x05token\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature\"`\n" +
+	"\aVersion\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"holder_key\x18\x03 \x01(\fR\tholderKey\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\"n\n" +
+	"\x06Gossip\x12.\n" +
+	"\x05known\x18\x01 \x03(\v2\x18.superpeer.repel.VersionR\x05known\x124\n" +
+	"\x06tokens\x18\x02 \x03(\v2\x1c.superpeer.repel.SignedTokenR\x06tokens\"\xba\x01\n" +
 	"\tMoveFrame\x123\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.superpeer.repel.MoveFrame.TypeR\x04type\x12,\n" +
 	"\x05token\x18\x02 \x01(\v2\x16.superpeer.repel.TokenR\x05token\x12\x16\n" +
@@ -602,7 +823,7 @@ func file_repel_proto_rawDescGZIP() []byte {
 }
 
 var file_repel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_repel_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_repel_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_repel_proto_goTypes = []any{
 	(MoveFrame_Type)(0),   // 0: superpeer.repel.MoveFrame.Type
 	(SurveyFrame_Type)(0), // 1: superpeer.repel.SurveyFrame.Type
@@ -610,23 +831,29 @@ var file_repel_proto_goTypes = []any{
 	(*Sample)(nil),        // 3: superpeer.repel.Sample
 	(*Token)(nil),         // 4: superpeer.repel.Token
 	(*Announce)(nil),      // 5: superpeer.repel.Announce
-	(*MoveFrame)(nil),     // 6: superpeer.repel.MoveFrame
-	(*SurveyFrame)(nil),   // 7: superpeer.repel.SurveyFrame
+	(*SignedToken)(nil),   // 6: superpeer.repel.SignedToken
+	(*Version)(nil),       // 7: superpeer.repel.Version
+	(*Gossip)(nil),        // 8: superpeer.repel.Gossip
+	(*MoveFrame)(nil),     // 9: superpeer.repel.MoveFrame
+	(*SurveyFrame)(nil),   // 10: superpeer.repel.SurveyFrame
 }
 var file_repel_proto_depIdxs = []int32{
-	2, // 0: superpeer.repel.Sample.coord:type_name -> superpeer.repel.Coord
-	2, // 1: superpeer.repel.Token.coord:type_name -> superpeer.repel.Coord
-	3, // 2: superpeer.repel.Token.digest:type_name -> superpeer.repel.Sample
-	4, // 3: superpeer.repel.Announce.token:type_name -> superpeer.repel.Token
-	0, // 4: superpeer.repel.MoveFrame.type:type_name -> superpeer.repel.MoveFrame.Type
-	4, // 5: superpeer.repel.MoveFrame.token:type_name -> superpeer.repel.Token
-	1, // 6: superpeer.repel.SurveyFrame.type:type_name -> superpeer.repel.SurveyFrame.Type
-	4, // 7: superpeer.repel.SurveyFrame.token:type_name -> superpeer.repel.Token
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	2,  // 0: superpeer.repel.Sample.coord:type_name -> superpeer.repel.Coord
+	2,  // 1: superpeer.repel.Token.coord:type_name -> superpeer.repel.Coord
+	3,  // 2: superpeer.repel.Token.digest:type_name -> superpeer.repel.Sample
+	4,  // 3: superpeer.repel.Announce.token:type_name -> superpeer.repel.Token
+	4,  // 4: superpeer.repel.SignedToken.token:type_name -> superpeer.repel.Token
+	7,  // 5: superpeer.repel.Gossip.known:type_name -> superpeer.repel.Version
+	6,  // 6: superpeer.repel.Gossip.tokens:type_name -> superpeer.repel.SignedToken
+	0,  // 7: superpeer.repel.MoveFrame.type:type_name -> superpeer.repel.MoveFrame.Type
+	4,  // 8: superpeer.repel.MoveFrame.token:type_name -> superpeer.repel.Token
+	1,  // 9: superpeer.repel.SurveyFrame.type:type_name -> superpeer.repel.SurveyFrame.Type
+	4,  // 10: superpeer.repel.SurveyFrame.token:type_name -> superpeer.repel.Token
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_repel_proto_init() }
@@ -640,7 +867,7 @@ func file_repel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_repel_proto_rawDesc), len(file_repel_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
