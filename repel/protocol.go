@@ -20,9 +20,11 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
-// The wire of the token method: announcements are gossiped on Topic with
-// GossipSub (signed, StrictSign: pubsub's default), moves go over
-// MoveProtocol as one request and one answer per stream.
+// The wire of the token method: announcements ride, signed by their
+// holders, on the Vivaldi exchanges (Piggyback) and go to the other
+// holders over AnnounceProtocol, or are gossiped on Topic with GossipSub
+// (signed, StrictSign: pubsub's default); moves go over MoveProtocol as one
+// request and one answer per stream.
 const (
 	// Topic is the GossipSub topic of token announcements.
 	Topic = "/superpeer/repel/tokens/1"
@@ -36,6 +38,10 @@ const (
 	// MaxMoveFrame caps a move frame; offers and acks carry no digest in
 	// practice, but a frame that does still fits.
 	MaxMoveFrame = MaxAnnounceSize
+	// AnnounceProtocol carries a holder's announcement, signed and with its
+	// client digest, to each other live holder (Piggyback dissemination):
+	// one pb.SignedToken frame per stream, unanswered.
+	AnnounceProtocol protocol.ID = "/superpeer/repel/announce/1.0.0"
 	// SurveyProtocol carries surveys (Config.SurveyInterval): one SURVEY or
 	// REPORT frame per stream, unanswered.
 	SurveyProtocol protocol.ID = "/superpeer/repel/survey/1.0.0"

@@ -12,6 +12,7 @@ import (
 	logging "github.com/ipfs/go-log/v2"
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -66,6 +67,13 @@ type SelectorOptions struct {
 	MintLookup int
 	// Seed seeds the model's randomness (0: from the clock).
 	Seed uint64
+	// Dissemination is how announcements travel: Piggyback (default) on
+	// the Vivaldi service's exchanges, or GossipSub on the node's pubsub.
+	Dissemination Dissemination
+	// GossipPush is how many requests carry a version a peer has just
+	// learned, beside the replies that carry whatever a request lacks
+	// (Piggyback; default 4).
+	GossipPush int
 }
 
 func (o *SelectorOptions) defaults() error {
@@ -103,6 +111,9 @@ func (o *SelectorOptions) defaults() error {
 	if o.Probe == 0 {
 		o.Probe = 3
 	}
+	if o.GossipPush == 0 {
+		o.GossipPush = 4
+	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
@@ -113,6 +124,10 @@ func (o *SelectorOptions) defaults() error {
 		return fmt.Errorf("repel: Neighbours %d must be ≥ 0 and MintLookup %d ≥ 1", o.Neighbours, o.MintLookup)
 	case o.Switch < 1:
 		return fmt.Errorf("repel: Switch %v must be ≥ 1", o.Switch)
+	case o.GossipPush < 0:
+		return fmt.Errorf("repel: GossipPush %d must be ≥ 0", o.GossipPush)
+	case o.Dissemination != Piggyback && o.Dissemination != GossipSub:
+		return fmt.Errorf("repel: unknown Dissemination %v", o.Dissemination)
 	}
 	return nil
 }
@@ -124,6 +139,8 @@ type input struct {
 	reply   chan *Message
 	closest map[uint32][]peer.ID
 	probe   *probeAnswer
+	gossip  []signedToken // from a piggyback, or one direct announcement
+	direct  peer.ID       // who sent gossip directly (AnnounceProtocol), or ""
 }
 
 // probeAnswer is a measured RTT the model asked for (Ready.Probes).
@@ -162,6 +179,13 @@ type Selector struct {
 	sub    *pubsub.Subscription
 	model  *Node // owned by loop
 
+	// Piggyback dissemination: the signed versions spread on Vivaldi
+	// exchanges, this peer's key to sign its own, and the last digest a
+	// holder sent of each token (owned by loop).
+	table   *gossipTable
+	key     crypto.PrivKey
+	digests []Token
+
 	lastSnap time.Time // owned by loop: when the snapshot was last taken
 
 	inbox chan input
@@ -196,6 +220,15 @@ const (
 	StatMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
 	StatHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
 	StatProbesFailed  = "holder_probes_failed"
+	// Piggyback dissemination: gossip bytes on the Vivaldi exchanges (both
+	// directions), versions carried, versions received that were news,
+	// and piggybacks the loop was too busy to take.
+	StatGossipBytes    = "gossip_piggyback_bytes"
+	StatGossipTokens   = "gossip_tokens_sent"
+	StatGossipNews     = "gossip_news"
+	StatGossipBusy     = "gossip_queue_full"
+	StatAnnounceLost   = "announce_streams_lost"
+	StatGossipVerified = "gossip_signatures_checked"
 )
 
 // NewSelector makes a repel selector on node, which must run GossipSub
@@ -205,12 +238,12 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 	if node == nil || viv == nil {
 		return nil, errors.New("repel: NewSelector needs a dht.Node and a vivaldi.Service")
 	}
-	ps := node.PubSub()
-	if ps == nil {
-		return nil, errors.New("repel: the dht.Node runs no GossipSub (dht.GossipSub option)")
-	}
 	if err := opts.defaults(); err != nil {
 		return nil, err
+	}
+	ps := node.PubSub()
+	if ps == nil && opts.Dissemination == GossipSub {
+		return nil, errors.New("repel: the dht.Node runs no GossipSub (dht.GossipSub option)")
 	}
 	self := node.ID()
 	model, err := NewNode(string(self), Key(node.Key()), opts.Config, rand.New(rand.NewPCG(opts.Seed, uint64(len(self)))))
@@ -232,6 +265,16 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		unreachable: map[peer.ID]time.Time{},
 	}
 	att.SetRole(s.attachRole)
+	if opts.Dissemination == Piggyback {
+		s.key = node.Host().Peerstore().PrivKey(self)
+		if s.key == nil {
+			att.Close()
+			return nil, errors.New("repel: the host's peerstore has no private key to sign announcements with")
+		}
+		s.table = newGossipTable(opts.Config.Tokens, opts.GossipPush)
+		s.digests = make([]Token, opts.Config.Tokens)
+		return s, nil
+	}
 	if err := ps.RegisterTopicValidator(Topic, AnnounceValidator(opts.Config, func(r string) { s.drops.add(r, 1) })); err != nil {
 		att.Close()
 		return nil, fmt.Errorf("repel: topic validator: %w", err)
@@ -325,22 +368,32 @@ func (s *Selector) Start(ctx context.Context) error {
 	if s.cancel != nil {
 		return errors.New("repel: selector already started")
 	}
-	sub, err := s.topic.Subscribe()
-	if err != nil {
-		return fmt.Errorf("repel: subscribe %s: %w", Topic, err)
+	if s.topic != nil {
+		sub, err := s.topic.Subscribe()
+		if err != nil {
+			return fmt.Errorf("repel: subscribe %s: %w", Topic, err)
+		}
+		s.sub = sub
+	} else if err := s.viv.SetPiggyback(piggyback{s}); err != nil {
+		return err
 	}
-	s.sub = sub
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	ctx = s.ctx
 	s.start = time.Now()
 	s.node.Host().SetStreamHandler(MoveProtocol, s.handleMove)
 	s.node.Host().SetStreamHandler(SurveyProtocol, s.handleSurvey)
+	if s.table != nil {
+		s.node.Host().SetStreamHandler(AnnounceProtocol, s.handleAnnounce)
+	}
 	s.note.Set(superpeer.Client, "", "started", s.start)
-	s.wg.Add(4)
+	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.loop(ctx) }()
-	go func() { defer s.wg.Done(); s.receive(ctx) }()
-	go func() { defer s.wg.Done(); s.publish(ctx) }()
 	go func() { defer s.wg.Done(); s.attacher(ctx) }()
+	if s.sub != nil {
+		s.wg.Add(2)
+		go func() { defer s.wg.Done(); s.receive(ctx) }()
+		go func() { defer s.wg.Done(); s.publish(ctx) }()
+	}
 	return nil
 }
 
@@ -349,6 +402,12 @@ func (s *Selector) Close() error {
 	s.once.Do(func() {
 		s.node.Host().RemoveStreamHandler(MoveProtocol)
 		s.node.Host().RemoveStreamHandler(SurveyProtocol)
+		if s.table != nil {
+			s.node.Host().RemoveStreamHandler(AnnounceProtocol)
+			if s.cancel != nil {
+				_ = s.viv.SetPiggyback(nil)
+			}
+		}
 		if s.cancel != nil {
 			s.cancel()
 		}
@@ -356,9 +415,11 @@ func (s *Selector) Close() error {
 			s.sub.Cancel()
 		}
 		s.wg.Wait()
-		_ = s.topic.Close()
-		if ps := s.node.PubSub(); ps != nil {
-			_ = ps.UnregisterTopicValidator(Topic)
+		if s.topic != nil {
+			_ = s.topic.Close()
+			if ps := s.node.PubSub(); ps != nil {
+				_ = ps.UnregisterTopicValidator(Topic)
+			}
 		}
 		s.attach.Close()
 	})
@@ -406,6 +467,13 @@ func (s *Selector) loop(ctx context.Context) {
 				s.model.Measured(now, string(in.probe.id), in.probe.rtt, in.probe.ok)
 				continue
 			}
+			if in.gossip != nil {
+				for _, t := range s.takeGossip(now, in.gossip, in.direct) {
+					heard[t.ID] = now
+					s.step(now, Message{Type: MsgAnnounce, From: t.Holder, Token: t}, nil)
+				}
+				continue
+			}
 			if in.closest != nil {
 				lookupBusy = false
 				for id, ps := range in.closest {
@@ -417,13 +485,7 @@ func (s *Selector) loop(ctx context.Context) {
 			if in.msg.Type == MsgAnnounce {
 				heard[in.msg.Token.ID] = now
 			}
-			r, err := s.model.Step(now, in.msg)
-			if err != nil {
-				s.drops.add(DropStep, 1)
-				s.stats.add("step_error_"+dropReason(err), 1)
-				log.Debugw("repel: message refused", "from", peer.ID(in.msg.From), "type", in.msg.Type, "err", err)
-			}
-			s.apply(now, r, in.reply)
+			s.step(now, in.msg, in.reply)
 		}
 		// Tokens silent for a quarter of T_dead: if this peer is nearer
 		// their names than every peer its routing table knows, it may be the
@@ -456,6 +518,18 @@ func (s *Selector) loop(ctx context.Context) {
 			go func() { defer s.wg.Done(); s.lookupNames(ctx, due) }()
 		}
 	}
+}
+
+// step feeds m to the model and carries out its Ready; reply, if not nil,
+// takes the answer to a move offer.
+func (s *Selector) step(now time.Time, m Message, reply chan *Message) {
+	r, err := s.model.Step(now, m)
+	if err != nil {
+		s.drops.add(DropStep, 1)
+		s.stats.add("step_error_"+dropReason(err), 1)
+		log.Debugw("repel: message refused", "from", peer.ID(m.From), "type", m.Type, "err", err)
+	}
+	s.apply(now, r, reply)
 }
 
 // mayMint reports whether this peer is XOR-nearer token id's name than
@@ -596,6 +670,10 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 	for _, m := range r.Messages {
 		switch m.Type {
 		case MsgAnnounce:
+			if s.table != nil {
+				s.announce(now, m.Token)
+				continue
+			}
 			b, err := EncodeAnnounce(m.Token)
 			if err != nil {
 				log.Warnw("repel: cannot encode own announcement", "err", err)

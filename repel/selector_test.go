@@ -10,8 +10,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/repel/pb"
@@ -27,8 +29,15 @@ type testPeerSet struct {
 }
 
 // selectorNet builds n fully connected mocknet peers running the DHT with
-// GossipSub and Vivaldi; the first withSel of them run a started Selector.
+// GossipSub and Vivaldi; the first withSel of them run a started Selector
+// with Piggyback dissemination.
 func selectorNet(t *testing.T, n, withSel int, cfg Config) *testPeerSet {
+	t.Helper()
+	return selectorNetWith(t, n, withSel, cfg, Piggyback)
+}
+
+// selectorNetWith is selectorNet with the selectors' dissemination d.
+func selectorNetWith(t *testing.T, n, withSel int, cfg Config, d Dissemination) *testPeerSet {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -62,6 +71,7 @@ func selectorNet(t *testing.T, n, withSel int, cfg Config) *testPeerSet {
 	for i := 0; i < withSel; i++ {
 		sel, err := NewSelector(ps.nodes[i], ps.vivs[i], SelectorOptions{
 			Config: cfg, Attach: superpeer.AttachOptions{TTL: 2 * time.Second}, Seed: uint64(i + 1),
+			Dissemination: d,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +239,7 @@ func TestSelector_GossipRefusesLiars(t *testing.T) {
 	cfg := LocalConfig()
 	cfg.Tokens = 2
 	cfg.DeadAfter = time.Minute
-	ps := selectorNet(t, 3, 2, cfg)
+	ps := selectorNetWith(t, 3, 2, cfg, GossipSub)
 	liar := ps.nodes[2]
 	topic, err := liar.PubSub().Join(Topic)
 	if err != nil {
@@ -405,18 +415,12 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 		t.Fatalf("report %+v, want a decline", m)
 	}
 	// Once it announces the token, its survey is measured and answered.
-	topic, err := ps.nodes[1].PubSub().Join(Topic)
+	mine.Seq = 1
+	signed, err := SignToken(mine, attacker.Peerstore().PrivKey(attacker.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the victim subscribed", func() bool { return len(topic.ListPeers()) == 1 })
-	b, err := EncodeAnnounce(mine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := topic.Publish(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	sendOn(t, attacker, target, AnnounceProtocol, frameOf(t, signed))
 	waitUntil(t, 10*time.Second, "the announcement taken", func() bool {
 		for _, tok := range victim.LiveTokens() {
 			if tok.ID == 0 && tok.Holder == mine.Holder {
@@ -428,5 +432,111 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	send(frame(good))
 	if m := answer(); m.Type != MsgSurveyReport || len(m.RTTs) != 1 || m.RTTs[0] < 0 {
 		t.Fatalf("report %+v, want the attacker's RTT measured", m)
+	}
+}
+
+// frameOf is m as one varint-delimited frame.
+func frameOf(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	var buf bytesBuffer
+	if err := pbio.NewDelimitedWriter(&buf).WriteMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	return buf.b
+}
+
+// sendOn writes b on a new stream of protocol id from h to p and closes it.
+func sendOn(t *testing.T, h host.Host, p peer.ID, id protocol.ID, b []byte) {
+	t.Helper()
+	s, err := h.NewStream(context.Background(), p, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.Write(b)
+	_ = s.Close()
+}
+
+// liarPiggyback sends whatever it is given on the liar's Vivaldi requests.
+type liarPiggyback struct{ req []byte }
+
+func (l *liarPiggyback) Request(peer.ID) []byte       { return l.req }
+func (l *liarPiggyback) Reply(peer.ID, []byte) []byte { return nil }
+func (l *liarPiggyback) Deliver(peer.ID, []byte)      {}
+
+// TestSelector_PiggybackRefusesLiars: with Piggyback dissemination a peer
+// refuses, and counts by reason, a direct announcement of a token that is
+// not the sender's or out of range, gossip that does not decode, and a
+// relayed version whose signature is not its holder's; it keeps working
+// and takes an honest version, relayed or direct.
+func TestSelector_PiggybackRefusesLiars(t *testing.T) {
+	cfg := LocalConfig()
+	cfg.Tokens = 2
+	cfg.DeadAfter = time.Minute
+	ps := selectorNet(t, 3, 1, cfg)
+	victim, liar := ps.sels[0], ps.hosts[2]
+	target := ps.hosts[0].ID()
+	key := liar.Peerstore().PrivKey(liar.ID())
+	coord := vivaldi.Coord{Vec: make([]float64, 8)}
+	me, other := string(liar.ID()), string(ps.hosts[1].ID())
+	sign := func(tok Token) *pb.SignedToken {
+		st, err := SignToken(tok, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	sendOn(t, liar, target, AnnounceProtocol, frameOf(t, sign(Token{ID: 0, Epoch: 9, Holder: other, HolderKey: PeerKey(other), Coord: coord, Seq: 1})))
+	sendOn(t, liar, target, AnnounceProtocol, frameOf(t, sign(Token{ID: 7, Epoch: 9, Holder: me, HolderKey: PeerKey(me), Coord: coord, Seq: 1})))
+	waitUntil(t, 5*time.Second, "both direct lies refused", func() bool {
+		d := victim.Drops()
+		return d[DropNotHolder] == 1 && d[DropOutOfRange] == 1
+	})
+	// Gossip on a Vivaldi exchange: garbage, then a version naming another
+	// holder but signed by the liar.
+	lp := &liarPiggyback{req: []byte{0x0a, 0xff}}
+	if err := ps.vivs[2].SetPiggyback(lp); err != nil {
+		t.Fatal(err)
+	}
+	exchange := func() {
+		t.Helper()
+		if _, err := ps.vivs[2].Sample(context.Background(), target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exchange()
+	forged := sign(Token{ID: 0, Epoch: 9, Holder: me, HolderKey: PeerKey(me), Coord: coord, Seq: 1})
+	forged.Token.Holder = []byte(ps.hosts[1].ID())
+	g, err := proto.Marshal(&pb.Gossip{Tokens: []*pb.SignedToken{forged}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp.req = g
+	exchange()
+	waitUntil(t, 5*time.Second, "the bad gossip and the forged signature refused", func() bool {
+		d := victim.Drops()
+		return d[DropGossip] == 1 && d[DropSignature] == 1
+	})
+	for _, tok := range victim.LiveTokens() {
+		if tok.Epoch == 9 {
+			t.Fatalf("a lie was taken: %+v", tok)
+		}
+	}
+	// An honest version, relayed on an exchange, is taken.
+	g, err = proto.Marshal(&pb.Gossip{Tokens: []*pb.SignedToken{sign(Token{ID: 1, Epoch: 4, Holder: me, HolderKey: PeerKey(me), Coord: coord, Seq: 1})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp.req = g
+	exchange()
+	waitUntil(t, 5*time.Second, "the honest version taken", func() bool {
+		for _, tok := range victim.LiveTokens() {
+			if tok.ID == 1 && tok.Holder == me && tok.Epoch == 4 {
+				return true
+			}
+		}
+		return false
+	})
+	if st := victim.Stats(); st[StatGossipNews] != 1 {
+		t.Fatalf("gossip news %d, want 1 (stats %v)", st[StatGossipNews], st)
 	}
 }

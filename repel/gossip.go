@@ -1,0 +1,317 @@
+package repel
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/repel/pb"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// Dissemination is how token announcements travel (SelectorOptions).
+type Dissemination uint8
+
+const (
+	// Piggyback, the default: every announcement is signed by its holder
+	// and rides on the Vivaldi exchanges every peer makes anyway
+	// (vivaldi.Piggyback), as memberlist's broadcasts ride on its probes. A
+	// request says which version of each token its sender knows and
+	// carries the versions it learned lately (each in GossipPush requests);
+	// the reply carries every version fresher than the request said. A
+	// holder also sends each announcement, with its client digest, to the
+	// other live holders directly (AnnounceProtocol): the digests are for
+	// holders only. No mesh, no connection, stream or goroutine of its own
+	// on a peer that holds no token.
+	Piggyback Dissemination = iota
+	// GossipSub: announcements are published on Topic; the dht.Node must
+	// run GossipSub (dht.GossipSub). For applications that run it anyway.
+	GossipSub
+)
+
+func (d Dissemination) String() string {
+	switch d {
+	case Piggyback:
+		return "piggyback"
+	case GossipSub:
+		return "gossipsub"
+	}
+	return fmt.Sprintf("Dissemination(%d)", uint8(d))
+}
+
+// ParseDissemination is the inverse of String.
+func ParseDissemination(s string) (Dissemination, error) {
+	switch s {
+	case "piggyback":
+		return Piggyback, nil
+	case "gossipsub":
+		return GossipSub, nil
+	}
+	return 0, fmt.Errorf("repel: unknown dissemination %q (piggyback, gossipsub)", s)
+}
+
+// Drop reasons of the piggyback and the announce protocol.
+const (
+	DropGossip    = "bad-gossip"    // a gossip piggyback that does not decode, too many entries, a bad version
+	DropSignature = "bad-signature" // a token version whose holder's signature does not verify
+)
+
+// holderKeyPrefix is how much of a holder's kad key a Version names: the
+// order of two versions of one epoch is decided by it (a tie needs two
+// holders whose keys share 8 bytes).
+const holderKeyPrefix = 8
+
+// ErrBadSignature is a signed token version whose signature is not its
+// holder's.
+var ErrBadSignature = errors.New("repel: token signature does not verify")
+
+// signedBytes is what a holder signs of t: its deterministic encoding
+// without the digest.
+func signedBytes(m *pb.Token) ([]byte, error) {
+	c := proto.Clone(m).(*pb.Token)
+	c.Digest = nil
+	return proto.MarshalOptions{Deterministic: true}.Marshal(c)
+}
+
+// SignToken is t, digest included, signed by its holder's key.
+func SignToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
+	m := TokenToPB(t)
+	b, err := signedBytes(m)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := key.Sign(b)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SignedToken{Token: m, Signature: sig}, nil
+}
+
+// VerifyToken checks that st is signed by the holder it names, whose
+// public key pub gives (nil: the key the peer ID holds, as for Ed25519
+// IDs); t has TokenFromPB's checks.
+func VerifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) error {
+	id := peer.ID(t.Holder)
+	var k crypto.PubKey
+	if pub != nil {
+		k = pub(id)
+	}
+	if k == nil {
+		var err error
+		if k, err = id.ExtractPublicKey(); err != nil {
+			return fmt.Errorf("%w: no public key for %s: %v", ErrBadSignature, id, err)
+		}
+	}
+	b, err := signedBytes(st.GetToken())
+	if err != nil {
+		return err
+	}
+	ok, err := k.Verify(b, st.GetSignature())
+	if err != nil || !ok {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// signedToken is one decoded, not yet verified, version of a gossip frame
+// or a direct announcement.
+type signedToken struct {
+	tok Token
+	pb  *pb.SignedToken
+}
+
+// DecodeGossip parses a piggyback for S tokens: at most S versions known
+// and S tokens, each token decoding (TokenFromPB) with its ID in range and
+// no digest. A bad frame is refused whole; the reason names the Drop*
+// counter. The signatures are not checked here (VerifyToken).
+func DecodeGossip(b []byte, S int) (known []*pb.Version, toks []signedToken, reason string, err error) {
+	if len(b) > vivaldi.MaxPiggyback {
+		return nil, nil, DropGossip, fmt.Errorf("repel: gossip of %d bytes over the cap %d", len(b), vivaldi.MaxPiggyback)
+	}
+	var g pb.Gossip
+	if err := proto.Unmarshal(b, &g); err != nil {
+		return nil, nil, DropGossip, err
+	}
+	if len(g.Known) > S || len(g.Tokens) > S {
+		return nil, nil, DropGossip, fmt.Errorf("repel: gossip names %d and carries %d tokens of %d", len(g.Known), len(g.Tokens), S)
+	}
+	for _, v := range g.Known {
+		if v.GetId() >= uint32(S) || len(v.GetHolderKey()) > holderKeyPrefix {
+			return nil, nil, DropGossip, fmt.Errorf("repel: gossip names token %d of %d, holder key of %d bytes", v.GetId(), S, len(v.GetHolderKey()))
+		}
+	}
+	for _, st := range g.Tokens {
+		t, err := TokenFromPB(st.GetToken())
+		if err != nil {
+			return nil, nil, tokenReason(err), err
+		}
+		if t.ID >= uint32(S) {
+			return nil, nil, DropOutOfRange, fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, t.ID, S)
+		}
+		if len(t.Digest) > 0 {
+			return nil, nil, DropGossip, errors.New("repel: a gossiped token carries a digest")
+		}
+		toks = append(toks, signedToken{tok: t, pb: st})
+	}
+	return g.Known, toks, "", nil
+}
+
+// fresher reports whether a is news against b: a later version, or the same
+// version with a later heartbeat.
+func fresher(a, b Token) bool {
+	return a.Beats(b) || a.sameVersion(b) && a.Seq > b.Seq
+}
+
+// versionOf is what a Version names of t.
+func versionOf(t Token) *pb.Version {
+	return &pb.Version{Id: t.ID, Epoch: t.Epoch, HolderKey: t.HolderKey[:holderKeyPrefix], Seq: t.Seq}
+}
+
+// newerThan reports whether t is news against v (nil: v knows nothing).
+func newerThan(t Token, v *pb.Version) bool {
+	if v == nil {
+		return true
+	}
+	if t.Epoch != v.Epoch {
+		return t.Epoch > v.Epoch
+	}
+	if c := compareBytes(t.HolderKey[:holderKeyPrefix], v.HolderKey); c != 0 {
+		return c > 0
+	}
+	return t.Seq > v.Seq
+}
+
+func compareBytes(a, b []byte) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return len(a) - len(b)
+}
+
+// gossipTable is the piggyback's state: the freshest signed version of
+// every token this peer has heard of, digest-less, and how many more
+// requests carry each. Safe for concurrent use: the Vivaldi exchanges read
+// it, the selector's loop writes it.
+type gossipTable struct {
+	mu      sync.Mutex
+	push    int
+	entries []gossipEntry
+}
+
+type gossipEntry struct {
+	known   bool
+	tok     Token
+	st      *pb.SignedToken // digest-less
+	pushes  int             // requests that will still carry it
+	learned time.Time
+}
+
+func newGossipTable(S, push int) *gossipTable {
+	return &gossipTable{push: push, entries: make([]gossipEntry, S)}
+}
+
+// wants reports whether t is news to the table.
+func (g *gossipTable) wants(t Token) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.entries[t.ID]
+	return !e.known || fresher(t, e.tok)
+}
+
+// offer keeps st (the version t, verified) if it is news, to be pushed on
+// the next requests; it reports whether it was.
+func (g *gossipTable) offer(now time.Time, t Token, st *pb.SignedToken) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := &g.entries[t.ID]
+	if e.known && !fresher(t, e.tok) {
+		return false
+	}
+	if len(st.GetToken().GetDigest()) > 0 {
+		c := proto.Clone(st).(*pb.SignedToken)
+		c.Token.Digest = nil
+		st = c
+	}
+	t.Digest = nil
+	*e = gossipEntry{known: true, tok: t, st: st, pushes: g.push, learned: now}
+	return true
+}
+
+// request is the piggyback of a request: what this peer knows, and the
+// versions it is still pushing.
+func (g *gossipTable) request() []byte {
+	g.mu.Lock()
+	var m pb.Gossip
+	for i := range g.entries {
+		e := &g.entries[i]
+		if !e.known {
+			continue
+		}
+		m.Known = append(m.Known, versionOf(e.tok))
+		if e.pushes > 0 {
+			e.pushes--
+			m.Tokens = append(m.Tokens, e.st)
+		}
+	}
+	g.mu.Unlock()
+	return marshalGossip(&m)
+}
+
+// reply is the piggyback of the reply to a request that said it knows
+// known: every version fresher.
+func (g *gossipTable) reply(known []*pb.Version) []byte {
+	by := make(map[uint32]*pb.Version, len(known))
+	for _, v := range known {
+		by[v.Id] = v
+	}
+	g.mu.Lock()
+	var m pb.Gossip
+	for i := range g.entries {
+		if e := &g.entries[i]; e.known && newerThan(e.tok, by[uint32(i)]) {
+			m.Tokens = append(m.Tokens, e.st)
+		}
+	}
+	g.mu.Unlock()
+	return marshalGossip(&m)
+}
+
+// marshalGossip encodes m within vivaldi.MaxPiggyback, leaving out the
+// last tokens if it must (later exchanges bring them); nil if empty.
+func marshalGossip(m *pb.Gossip) []byte {
+	if len(m.Known) == 0 && len(m.Tokens) == 0 {
+		return nil
+	}
+	for {
+		b, err := proto.Marshal(m)
+		if err == nil && len(b) <= vivaldi.MaxPiggyback {
+			return b
+		}
+		if len(m.Tokens) == 0 {
+			return nil
+		}
+		m.Tokens = m.Tokens[:len(m.Tokens)-1]
+	}
+}
+
+// versions is the table's tokens, digest-less, with their Seq and Issued.
+func (g *gossipTable) versions() []Token {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Token
+	for _, e := range g.entries {
+		if e.known {
+			out = append(out, copyToken(e.tok))
+		}
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package repel
+
+import (
+	"context"
+	"time"
+
+	lpnet "github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/superpeer-overlay/superpeer/repel/pb"
+)
+
+// piggyback is the selector's side of the Vivaldi exchanges
+// (vivaldi.Piggyback): it runs on the exchanges' goroutines, reads the
+// gossip table and hands what it receives to the loop without waiting, so
+// that a reply, and the RTT its caller times, is never held up by it.
+type piggyback struct{ s *Selector }
+
+func (p piggyback) Request(to peer.ID) []byte {
+	b := p.s.table.request()
+	p.s.stats.add(StatGossipBytes, uint64(len(b)))
+	return b
+}
+
+func (p piggyback) Reply(from peer.ID, req []byte) []byte {
+	s := p.s
+	var known []*pb.Version
+	if len(req) > 0 {
+		k, toks, reason, err := DecodeGossip(req, s.opts.Config.Tokens)
+		if err != nil {
+			s.drops.add(reason, 1)
+			log.Debugw("repel: bad gossip in a request", "from", from, "reason", reason, "err", err)
+			return nil
+		}
+		known = k
+		s.handOver(toks, "")
+	}
+	b := s.table.reply(known)
+	s.stats.add(StatGossipBytes, uint64(len(b)))
+	return b
+}
+
+func (p piggyback) Deliver(from peer.ID, b []byte) {
+	s := p.s
+	_, toks, reason, err := DecodeGossip(b, s.opts.Config.Tokens)
+	if err != nil {
+		s.drops.add(reason, 1)
+		log.Debugw("repel: bad gossip in a reply", "from", from, "reason", reason, "err", err)
+		return
+	}
+	s.handOver(toks, "")
+}
+
+// handOver gives received versions to the loop if it has room; if not,
+// they are dropped and counted (a later exchange brings them again).
+func (s *Selector) handOver(toks []signedToken, direct peer.ID) {
+	if len(toks) == 0 {
+		return
+	}
+	select {
+	case s.inbox <- input{gossip: toks, direct: direct}:
+	default:
+		s.stats.add(StatGossipBusy, 1)
+	}
+}
+
+// takeGossip keeps the received versions that are news, once their
+// holders' signatures verify, and returns them for the model: a direct
+// announcement with its digest, a relayed one with the last digest its
+// holder sent this peer of that version. Loop only.
+func (s *Selector) takeGossip(now time.Time, toks []signedToken, direct peer.ID) []Token {
+	var out []Token
+	ps := s.node.Host().Peerstore()
+	for _, g := range toks {
+		t := g.tok
+		if direct != "" && peer.ID(t.Holder) != direct {
+			s.drops.add(DropNotHolder, 1)
+			continue
+		}
+		if direct != "" && len(t.Digest) > 0 {
+			// The holder's own word on its clients, for this version.
+			s.digests[t.ID] = copyToken(t)
+		}
+		if !s.table.wants(t) {
+			continue
+		}
+		s.stats.add(StatGossipVerified, 1)
+		if err := VerifyToken(g.pb, t, ps.PubKey); err != nil {
+			s.drops.add(DropSignature, 1)
+			log.Debugw("repel: token signature refused", "holder", peer.ID(t.Holder), "err", err)
+			continue
+		}
+		if !s.table.offer(now, t, g.pb) {
+			continue
+		}
+		s.stats.add(StatGossipNews, 1)
+		if d := s.digests[t.ID]; len(t.Digest) == 0 && d.sameVersion(t) {
+			t.Digest = copyDigest(d.Digest)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// announce signs this holder's announcement t, puts it in the gossip
+// table to spread, and sends it with its digest to the other live holders.
+// Loop only.
+func (s *Selector) announce(now time.Time, t Token) {
+	st, err := SignToken(t, s.key)
+	if err != nil {
+		log.Warnw("repel: cannot sign own announcement", "err", err)
+		return
+	}
+	s.table.offer(now, t, st)
+	if proto.Size(st) > MaxAnnounceSize {
+		return
+	}
+	self := string(s.node.ID())
+	for _, o := range s.model.LiveTokens(now) {
+		if o.Holder == self || o.ID == t.ID {
+			continue
+		}
+		s.wg.Add(1)
+		go func(to peer.ID) { defer s.wg.Done(); s.sendAnnounce(to, st) }(peer.ID(o.Holder))
+	}
+}
+
+// sendAnnounce sends one signed announcement, with its digest, to another
+// holder on a stream of its own, unanswered.
+func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
+	ctx, cancel := context.WithTimeout(s.ctx, moveStreamTimeout)
+	defer cancel()
+	str, err := s.node.Host().NewStream(ctx, to, AnnounceProtocol)
+	if err != nil {
+		s.stats.add(StatAnnounceLost, 1)
+		return
+	}
+	defer context.AfterFunc(ctx, func() { _ = str.Reset() })()
+	_ = str.SetDeadline(time.Now().Add(moveStreamTimeout))
+	if err := pbio.NewDelimitedWriter(str).WriteMsg(st); err != nil {
+		s.drops.add(DropWrite, 1)
+		_ = str.Reset()
+		return
+	}
+	s.stats.add(StatAnnounceSent, 1)
+	s.stats.add(StatAnnounceBytes, uint64(proto.Size(st)))
+	_ = str.Close()
+}
+
+// handleAnnounce reads a holder's direct announcement and hands it to the
+// loop; one that does not decode, or whose token is not the sender's, is
+// counted and the stream reset.
+func (s *Selector) handleAnnounce(str lpnet.Stream) {
+	defer str.Close()
+	_ = str.SetDeadline(time.Now().Add(moveStreamTimeout))
+	from := str.Conn().RemotePeer()
+	var f pb.SignedToken
+	if !s.readIncoming(str, MaxAnnounceSize, &f, StatAnnounceLost, "announce") {
+		return
+	}
+	t, reason, err := decodeSigned(&f, s.opts.Config.Tokens)
+	if err == nil && peer.ID(t.Holder) != from {
+		reason, err = DropNotHolder, ErrNotHolder
+	}
+	if err != nil {
+		s.drops.add(reason, 1)
+		log.Debugw("repel: bad announcement", "from", from, "reason", reason, "err", err)
+		_ = str.Reset()
+		return
+	}
+	s.stats.add(StatAnnounceRecv, 1)
+	s.handOver([]signedToken{{tok: t, pb: &f}}, from)
+}
+
+// decodeSigned checks a direct announcement: TokenFromPB, the ID in range.
+func decodeSigned(f *pb.SignedToken, S int) (Token, string, error) {
+	t, err := TokenFromPB(f.GetToken())
+	if err != nil {
+		return Token{}, tokenReason(err), err
+	}
+	if t.ID >= uint32(S) {
+		return Token{}, DropOutOfRange, ErrTokenOutOfRange
+	}
+	return t, "", nil
+}
+
+// KnownVersions is, with Piggyback dissemination, the freshest version of
+// each token this peer has heard of, digest-less, with the heartbeat Seq
+// and when its holder issued it (nil with GossipSub).
+func (s *Selector) KnownVersions() []Token {
+	if s.table == nil {
+		return nil
+	}
+	return s.table.versions()
+}
