@@ -220,11 +220,12 @@ const (
 	StatMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
 	StatHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
 	StatProbesFailed  = "holder_probes_failed"
-	// Piggyback dissemination: gossip bytes on the Vivaldi exchanges (both
-	// directions), versions carried, versions received that were news,
-	// and piggybacks the loop was too busy to take.
+	// Piggyback dissemination: piggybacks sent on the Vivaldi exchanges
+	// (both directions) and their bytes, versions received that were
+	// news, signatures checked, and piggybacks the loop was too busy to
+	// take.
+	StatGossipFrames   = "gossip_piggybacks"
 	StatGossipBytes    = "gossip_piggyback_bytes"
-	StatGossipTokens   = "gossip_tokens_sent"
 	StatGossipNews     = "gossip_news"
 	StatGossipBusy     = "gossip_queue_full"
 	StatAnnounceLost   = "announce_streams_lost"

@@ -20,7 +20,7 @@ type piggyback struct{ s *Selector }
 
 func (p piggyback) Request(to peer.ID) []byte {
 	b := p.s.table.request()
-	p.s.stats.add(StatGossipBytes, uint64(len(b)))
+	p.s.countGossip(b)
 	return b
 }
 
@@ -38,8 +38,16 @@ func (p piggyback) Reply(from peer.ID, req []byte) []byte {
 		s.handOver(toks, "")
 	}
 	b := s.table.reply(known)
-	s.stats.add(StatGossipBytes, uint64(len(b)))
+	s.countGossip(b)
 	return b
+}
+
+// countGossip counts a piggyback sent.
+func (s *Selector) countGossip(b []byte) {
+	if len(b) > 0 {
+		s.stats.add(StatGossipFrames, 1)
+		s.stats.add(StatGossipBytes, uint64(len(b)))
+	}
 }
 
 func (p piggyback) Deliver(from peer.ID, b []byte) {

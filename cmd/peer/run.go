@@ -105,8 +105,13 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	survey := fs.Duration("survey", def.SurveyInterval, "repel: as a settled holder, survey the place this long after settling (then twice as long after each survey that keeps it): candidates among the clients measure their RTTs to the clients, and the token moves to one measured better (0: no surveys)")
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: how often a settled holder announces its token (a moving one: every "+def.MovingAnnounceInterval.String()+" or this, whichever is shorter)")
 	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
+	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub; every peer of one network needs the same")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	dissemination, err := repel.ParseDissemination(*gossipFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --gossip: %v", errUsage, err)
 	}
 	if len(listen) == 0 {
 		listen = listFlag{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
@@ -187,9 +192,9 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	nodeOpts := []dht.Option{dht.Bootstrap(bootInfos...), dht.RoutingTableRefresh(*refresh)}
-	if *method == "repel" {
-		// The repel method gossips its tokens (GossipSub's defaults: a
-		// real deployment has no swarm's hundreds of peers per process).
+	if *method == "repel" && dissemination == repel.GossipSub {
+		// GossipSub's defaults: a real deployment has no swarm's hundreds
+		// of peers per process.
 		nodeOpts = append(nodeOpts, dht.GossipSub())
 	}
 	node, err := dht.New(ctx, h, nodeOpts...)
@@ -227,14 +232,14 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer viv.Close()
-		rsel, err = repel.NewSelector(node, viv, repel.SelectorOptions{Config: rcfg, Attach: attach})
+		rsel, err = repel.NewSelector(node, viv, repel.SelectorOptions{Config: rcfg, Attach: attach, Dissemination: dissemination})
 		if err != nil {
 			return err
 		}
 		defer rsel.Close()
 		sel = rsel
-		started = fmt.Sprintf("selecting superpeers by repel: S = %d, force %s, T_settle %v, T_dead %v, announce every %v, Vivaldi sample every %v",
-			*superpeers, rcfg.Model, rcfg.SettleAfter, rcfg.DeadAfter, rcfg.AnnounceInterval, *vivInterval)
+		started = fmt.Sprintf("selecting superpeers by repel: S = %d, force %s, T_settle %v, T_dead %v, announce every %v by %s, Vivaldi sample every %v",
+			*superpeers, rcfg.Model, rcfg.SettleAfter, rcfg.DeadAfter, rcfg.AnnounceInterval, dissemination, *vivInterval)
 	}
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)

@@ -162,8 +162,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every 10 min) before it chooses, nearest by its coordinates first")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
+	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub (a GossipSub mesh on every peer)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	dissemination, err := repel.ParseDissemination(*gossipFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --gossip: %v", errUsage, err)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -255,7 +260,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	bar := newProgress(stderr)
 	var nodeOpts []dht.Option
 	var gossip *swarm.GossipCounter
-	if *method == "repel" {
+	if *method == "repel" && dissemination == repel.GossipSub {
 		nodeOpts, gossip = swarm.RepelNodeOptions()
 	}
 	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh})
@@ -305,7 +310,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg := swarm.RepelSwarmConfig(*superpeers, model)
 		cfg.SurveyInterval = *survey
-		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Displace: displaceOption(*displace)}, Probe: *probe}, gossip); err != nil {
+		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Displace: displaceOption(*displace)}, Probe: *probe, Dissemination: dissemination}, gossip); err != nil {
 			return err
 		}
 		defer rr.Close()
@@ -500,8 +505,11 @@ func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary
 		rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced, rs.Surveys, rs.SurveyMoves, rs.SurveyKept, rs.RefusedFull, rs.Displaced)
 	fmt.Fprintf(w, "  k-median RTT ms  mean %.1f  p50 %.1f  p90 %.1f (centralised, true RTTs)\n", rs.KMedianClientRTT.Mean, rs.KMedianClientRTT.P50, rs.KMedianClientRTT.P90)
 	pp := sum.PerPeerPerSecond
-	fmt.Fprintf(w, "  per peer per s   gossip %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; surveys %.3f frames %.0f bytes; holder probes %.2f; vivaldi %.2f samples\n",
-		pp["gossip_messages"], pp["gossip_bytes"], pp["announce_sent"], pp["move_frames"], pp["survey_frames"], pp["survey_bytes"], pp["holder_probes"], pp["vivaldi_samples"])
+	if l := rs.LagSeconds; l != nil {
+		fmt.Fprintf(w, "  news of tokens   behind the holder p50 %.2f s  p90 %.2f s  p99 %.2f s (%s, %d readings)\n", l.P50, l.P90, l.P99, rs.Dissemination, l.Readings)
+	}
+	fmt.Fprintf(w, "  per peer per s   %s %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; surveys %.3f frames %.0f bytes; holder probes %.2f; vivaldi %.2f samples\n",
+		rs.Dissemination, pp["gossip_messages"], pp["gossip_bytes"], pp["announce_sent"], pp["move_frames"], pp["survey_frames"], pp["survey_bytes"], pp["holder_probes"], pp["vivaldi_samples"])
 	if len(rs.Drops) > 0 {
 		fmt.Fprintf(w, "  refused          %v\n", rs.Drops)
 	}

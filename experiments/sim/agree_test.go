@@ -362,19 +362,18 @@ func runRepelAgreement(t *testing.T, seed int64) repelAgreement {
 		t.Fatal(err)
 	}
 
-	// The live swarm: GossipSub nodes, the coordinate protocol until the
+	// The live swarm: the DHT nodes, the coordinate protocol until the
 	// peers have taken as many samples as the simulator's, then slower
 	// sampling, and the selectors.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start = time.Now()
-	opts, g := swarm.RepelNodeOptions()
-	s := liveSwarm(t, ctx, pl, seed, opts)
+	s := liveSwarm(t, ctx, pl, seed, nil)
 	ready := time.Since(start)
 	v, coords, samples := liveCoords(t, ctx, s, seed, agreeRepelInterval, agreeRepelSamples)
 	coordsAt := time.Since(start)
 	v.SetInterval(2 * time.Second)
-	r, err := s.StartRepel(ctx, v, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{TTL: 12 * time.Second}, Seed: seed}, g)
+	r, err := s.StartRepel(ctx, v, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{TTL: 12 * time.Second}, Seed: seed}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

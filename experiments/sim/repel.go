@@ -53,6 +53,11 @@ type RepelOptions struct {
 	// repel.DefaultAttachConfig() with ProbeEvery 5 × ViewEvery, the
 	// selector's five renewals).
 	Choose repel.AttachConfig
+	// Dissemination is how the traffic of announcements is counted
+	// (RepelTraffic): repel.Piggyback, the selector's default, or
+	// repel.GossipSub. Announcements reach every running node one link
+	// latency after they are sent either way.
+	Dissemination repel.Dissemination
 	// Limit bounds the virtual time (default 30 min); Quiet is how long the
 	// tokens must be settled without a move to end the run early (default
 	// 2 min).
@@ -348,7 +353,7 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 	for _, m := range r.Messages {
 		m.From = s.o.IDs[i]
 		s.res.Messages[m.Type.String()]++
-		s.res.Traffic.count(m, len(s.o.IDs))
+		s.res.Traffic.count(m, len(s.o.IDs), s.o.Config.Tokens, s.o.Dissemination)
 		if m.To == "" {
 			t := m.Token.ID
 			if !s.hasLast[t] || !s.latest[t].Token.Beats(m.Token) {

@@ -14,13 +14,20 @@ import (
 // RepelTraffic is the token protocol's traffic in a simulated run, in the
 // sizes of the real frames:
 //
-//   - an announcement is the payload repel.EncodeAnnounce makes, in a
-//     signed GossipSub message (From, an 8-byte seqno, the topic, a 64-byte
-//     Ed25519 signature; the key is left out, as for Ed25519 peer IDs) in a
-//     varint-delimited RPC, and it is sent once to every peer but its
-//     publisher: the least any broadcast costs. GossipSub's mesh relays
-//     about D copies per peer (D = 4–6), and its control traffic (IHAVE,
-//     IWANT, heartbeats) is not counted;
+//   - an announcement, with repel.Piggyback (the default), is one
+//     varint-delimited repel.SignedToken frame with its digest to each
+//     other holder (AnnounceProtocol; a send each), and the signed version
+//     without the digest, in a Gossip piggyback, once to every other peer
+//     (bytes only: it rides on a Vivaldi exchange). Each peer takes each
+//     version once at least; the pushes that carry it more often, and the
+//     list of known versions every request carries, are not counted;
+//   - with repel.GossipSub, an announcement is the payload
+//     repel.EncodeAnnounce makes, in a signed GossipSub message (From, an
+//     8-byte seqno, the topic, a 64-byte Ed25519 signature; the key is left
+//     out, as for Ed25519 peer IDs) in a varint-delimited RPC, and it is
+//     sent once to every peer but its publisher: the least any broadcast
+//     costs. GossipSub's mesh relays about D copies per peer (D = 4–6), and
+//     its control traffic (IHAVE, IWANT, heartbeats) is not counted;
 //   - a move, ack or refusal is one varint-delimited repel.EncodeMove frame
 //     to its addressee, a survey or its report one repel.EncodeSurvey frame.
 //
@@ -46,9 +53,21 @@ func newRepelTraffic() RepelTraffic {
 	return RepelTraffic{SendsByType: map[string]uint64{}, BytesByType: map[string]uint64{}}
 }
 
-// count adds message m, sent in a swarm of n peers.
-func (t *RepelTraffic) count(m repel.Message, n int) {
+// count adds message m, sent in a swarm of n peers with S tokens, whose
+// announcements travel by d.
+func (t *RepelTraffic) count(m repel.Message, n, S int, d repel.Dissemination) {
 	var copies, size uint64
+	if m.To == "" && d == repel.Piggyback {
+		direct, relayed := piggybackSizes(m)
+		k := m.Type.String()
+		sends := uint64(max(S-1, 0))
+		bytes := sends*uint64(direct) + uint64(n-1)*uint64(relayed)
+		t.Sends += sends
+		t.Bytes += bytes
+		t.SendsByType[k] += sends
+		t.BytesByType[k] += bytes
+		return
+	}
 	if m.To == "" {
 		copies, size = uint64(n-1), uint64(announceFrameSize(m))
 	} else if m.Type == repel.MsgSurvey || m.Type == repel.MsgSurveyReport {
@@ -108,3 +127,15 @@ func announceFrameSize(m repel.Message) int {
 
 // delimited is the size of a varint-length-prefixed frame of size bytes.
 func delimited(size int) int { return size + protowire.SizeVarint(uint64(size)) }
+
+// piggybackSizes are the bytes of announcement m sent directly to a
+// holder (a delimited SignedToken with its digest) and relayed in a
+// piggyback (the SignedToken without it, as a Gossip entry), with an
+// Ed25519 signature.
+func piggybackSizes(m repel.Message) (direct, relayed int) {
+	st := &rpb.SignedToken{Token: repel.TokenToPB(m.Token), Signature: make([]byte, 64)}
+	direct = delimited(proto.Size(st))
+	st.Token.Digest = nil
+	relayed = proto.Size(&rpb.Gossip{Tokens: []*rpb.SignedToken{st}})
+	return direct, relayed
+}

@@ -389,13 +389,19 @@ func TestSimulateRepel_CapacityAndTraffic(t *testing.T) {
 		sends += v
 		bytes += tr.BytesByType[k]
 	}
-	// Every announcement reaches the 199 other peers.
-	if sends != tr.Sends || bytes != tr.Bytes || tr.SendsByType["announce"] != 199*uint64(r.Messages["announce"]) ||
-		tr.SendsByType["move"] != uint64(r.Messages["move"]) || tr.Bytes <= 100*tr.Sends {
+	// Piggyback: every announcement is sent to the 5 other holders and
+	// rides, digest-less, to the 199 other peers.
+	if sends != tr.Sends || bytes != tr.Bytes || tr.SendsByType["announce"] != 5*uint64(r.Messages["announce"]) ||
+		tr.SendsByType["move"] != uint64(r.Messages["move"]) || tr.BytesByType["announce"] <= 199*100*uint64(r.Messages["announce"]) {
 		t.Fatalf("traffic %+v, messages %v", tr, r.Messages)
 	}
 	if tr.SettledSeconds <= 0 || tr.SettledSends == 0 || tr.SettledSends > tr.Sends {
 		t.Fatalf("settled traffic %+v", tr)
+	}
+	// GossipSub: every announcement is sent to the 199 other peers.
+	g, _ := repelRunWith(t, 9, func(o *RepelOptions) { o.Capacity = C; o.Dissemination = repel.GossipSub })
+	if gt := g.Traffic; gt.SendsByType["announce"] != 199*uint64(g.Messages["announce"]) || gt.Bytes <= 100*gt.Sends {
+		t.Fatalf("gossipsub traffic %+v, messages %v", gt, g.Messages)
 	}
 	// The earlier rule: the predicted-nearest holder, whatever the load.
 	p, coords := repelRunWith(t, 9, func(o *RepelOptions) { o.Attach = AttachPredicted })

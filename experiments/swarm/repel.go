@@ -133,6 +133,9 @@ type RepelOptions struct {
 	// Probe is how many holders a client measures before it chooses
 	// (repel.SelectorOptions.Probe; 0: the selector's default, 3).
 	Probe int
+	// Dissemination is how announcements travel (default repel.Piggyback;
+	// repel.GossipSub needs nodes with RepelNodeOptions).
+	Dissemination repel.Dissemination
 }
 
 // RepelRun is a repel.Selector on every peer of a swarm, over the swarm's
@@ -146,10 +149,15 @@ type RepelRun struct {
 	start  time.Time
 	g0     [2]uint64 // gossip messages and bytes at start
 	v0     []uint64  // each peer's Vivaldi samples at start
+
+	lag     lagHistogram // Piggyback: how far behind its holder each peer's news of a token is
+	lagStop chan struct{}
+	lagDone chan struct{}
 }
 
-// StartRepel starts a repel selector on every live peer. The swarm's nodes
-// must run GossipSub (RepelNodeOptions); gossip may be nil.
+// StartRepel starts a repel selector on every live peer. With GossipSub
+// dissemination the swarm's nodes must run it (RepelNodeOptions); gossip
+// may be nil.
 func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions, gossip *GossipCounter) (*RepelRun, error) {
 	if opts.Config.Tokens == 0 {
 		opts.Config = RepelSwarmConfig(8, repel.Attract)
@@ -163,8 +171,9 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 		sel, err := repel.NewSelector(s.Peers[i].Node, v.Service(i), repel.SelectorOptions{
 			Config: opts.Config,
 			Attach: opts.Attach,
-			Seed:   uint64(opts.Seed)*1_000_003 + uint64(i) + 1,
-			Probe:  opts.Probe,
+			Seed:          uint64(opts.Seed)*1_000_003 + uint64(i) + 1,
+			Probe:         opts.Probe,
+			Dissemination: opts.Dissemination,
 		})
 		if err != nil {
 			r.Close()
@@ -186,7 +195,129 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 			return nil, err
 		}
 	}
+	if opts.Dissemination == repel.Piggyback {
+		r.lagStop, r.lagDone = make(chan struct{}), make(chan struct{})
+		go r.sampleLag()
+	}
 	return r, nil
+}
+
+// lagEvery is how often the swarm reads how far behind their holders the
+// peers' news of the tokens is.
+const lagEvery = 2 * time.Second
+
+// sampleLag records, every lagEvery until Close, for every live peer and
+// every token held by a live peer, how far behind the holder's latest
+// announcement the peer's news of it is (lagHistogram).
+func (r *RepelRun) sampleLag() {
+	defer close(r.lagDone)
+	t := time.NewTicker(lagEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.lagStop:
+			return
+		case <-t.C:
+		}
+		r.recordLag(time.Now())
+	}
+}
+
+// recordLag adds one reading of every peer's lag: for a token whose
+// current version the peer knows, the time between the holder's latest
+// announcement and the one the peer has heard of; for a token of which
+// it knows only an older version, or none, the time since the holder
+// took it.
+func (r *RepelRun) recordLag(now time.Time) {
+	live := r.s.Live()
+	cur := map[uint32]repel.Token{}
+	for _, i := range live {
+		sel := r.sels[i]
+		if sel == nil {
+			continue
+		}
+		if t, ok := sel.Held(); ok {
+			for _, v := range sel.KnownVersions() {
+				if v.ID == t.ID && v.Holder == t.Holder {
+					if c, ok := cur[v.ID]; !ok || v.Beats(c) {
+						cur[v.ID] = v
+					}
+				}
+			}
+		}
+	}
+	for _, i := range live {
+		sel := r.sels[i]
+		if sel == nil {
+			continue
+		}
+		known := map[uint32]repel.Token{}
+		for _, v := range sel.KnownVersions() {
+			known[v.ID] = v
+		}
+		for id, c := range cur {
+			if c.Holder == string(r.s.Peers[i].Host.ID()) {
+				continue
+			}
+			k, ok := known[id]
+			switch {
+			case ok && k.Epoch == c.Epoch && k.Holder == c.Holder:
+				r.lag.add(c.Issued.Sub(k.Issued))
+			case !c.HeldSince.IsZero():
+				r.lag.add(now.Sub(c.HeldSince))
+			}
+		}
+	}
+}
+
+// lagHistogram counts lags in 50 ms bins up to lagMax (the last bin holds
+// everything longer).
+type lagHistogram struct {
+	mu   sync.Mutex
+	bins [lagBins + 1]uint64
+	n    uint64
+}
+
+const (
+	lagBin  = 50 * time.Millisecond
+	lagBins = 2400 // two minutes
+)
+
+func (h *lagHistogram) add(d time.Duration) {
+	b := min(max(int(d/lagBin), 0), lagBins)
+	h.mu.Lock()
+	h.bins[b]++
+	h.n++
+	h.mu.Unlock()
+}
+
+// quantile is the upper edge of the bin holding quantile q, in seconds.
+func (h *lagHistogram) quantile(q float64) float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		return 0
+	}
+	want := uint64(q*float64(h.n-1)) + 1
+	var sum uint64
+	for b, c := range h.bins {
+		sum += c
+		if sum >= want {
+			return (time.Duration(b+1) * lagBin).Seconds()
+		}
+	}
+	return (time.Duration(lagBins+1) * lagBin).Seconds()
+}
+
+// LagSummary is how far behind their holders the peers' news of the
+// tokens was over the run (Piggyback dissemination), read every lagEvery
+// for every peer and token: the holder's announcement interval plus the
+// time the news takes to spread.
+type LagSummary struct {
+	P50      float64 `json:"p50"`
+	P90      float64 `json:"p90"`
+	P99      float64 `json:"p99"`
+	Readings uint64  `json:"readings"`
 }
 
 // Selector is peer i's selector (nil if it runs none).
@@ -396,10 +527,19 @@ type RepelSummary struct {
 	Surveys     uint64 `json:"surveys"`
 	SurveyMoves uint64 `json:"survey_moves"`
 	SurveyKept  uint64 `json:"survey_kept"`
-	// GossipMessages and GossipBytes are what GossipSub sent, swarm-wide,
-	// since selection started: every forward and the control traffic.
+	// Dissemination is how announcements travelled: "piggyback" on the
+	// Vivaldi exchanges (with direct announcements between holders) or
+	// "gossipsub".
+	Dissemination string `json:"dissemination"`
+	// GossipMessages and GossipBytes are what dissemination sent,
+	// swarm-wide, since selection started: with GossipSub every RPC
+	// (forwards and the control traffic), with Piggyback every non-empty
+	// piggyback and direct announcement.
 	GossipMessages uint64 `json:"gossip_messages"`
 	GossipBytes    uint64 `json:"gossip_bytes"`
+	// LagSeconds is, with Piggyback, how far behind their holders the
+	// peers' news of the tokens was (LagSummary).
+	LagSeconds *LagSummary `json:"lag_seconds,omitempty"`
 	// KMedianClientRTT is the client RTT with a centralised greedy k-median
 	// over the true RTTs of the live peers (capacity applied): the
 	// near-optimal reference.
@@ -453,6 +593,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		SurveyMoves:   stats[repel.EventSurveyMoved.String()],
 		SurveyKept:    stats[repel.EventSurveyKept.String()],
 		Drops:         drops,
+		Dissemination: r.opts.Dissemination.String(),
 	}
 	ev, err := r.s.Evaluate(st.Assignment, st.Superpeers, capacity, S)
 	if err != nil {
@@ -500,12 +641,17 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		"holder_probes":    per(stats[repel.StatHolderProbes]),
 		"vivaldi_samples":  per(samples),
 	}
-	if r.gossip != nil {
+	switch {
+	case r.opts.Dissemination == repel.Piggyback:
+		rs.GossipMessages = stats[repel.StatGossipFrames] + stats[repel.StatAnnounceSent]
+		rs.GossipBytes = stats[repel.StatGossipBytes] + stats[repel.StatAnnounceBytes]
+		rs.LagSeconds = &LagSummary{P50: r.lag.quantile(0.5), P90: r.lag.quantile(0.9), P99: r.lag.quantile(0.99), Readings: r.lag.n}
+	case r.gossip != nil:
 		rs.GossipMessages = r.gossip.Messages.Load() - r.g0[0]
 		rs.GossipBytes = r.gossip.Bytes.Load() - r.g0[1]
-		sum.PerPeerPerSecond["gossip_messages"] = per(rs.GossipMessages)
-		sum.PerPeerPerSecond["gossip_bytes"] = per(rs.GossipBytes)
 	}
+	sum.PerPeerPerSecond["gossip_messages"] = per(rs.GossipMessages)
+	sum.PerPeerPerSecond["gossip_bytes"] = per(rs.GossipBytes)
 	return sum, rs, nil
 }
 
@@ -555,6 +701,11 @@ func (r *RepelRun) Kill(idx []int) {
 
 // Close stops every selector (the swarm and the Vivaldi services stay up).
 func (r *RepelRun) Close() {
+	if r.lagStop != nil {
+		close(r.lagStop)
+		<-r.lagDone
+		r.lagStop = nil
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for i, sel := range r.sels {

@@ -13,7 +13,7 @@ import (
 
 // repelSwarm is a converged PlanetLab swarm whose nodes run GossipSub, with
 // Vivaldi coordinates good enough to place tokens by.
-func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCounter) {
+func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun) {
 	t.Helper()
 	m, err := latency.Builtin(latency.Default)
 	if err != nil {
@@ -26,9 +26,8 @@ func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCo
 	// The nodes live on this context (GossipSub stops with it).
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	opts, g := RepelNodeOptions()
 	built := time.Now()
-	s, err := New(ctx, Config{N: n, Seed: seed, RTT: pl, HostOf: pl.Host, NodeOptions: opts})
+	s, err := New(ctx, Config{N: n, Seed: seed, RTT: pl, HostOf: pl.Host})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +53,13 @@ func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun, *GossipCo
 	v.SetInterval(2 * time.Second)
 	t.Logf("swarm built and converged in %.1f s", start.Sub(built).Seconds())
 	t.Logf("vivaldi: median %.3f p90 %.3f after %.1f s (%.0f samples per peer, %s)", vs.Median, vs.P90, vs.Seconds, vs.Samples, vs.Stopped)
-	return s, v, g
+	return s, v
 }
 
-func startRepel(t *testing.T, ctx context.Context, s *Swarm, v *VivaldiRun, g *GossipCounter, S, capacity int) *RepelRun {
+func startRepel(t *testing.T, ctx context.Context, s *Swarm, v *VivaldiRun, S, capacity int) *RepelRun {
 	t.Helper()
 	cfg := RepelSwarmConfig(S, repel.Attract)
-	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 12 * time.Second}}, g)
+	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 12 * time.Second}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +119,10 @@ func TestRepel_SwarmSettles(t *testing.T) {
 		t.Skip("200 live peers: minutes on a loaded 2-core machine")
 	}
 	const n, S, capacity = 200, 8, 50
-	s, v, g := repelSwarm(t, n, 21)
+	s, v := repelSwarm(t, n, 21)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	r := startRepel(t, ctx, s, v, g, S, capacity)
+	r := startRepel(t, ctx, s, v, S, capacity)
 	took, err := waitLogged(t, ctx, r, r.Start(), RepelState.Converged)
 	if err != nil {
 		t.Fatal(err)
@@ -146,10 +145,10 @@ func TestRepel_SwarmRecoversFromKill(t *testing.T) {
 		t.Skip("200 live peers: minutes on a loaded 2-core machine")
 	}
 	const n, S, capacity = 200, 8, 50
-	s, v, g := repelSwarm(t, n, 22)
+	s, v := repelSwarm(t, n, 22)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	r := startRepel(t, ctx, s, v, g, S, capacity)
+	r := startRepel(t, ctx, s, v, S, capacity)
 	took, err := waitLogged(t, ctx, r, r.Start(), RepelState.Converged)
 	if err != nil {
 		t.Fatal(err)
