@@ -228,6 +228,15 @@ func (g *gossipTable) wants(t Token) bool {
 	return !e.known || fresher(t, e.tok)
 }
 
+// wantsVersion reports whether t is a version the table does not know
+// (a later heartbeat of a known version is not).
+func (g *gossipTable) wantsVersion(t Token) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.entries[t.ID]
+	return !e.known || t.Beats(e.tok)
+}
+
 // offer keeps st (the version t, verified) if it is news, to be pushed on
 // the next requests; it reports whether it was.
 func (g *gossipTable) offer(now time.Time, t Token, st *pb.SignedToken) bool {

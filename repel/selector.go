@@ -74,6 +74,13 @@ type SelectorOptions struct {
 	// learned, beside the replies that carry whatever a request lacks
 	// (Piggyback; default 4).
 	GossipPush int
+	// GossipEvery is how often a holder's heartbeat (a new Seq of the same
+	// version) goes out on the piggyback (default the larger of
+	// AnnounceInterval and a quarter of DeadAfter): every peer checks the
+	// signature of every one, and liveness needs only a few per T_dead. New
+	// versions go out at once, and every announcement goes to the other
+	// holders directly.
+	GossipEvery time.Duration
 }
 
 func (o *SelectorOptions) defaults() error {
@@ -114,6 +121,9 @@ func (o *SelectorOptions) defaults() error {
 	if o.GossipPush == 0 {
 		o.GossipPush = 4
 	}
+	if o.GossipEvery == 0 {
+		o.GossipEvery = max(c.AnnounceInterval, c.DeadAfter/4)
+	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
@@ -124,6 +134,8 @@ func (o *SelectorOptions) defaults() error {
 		return fmt.Errorf("repel: Neighbours %d must be ≥ 0 and MintLookup %d ≥ 1", o.Neighbours, o.MintLookup)
 	case o.Switch < 1:
 		return fmt.Errorf("repel: Switch %v must be ≥ 1", o.Switch)
+	case o.GossipEvery < 0:
+		return fmt.Errorf("repel: GossipEvery %v must be ≥ 0", o.GossipEvery)
 	case o.GossipPush < 0:
 		return fmt.Errorf("repel: GossipPush %d must be ≥ 0", o.GossipPush)
 	case o.Dissemination != Piggyback && o.Dissemination != GossipSub:
@@ -182,9 +194,10 @@ type Selector struct {
 	// Piggyback dissemination: the signed versions spread on Vivaldi
 	// exchanges, this peer's key to sign its own, and the last digest a
 	// holder sent of each token (owned by loop).
-	table   *gossipTable
-	key     crypto.PrivKey
-	digests []Token
+	table    *gossipTable
+	key      crypto.PrivKey
+	digests  []Token
+	gossiped Token // the last own announcement put on the piggyback (owned by loop)
 
 	lastSnap time.Time // owned by loop: when the snapshot was last taken
 

@@ -75,32 +75,43 @@ func (s *Selector) handOver(toks []signedToken, direct peer.ID) {
 }
 
 // takeGossip keeps the received versions that are news, once their
-// holders' signatures verify, and returns them for the model: a direct
-// announcement with its digest, a relayed one with the last digest its
+// holders' signatures verify, and returns them for the model. A direct
+// announcement comes from its holder (the connection says so) and goes to
+// the model with its digest whatever the table holds; the table takes it,
+// to relay, only as a new version (heartbeats spread at the holder's
+// GossipEvery). A relayed one goes to the model with the last digest its
 // holder sent this peer of that version. Loop only.
 func (s *Selector) takeGossip(now time.Time, toks []signedToken, direct peer.ID) []Token {
 	var out []Token
 	ps := s.node.Host().Peerstore()
 	for _, g := range toks {
 		t := g.tok
-		if direct != "" && peer.ID(t.Holder) != direct {
-			s.drops.add(DropNotHolder, 1)
-			continue
-		}
-		if direct != "" && len(t.Digest) > 0 {
-			// The holder's own word on its clients, for this version.
-			s.digests[t.ID] = copyToken(t)
-		}
-		if !s.table.wants(t) {
+		if direct != "" {
+			if peer.ID(t.Holder) != direct {
+				s.drops.add(DropNotHolder, 1)
+				continue
+			}
+			if len(t.Digest) > 0 {
+				// The holder's own word on its clients, for this version.
+				s.digests[t.ID] = copyToken(t)
+			}
+			out = append(out, t)
+			if !s.table.wantsVersion(t) {
+				continue
+			}
+		} else if !s.table.wants(t) {
 			continue
 		}
 		s.stats.add(StatGossipVerified, 1)
 		if err := VerifyToken(g.pb, t, ps.PubKey); err != nil {
 			s.drops.add(DropSignature, 1)
 			log.Debugw("repel: token signature refused", "holder", peer.ID(t.Holder), "err", err)
+			if direct != "" {
+				out = out[:len(out)-1]
+			}
 			continue
 		}
-		if !s.table.offer(now, t, g.pb) {
+		if !s.table.offer(now, t, g.pb) || direct != "" {
 			continue
 		}
 		s.stats.add(StatGossipNews, 1)
@@ -113,15 +124,19 @@ func (s *Selector) takeGossip(now time.Time, toks []signedToken, direct peer.ID)
 }
 
 // announce signs this holder's announcement t, puts it in the gossip
-// table to spread, and sends it with its digest to the other live holders.
-// Loop only.
+// table to spread if it is a new version or GossipEvery has passed since
+// the last, and sends it with its digest to the other live holders. Loop
+// only.
 func (s *Selector) announce(now time.Time, t Token) {
 	st, err := SignToken(t, s.key)
 	if err != nil {
 		log.Warnw("repel: cannot sign own announcement", "err", err)
 		return
 	}
-	s.table.offer(now, t, st)
+	if !t.sameVersion(s.gossiped) || now.Sub(s.gossiped.Issued) >= s.opts.GossipEvery {
+		s.table.offer(now, t, st)
+		s.gossiped = Token{ID: t.ID, Epoch: t.Epoch, HolderKey: t.HolderKey, Issued: t.Issued}
+	}
 	if proto.Size(st) > MaxAnnounceSize {
 		return
 	}
