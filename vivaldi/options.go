@@ -23,17 +23,35 @@ type config struct {
 	rng        *rand.Rand
 	now        func() time.Time
 	observe    func(peer.ID, time.Duration)
+	timeScale  float64
 }
 
 func defaults() config {
 	return config{
-		model:    DefaultConfig(),
-		near:     DefaultNearConfig(),
-		interval: 10 * time.Second,
-		timeout:  5 * time.Second,
-		inFlight: 4,
-		rng:      rand.New(rand.NewSource(time.Now().UnixNano())),
-		now:      time.Now,
+		model:     DefaultConfig(),
+		near:      DefaultNearConfig(),
+		interval:  10 * time.Second,
+		timeout:   5 * time.Second,
+		inFlight:  4,
+		rng:       rand.New(rand.NewSource(time.Now().UnixNano())),
+		now:       time.Now,
+		timeScale: 1,
+	}
+}
+
+// WithTimeScale divides every RTT the service measures by f (default 1):
+// for an emulation that stretches time by f — every link latency and every
+// timer f times longer, as the swarm's time dilation does — so that the
+// coordinates, and what is measured with them, are in the network's own
+// time. The machine's delays, which dilation does not stretch, shrink by f
+// in what the service reports.
+func WithTimeScale(f float64) Option {
+	return func(cfg *config) error {
+		if !(f >= 1) || f > 1000 {
+			return fmt.Errorf("WithTimeScale: %v not in [1, 1000]", f)
+		}
+		cfg.timeScale = f
+		return nil
 	}
 }
 

@@ -449,6 +449,9 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame
 	}
 	f, err := ReadMessage(st, s.cfg.model.Dimensions, s.cfg.near.Share)
 	rtt := time.Since(start)
+	if s.cfg.timeScale != 1 {
+		rtt = time.Duration(float64(rtt) / s.cfg.timeScale)
+	}
 	if err != nil {
 		s.drop(reasonOf(err), p, err)
 		_ = st.Reset()

@@ -78,6 +78,7 @@ func TestNewService_Options(t *testing.T) {
 		"WithMaxInFlight":  WithMaxInFlight(0),
 		"WithClock":        WithClock(nil),
 		"WithObserver":     WithObserver(nil),
+		"WithTimeScale":    WithTimeScale(0.5),
 	} {
 		_, err := NewService(hs[0], opt)
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -575,4 +576,22 @@ func TestService_OversizePiggyback(t *testing.T) {
 		_, ok := b.PeerCoordinate(hs[0].ID())
 		return ok
 	})
+}
+
+// With a time scale f the service reports RTTs f times shorter than the
+// link's: over a link of 40 ms each way (80 ms RTT), f = 4 gives about 20 ms.
+func TestService_TimeScale(t *testing.T) {
+	mn, hs := mockHosts(t, 2)
+	for _, l := range mn.LinksBetweenPeers(hs[0].ID(), hs[1].ID()) {
+		l.SetOptions(mocknet.LinkOptions{Latency: 40 * time.Millisecond})
+	}
+	a := newService(t, hs[0], WithInterval(0), WithSeed(1), WithTimeScale(4))
+	newService(t, hs[1], WithInterval(0), WithSeed(2))
+	rtt, err := a.Sample(context.Background(), hs[1].ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rtt < 20*time.Millisecond || rtt >= 40*time.Millisecond {
+		t.Fatalf("scaled RTT %v over an 80 ms link, want 20 ms and a little", rtt)
+	}
 }
