@@ -205,6 +205,22 @@ func LocalConfig() Config {
 	return c
 }
 
+// Dilated is c for a network whose time runs f times slower than the
+// clock — every link latency and every timer f times longer, RTTs measured
+// divided by f (vivaldi.WithTimeScale) — as the swarm's time dilation runs
+// it: every timer is f times longer; what is measured in RTTs (MinDistance,
+// SiteRTT, SurveyFloor) stays.
+func (c Config) Dilated(f float64) Config {
+	d := func(x *time.Duration) { *x = time.Duration(float64(*x) * f) }
+	for _, x := range []*time.Duration{
+		&c.CoolingRest, &c.ProbeTTL, &c.SurveyInterval, &c.SurveyTimeout, &c.MoveInterval,
+		&c.MoveTimeout, &c.AnnounceInterval, &c.MovingAnnounceInterval, &c.SettleAfter, &c.DeadAfter,
+	} {
+		d(x)
+	}
+	return c
+}
+
 // Validate names the first field that makes no sense.
 func (c Config) Validate() error {
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -813,3 +813,18 @@ func TestNode_HeartbeatSeq(t *testing.T) {
 		t.Fatalf("Seq 3 not taken as news: %+v", lt)
 	}
 }
+
+// Dilated stretches every timer and no RTT.
+func TestConfig_Dilated(t *testing.T) {
+	c := DefaultConfig()
+	d := c.Dilated(3)
+	if d.DeadAfter != 3*c.DeadAfter || d.MoveInterval != 3*c.MoveInterval || d.SurveyTimeout != 3*c.SurveyTimeout || d.CoolingRest != 3*c.CoolingRest {
+		t.Fatalf("timers not stretched: %+v", d)
+	}
+	if d.SiteRTT != c.SiteRTT || d.SurveyFloor != c.SurveyFloor || d.MinDistance != c.MinDistance || d.Tokens != c.Tokens {
+		t.Fatalf("RTTs or counts changed: %+v", d)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,15 +37,18 @@ type swarmReport struct {
 	Latency   string `json:"latency"`
 	Transport string `json:"transport"`
 	// Args are the command-line arguments of the run, to rerun it.
-	Args            []string `json:"args"`
-	GCPercent       int      `json:"gc_percent"`
-	BuildSeconds    float64  `json:"build_seconds"`
-	ConvergeSeconds float64  `json:"converge_seconds"`
-	RSSBytes        uint64   `json:"rss_bytes"`
-	Goroutines      int      `json:"goroutines"`
-	ConnsMean       float64  `json:"connections_mean"`
-	ConnsMax        int      `json:"connections_max"`
-	Links           int      `json:"links"`
+	Args      []string `json:"args"`
+	GCPercent int      `json:"gc_percent"`
+	// Dilation is the time dilation of the Vivaldi and selection phases
+	// (--dilate): every figure is in the network's time.
+	Dilation        float64 `json:"dilation"`
+	BuildSeconds    float64 `json:"build_seconds"`
+	ConvergeSeconds float64 `json:"converge_seconds"`
+	RSSBytes        uint64  `json:"rss_bytes"`
+	Goroutines      int     `json:"goroutines"`
+	ConnsMean       float64 `json:"connections_mean"`
+	ConnsMax        int     `json:"connections_max"`
+	Links           int     `json:"links"`
 	// StuckIdentifies counts connections closed because identify had not
 	// finished on them (mocknet ignores deadlines; see swarm.StuckIdentifies).
 	StuckIdentifies int               `json:"stuck_identifies"`
@@ -162,6 +165,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every 10 min) before it chooses, nearest by its coordinates first")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
+	dilate := fs.Float64("dilate", 1, "repel and Vivaldi: stretch time by this factor once the DHT has converged: link latencies and the protocols' timers this many times longer, measured RTTs divided by it, so that the machine's own delays shrink by it in what the peers measure (the run takes that much longer; every figure is in the network's time)")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub (a GossipSub mesh on every peer)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -237,6 +241,10 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --probe %d must be at least 1", errUsage, *probe)
 	case *hold < 0:
 		return fmt.Errorf("%w: --hold %v is negative", errUsage, *hold)
+	case !(*dilate >= 1) || *dilate > 1000:
+		return fmt.Errorf("%w: --dilate %v must be in [1, 1000]", errUsage, *dilate)
+	case *dilate != 1 && *method == "prefix":
+		return fmt.Errorf("%w: --dilate is for --method repel or none (the prefix selector's timers do not follow it)", errUsage)
 	case *hold > 0 && *method != "repel":
 		return fmt.Errorf("%w: --hold is for --method repel", errUsage)
 	}
@@ -284,6 +292,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		Lookup:          s.CheckLookups(ctx, *lookups, false, rng),
 		RawLookup:       s.CheckLookups(ctx, *lookups, true, rng),
 	}
+	if *dilate != 1 {
+		if err := s.Dilate(*dilate); err != nil {
+			return err
+		}
+		bar.log(fmt.Sprintf("time dilated ×%g from here: links and timers %g times slower, figures in the network's time", *dilate, *dilate))
+	}
+	rep.Dilation = s.Dilation()
 	var vr *swarm.VivaldiRun
 	if *viv {
 		if *vivInterval == 0 {
@@ -328,14 +343,14 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(*hold):
+			case <-time.After(s.Wall(*hold)):
 			}
 			start := time.Now()
 			waited, err := rr.WaitConverged(ctx, start)
 			if err != nil {
 				return err
 			}
-			after, rs, err := rr.Summary(time.Since(rr.Start()), rand.New(rand.NewSource(*seed+3)))
+			after, rs, err := rr.Summary(s.Elapsed(rr.Start()), rand.New(rand.NewSource(*seed+3)))
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package swarm
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +33,11 @@ type linker struct {
 	// a convoy of ten thousand dialling goroutines at n = 5000.
 	linked sync.Map // [2]int → struct{}
 	dead   []atomic.Bool
-	mu     sync.Mutex // serialises making links
+	mu     sync.Mutex // serialises making links and dilating them
 	links  atomic.Int64
+	// factor is the time dilation (math.Float64bits; 0 means 1): every
+	// link's latency is the pair's RTT/2 times it.
+	factor atomic.Uint64
 
 	// pending holds, by connection ID, when a connection was first seen
 	// with its identify unfinished by a failed NewStream; stuck counts the
@@ -105,13 +109,38 @@ func (l *linker) ensure(a, b peer.ID) error {
 	if err != nil {
 		return err
 	}
-	// mocknet delays every write by Latency in each direction: one way is
-	// half the RTT.
-	oneWay := time.Duration(l.rtt(i, j) / 2 * float64(time.Millisecond))
-	link.SetOptions(mocknet.LinkOptions{Latency: oneWay})
+	link.SetOptions(mocknet.LinkOptions{Latency: l.oneWay(i, j)})
 	l.linked.Store(pair, struct{}{})
 	l.links.Add(1)
 	return nil
+}
+
+// oneWay is the latency of the link between peers i and j: mocknet delays
+// every write by Latency in each direction, so half the RTT, dilated.
+func (l *linker) oneWay(i, j int) time.Duration {
+	f := 1.0
+	if b := l.factor.Load(); b != 0 {
+		f = math.Float64frombits(b)
+	}
+	return time.Duration(l.rtt(i, j) / 2 * f * float64(time.Millisecond))
+}
+
+// dilate makes every link, those made and those to come, f times slower.
+func (l *linker) dilate(f float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.factor.Store(math.Float64bits(f))
+	ids := make([]peer.ID, len(l.dead))
+	for id, k := range l.index {
+		ids[k] = id
+	}
+	l.linked.Range(func(k, _ any) bool {
+		pair := k.([2]int)
+		for _, link := range l.mn.LinksBetweenPeers(ids[pair[0]], ids[pair[1]]) {
+			link.SetOptions(mocknet.LinkOptions{Latency: l.oneWay(pair[0], pair[1])})
+		}
+		return true
+	})
 }
 
 // lazyHost is a mocknet host that links to a peer before dialling it. Every

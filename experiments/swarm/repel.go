@@ -167,10 +167,14 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	}
 	r := &RepelRun{s: s, v: v, opts: opts, sels: make([]*repel.Selector, len(s.Peers)), gossip: gossip}
 	live := s.Live()
+	// With the swarm dilated every timer runs that much slower (the
+	// measured RTTs are divided by it already).
+	cfg, att := opts.Config.Dilated(s.Dilation()), opts.Attach
+	att.TTL = s.Wall(att.TTL)
 	for _, i := range live {
 		sel, err := repel.NewSelector(s.Peers[i].Node, v.Service(i), repel.SelectorOptions{
-			Config: opts.Config,
-			Attach: opts.Attach,
+			Config: cfg,
+			Attach: att,
 			Seed:          uint64(opts.Seed)*1_000_003 + uint64(i) + 1,
 			Probe:         opts.Probe,
 			Dissemination: opts.Dissemination,
@@ -211,7 +215,7 @@ const lagEvery = 2 * time.Second
 // announcement the peer's news of it is (lagHistogram).
 func (r *RepelRun) sampleLag() {
 	defer close(r.lagDone)
-	t := time.NewTicker(lagEvery)
+	t := time.NewTicker(r.s.Wall(lagEvery))
 	defer t.Stop()
 	for {
 		select {
@@ -262,12 +266,17 @@ func (r *RepelRun) recordLag(now time.Time) {
 			k, ok := known[id]
 			switch {
 			case ok && k.Epoch == c.Epoch && k.Holder == c.Holder:
-				r.lag.add(c.Issued.Sub(k.Issued))
+				r.lag.add(r.unwall(c.Issued.Sub(k.Issued)))
 			case !c.HeldSince.IsZero():
-				r.lag.add(now.Sub(c.HeldSince))
+				r.lag.add(r.unwall(now.Sub(c.HeldSince)))
 			}
 		}
 	}
+}
+
+// unwall is d of the clock in the network's time.
+func (r *RepelRun) unwall(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / r.s.Dilation())
 }
 
 // lagHistogram counts lags in 50 ms bins up to lagMax (the last bin holds
@@ -463,7 +472,7 @@ func (r *RepelRun) State() RepelState {
 }
 
 // Wait polls the selection until cond holds, and returns how long that took
-// from since.
+// from since, in the network's time (Swarm.Elapsed).
 func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelState) bool) (time.Duration, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -472,13 +481,13 @@ func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelSta
 		st := r.State()
 		r.s.progress("select", len(r.s.Live())-st.Wrong-st.Unserved-st.Unsettled, len(r.s.Live()))
 		if cond(st) {
-			return time.Since(since), nil
+			return r.s.Elapsed(since), nil
 		}
 		if time.Since(logged) >= stateLogEvery {
 			logged = time.Now()
 			stats, _ := r.counts()
 			r.s.logf("repel at %.0f s: %s; so far %d minted, %d moved, %d move timeouts, %d fenced, %d settled",
-				time.Since(since).Seconds(), st, stats[repel.EventMinted.String()], stats[repel.EventMovedAway.String()],
+				r.s.Elapsed(since).Seconds(), st, stats[repel.EventMinted.String()], stats[repel.EventMovedAway.String()],
 				stats[repel.EventMoveTimedOut.String()], stats[repel.EventFenced.String()], stats[repel.EventSettled.String()])
 		}
 		select {
@@ -612,7 +621,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		rs.KMedianClientRTT = RTTSummary{kev.ClientRTT.Mean, kev.ClientRTT.P50, kev.ClientRTT.P90}
 	}
 
-	secs := time.Since(r.start).Seconds()
+	secs := r.s.Elapsed(r.start).Seconds()
 	per := func(x uint64) float64 { return float64(x) / float64(max(len(live), 1)) / secs }
 	t := r.s.Traffic()
 	var attachReq, attachBytes, samples uint64

@@ -99,6 +99,7 @@ type Swarm struct {
 	selTraffic Traffic
 	dead       []bool
 	held       []bool
+	dilation   float64 // Dilate's factor; 0 means 1
 
 	// JoinLookupFailures counts joins whose self-lookup failed after the
 	// peer had connected (left to WaitConverged to mend).
@@ -119,6 +120,44 @@ func addr(i int) ma.Multiaddr {
 	ip := net.ParseIP("100::")
 	ip[12], ip[13], ip[14], ip[15] = byte(i>>24), byte(i>>16), byte(i>>8), byte(i)
 	return ma.StringCast("/ip6/" + ip.String() + "/tcp/4001")
+}
+
+// Dilate stretches the swarm's time by f from now on: every link's latency
+// is f times the matrix's, and the Vivaldi services and selectors started
+// after it run every timer f times longer and divide what they measure by
+// f (vivaldi.WithTimeScale, repel.Config.Dilated). The machine's own delays
+// — a goroutine scheduled late, a collector pause — are not stretched, so
+// in the network's time they shrink by f: what the peers measure is the
+// matrix, not the load, at the price of f times the wall-clock time. The
+// swarm's reports are in the network's time (Elapsed). Prefix selection
+// does not follow it.
+func (s *Swarm) Dilate(f float64) error {
+	if !(f >= 1) || f > 1000 {
+		return fmt.Errorf("swarm: dilation %v not in [1, 1000]", f)
+	}
+	s.dilation = f
+	s.link.dilate(f)
+	return nil
+}
+
+// Dilation is the factor of Dilate (1 if never dilated).
+func (s *Swarm) Dilation() float64 {
+	if s.dilation == 0 {
+		return 1
+	}
+	return s.dilation
+}
+
+// Elapsed is the network's time since t: the wall-clock time divided by
+// the dilation.
+func (s *Swarm) Elapsed(t time.Time) time.Duration {
+	return time.Duration(float64(time.Since(t)) / s.Dilation())
+}
+
+// Wall is how long d of the network's time takes on the clock: d times the
+// dilation.
+func (s *Swarm) Wall(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * s.Dilation())
 }
 
 // New builds the hosts and their DHT nodes. Nobody is connected yet: call

@@ -44,7 +44,8 @@ type VivaldiOptions struct {
 type VivaldiWait struct {
 	// Bound stops the wait once the median is below it (0: no bound).
 	Bound float64
-	// Poll is how often the error is measured (default 1 s).
+	// Poll is how often the error is measured (default 1 s of the
+	// network's time).
 	Poll time.Duration
 	// Patience is how many polls without improvement end the wait
 	// (default 5).
@@ -175,7 +176,8 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 			}
 		}
 		vo := []vivaldi.Option{
-			vivaldi.WithInterval(opts.Interval), vivaldi.WithPeerSource(source),
+			vivaldi.WithInterval(s.Wall(opts.Interval)), vivaldi.WithPeerSource(source),
+			vivaldi.WithTimeScale(s.Dilation()), vivaldi.WithTimeout(s.Wall(vivaldiTimeout)),
 			vivaldi.WithMaxInFlight(opts.MaxInFlight), vivaldi.WithSeed(rng.Int63()),
 			vivaldi.WithObserver(observe),
 		}
@@ -196,8 +198,14 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 	return v, nil
 }
 
-// SetInterval changes how often every peer samples (from its next sample).
+// vivaldiTimeout is how long a swarm peer's exchange may take, in the
+// network's time (vivaldi's default).
+const vivaldiTimeout = 5 * time.Second
+
+// SetInterval changes how often every peer samples (from its next sample),
+// in the network's time.
 func (v *VivaldiRun) SetInterval(d time.Duration) {
+	d = v.s.Wall(d)
 	for i, svc := range v.svcs {
 		if svc != nil && !v.dead[i] {
 			svc.SetInterval(d)
@@ -307,13 +315,13 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 		w.MinImprove = 0.02
 	}
 	start := time.Now()
-	tick := time.NewTicker(w.Poll)
+	tick := time.NewTicker(v.s.Wall(w.Poll))
 	defer tick.Stop()
 	best, stale := 0.0, 0
 	for first := true; ; first = false {
 		med, p90 := v.Error()
 		v.s.progress("vivaldi", int(100*min(1, max(0, 1-med))), 100)
-		sum := VivaldiSummary{Median: med, P90: p90, Seconds: time.Since(start).Seconds(), Samples: v.Samples()}
+		sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(start).Seconds(), Samples: v.Samples()}
 		sum.RTTExcessMs[0], sum.RTTExcessMs[1], _ = v.RTTExcess()
 		switch {
 		case w.Bound > 0 && med < w.Bound:
@@ -341,7 +349,7 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 // Summary is the current error, without waiting.
 func (v *VivaldiRun) Summary() VivaldiSummary {
 	med, p90 := v.Error()
-	sum := VivaldiSummary{Median: med, P90: p90, Seconds: time.Since(v.start).Seconds(), Samples: v.Samples()}
+	sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(v.start).Seconds(), Samples: v.Samples()}
 	sum.NearMedian, sum.NearestExcessMs = v.NearError()
 	return sum
 }
