@@ -9,8 +9,9 @@
 // caller feeds it time (Tick), received messages (Step), its own coordinate
 // (SetCoord) and the peers it believes live (SetPeers); each call returns a
 // Ready with the messages to send, the role after the call and the events
-// that happened. The libp2p adapters (GossipSub for announcements, stream
-// protocols for moves and surveys) and the simulator wrap it.
+// that happened. The libp2p adapters (announcements signed and carried on
+// the Vivaldi exchanges, or GossipSub; stream protocols for moves, surveys
+// and the holders' direct announcements) and the simulator wrap it.
 //
 // # Tokens, versions and fencing
 //
@@ -28,12 +29,15 @@
 //
 // # Messages
 //
-//   - MsgAnnounce (To "": publish on the topic): the holder's current
-//     version, coordinate and client digest. Sent at once on mint, on
-//     taking a move and when a stale version is heard; then every
-//     MovingAnnounceInterval until the token settles and every
-//     AnnounceInterval after. A topic validator should apply
-//     ValidateAnnounce.
+//   - MsgAnnounce (To "": to everyone): the holder's current version,
+//     coordinate and client digest, with its heartbeat Seq one higher
+//     than the last. Sent at once on mint, on taking a move and when a
+//     stale version is heard; then every MovingAnnounceInterval until the
+//     token settles and every AnnounceInterval after. A node takes a copy
+//     of a version it knows as news only with a higher Seq, so copies
+//     relayed late do not keep a silent holder alive. The selector spreads
+//     it signed on the Vivaldi exchanges (Piggyback) or on GossipSub; a
+//     GossipSub topic validator should apply ValidateAnnounce.
 //   - MsgMove (to the chosen peer): the offered version — higher epoch, the
 //     peer as holder, Moves+1.
 //   - MsgMoveAck (back to the old holder): the version now held; the old
