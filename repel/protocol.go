@@ -49,6 +49,8 @@ const (
 	// to 42 bytes are about 11 KiB.
 	MaxSurveyFrame = MaxAnnounceSize
 
+	// moveStreamTimeout bounds a move, survey or announce stream, or
+	// MoveTimeout if that is longer (a dilated swarm's).
 	moveStreamTimeout = 10 * time.Second
 )
 

@@ -153,7 +153,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 // sendAnnounce sends one signed announcement, with its digest, to another
 // holder on a stream of its own, unanswered.
 func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
-	ctx, cancel := context.WithTimeout(s.ctx, moveStreamTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
 	defer cancel()
 	str, err := s.node.Host().NewStream(ctx, to, AnnounceProtocol)
 	if err != nil {
@@ -161,7 +161,7 @@ func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
 		return
 	}
 	defer context.AfterFunc(ctx, func() { _ = str.Reset() })()
-	_ = str.SetDeadline(time.Now().Add(moveStreamTimeout))
+	_ = str.SetDeadline(time.Now().Add(s.streamTimeout()))
 	if err := pbio.NewDelimitedWriter(str).WriteMsg(st); err != nil {
 		s.drops.add(DropWrite, 1)
 		_ = str.Reset()
@@ -177,7 +177,7 @@ func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
 // counted and the stream reset.
 func (s *Selector) handleAnnounce(str lpnet.Stream) {
 	defer str.Close()
-	_ = str.SetDeadline(time.Now().Add(moveStreamTimeout))
+	_ = str.SetDeadline(time.Now().Add(s.streamTimeout()))
 	from := str.Conn().RemotePeer()
 	var f pb.SignedToken
 	if !s.readIncoming(str, MaxAnnounceSize, &f, StatAnnounceLost, "announce") {

@@ -20,6 +20,11 @@ func gone(err error) bool {
 	return errors.Is(err, superpeer.ErrStreamFailed) || errors.Is(err, context.Canceled)
 }
 
+// streamTimeout bounds one move, survey or announce stream.
+func (s *Selector) streamTimeout() time.Duration {
+	return max(moveStreamTimeout, s.opts.Config.MoveTimeout)
+}
+
 // readIncoming reads the one frame an incoming stream opens with, capped
 // at max, into f. A stream that fails first counts as lost (stat), a frame
 // that does not decode as a decode drop; either way the stream is reset
@@ -44,7 +49,7 @@ func (s *Selector) readIncoming(st lpnet.Stream, max int, f proto.Message, lost,
 // stream and is counted; the peer carries on.
 func (s *Selector) handleMove(st lpnet.Stream) {
 	defer st.Close()
-	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
+	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	from := st.Conn().RemotePeer()
 	var f pb.MoveFrame
 	if !s.readIncoming(st, MaxMoveFrame, &f, StatMoveLost, "move") {
@@ -58,7 +63,7 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 		return
 	}
 	reply := make(chan *Message, 1)
-	ctx, cancel := context.WithTimeout(s.ctx, moveStreamTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
 	defer cancel()
 	// mocknet ignores deadlines: a reset unblocks the reads.
 	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
@@ -92,7 +97,7 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 // the token; the target is left out of the model's candidates for a while.
 func (s *Selector) sendMove(m Message) {
 	to := peer.ID(m.To)
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Config.MoveTimeout+moveStreamTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Config.MoveTimeout+s.streamTimeout())
 	defer cancel()
 	fail := func() {
 		s.mu.Lock()
@@ -106,7 +111,7 @@ func (s *Selector) sendMove(m Message) {
 	}
 	defer st.Close()
 	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
-	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
+	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	n, err := writeMove(st, m)
 	if err != nil {
 		s.drops.add(DropWrite, 1)

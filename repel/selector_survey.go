@@ -25,7 +25,7 @@ const (
 // stream and is counted; the peer carries on.
 func (s *Selector) handleSurvey(st lpnet.Stream) {
 	defer st.Close()
-	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
+	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	from := st.Conn().RemotePeer()
 	var f pb.SurveyFrame
 	if !s.readIncoming(st, MaxSurveyFrame, &f, StatSurveyLost, "survey") {
@@ -39,7 +39,7 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 		return
 	}
 	s.stats.add(StatSurveyRecv, 1)
-	ctx, cancel := context.WithTimeout(s.ctx, moveStreamTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
 	defer cancel()
 	s.post(ctx, input{msg: m})
 }
@@ -49,7 +49,7 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 // candidate, a candidate's report is missed and the holder decides without
 // it.
 func (s *Selector) sendSurvey(m Message) {
-	ctx, cancel := context.WithTimeout(s.ctx, moveStreamTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
 	defer cancel()
 	st, err := s.node.Host().NewStream(ctx, peer.ID(m.To), SurveyProtocol)
 	if err != nil {
@@ -57,7 +57,7 @@ func (s *Selector) sendSurvey(m Message) {
 		return
 	}
 	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
-	_ = st.SetDeadline(time.Now().Add(moveStreamTimeout))
+	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	f := EncodeSurvey(m)
 	if err := pbio.NewDelimitedWriter(st).WriteMsg(f); err != nil {
 		s.drops.add(DropWrite, 1)

@@ -177,7 +177,7 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 		}
 		vo := []vivaldi.Option{
 			vivaldi.WithInterval(s.Wall(opts.Interval)), vivaldi.WithPeerSource(source),
-			vivaldi.WithTimeScale(s.Dilation()), vivaldi.WithTimeout(s.Wall(vivaldiTimeout)),
+			vivaldi.WithTimeScale(s.Dilation()), vivaldi.WithTimeout(min(s.Wall(vivaldiTimeout), vivaldi.MaxRTT)),
 			vivaldi.WithMaxInFlight(opts.MaxInFlight), vivaldi.WithSeed(rng.Int63()),
 			vivaldi.WithObserver(observe),
 		}
@@ -199,7 +199,8 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 }
 
 // vivaldiTimeout is how long a swarm peer's exchange may take, in the
-// network's time (vivaldi's default).
+// network's time (vivaldi's default), but at most the longest RTT the
+// model takes on the clock.
 const vivaldiTimeout = 5 * time.Second
 
 // SetInterval changes how often every peer samples (from its next sample),
