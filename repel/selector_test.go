@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -457,9 +458,22 @@ func sendOn(t *testing.T, h host.Host, p peer.ID, id protocol.ID, b []byte) {
 }
 
 // liarPiggyback sends whatever it is given on the liar's Vivaldi requests.
-type liarPiggyback struct{ req []byte }
+type liarPiggyback struct {
+	mu  sync.Mutex
+	req []byte
+}
 
-func (l *liarPiggyback) Request(peer.ID) []byte       { return l.req }
+func (l *liarPiggyback) set(b []byte) {
+	l.mu.Lock()
+	l.req = b
+	l.mu.Unlock()
+}
+
+func (l *liarPiggyback) Request(peer.ID) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.req
+}
 func (l *liarPiggyback) Reply(peer.ID, []byte) []byte { return nil }
 func (l *liarPiggyback) Deliver(peer.ID, []byte)      {}
 
@@ -510,11 +524,13 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp.req = g
+	lp.set(g)
 	exchange()
+	// The liar's own sampler carries the piggyback too: each lie may come
+	// more than once.
 	waitUntil(t, 5*time.Second, "the bad gossip and the forged signature refused", func() bool {
 		d := victim.Drops()
-		return d[DropGossip] == 1 && d[DropSignature] == 1
+		return d[DropGossip] >= 1 && d[DropSignature] >= 1
 	})
 	for _, tok := range victim.LiveTokens() {
 		if tok.Epoch == 9 {
@@ -526,7 +542,7 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp.req = g
+	lp.set(g)
 	exchange()
 	waitUntil(t, 5*time.Second, "the honest version taken", func() bool {
 		for _, tok := range victim.LiveTokens() {
