@@ -64,3 +64,69 @@ func TestVivaldiRun_RTTExcessIsSmallOnAnIdleSwarm(t *testing.T) {
 	}
 	t.Logf("excess median %.2f ms, p90 %.2f ms over %d samples", med, p90, n)
 }
+
+// TestSwarm_Dilate: after Dilate(3) every link, those made before and
+// after, carries three times the matrix's latency; the Vivaldi services
+// divide what they measure by 3, so their samples match the matrix (an
+// undivided sample would be 2 × RTT over it); Elapsed runs a third as fast
+// as the clock; a factor below 1 is refused.
+func TestSwarm_Dilate(t *testing.T) {
+	s, _ := planetlabSwarm(t, 20, 6)
+	if err := s.Dilate(0.5); err == nil {
+		t.Fatal("dilation 0.5 accepted")
+	}
+	before := s.Links()
+	if err := s.Dilate(3); err != nil {
+		t.Fatal(err)
+	}
+	checkLinks := func() int {
+		t.Helper()
+		n := 0
+		for i := range s.Peers {
+			for j := i + 1; j < len(s.Peers); j++ {
+				for _, l := range s.mn.LinksBetweenPeers(s.Peers[i].Host.ID(), s.Peers[j].Host.ID()) {
+					want := time.Duration(s.RTT(i, j) / 2 * 3 * float64(time.Millisecond))
+					if got := l.Options().Latency; got != want {
+						t.Fatalf("link %d–%d: latency %v, want %v", i, j, got, want)
+					}
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if checkLinks() == 0 || before == 0 {
+		t.Fatal("no links to check")
+	}
+	v, err := s.StartVivaldi(VivaldiOptions{Interval: 50 * time.Millisecond, Random: 19})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !pollUntil(ctx, func() bool { _, _, n := v.RTTExcess(); return n >= 100 }) {
+		t.Fatal("fewer than 100 samples in a minute")
+	}
+	med, p90, n := v.RTTExcess()
+	if med < -0.05 || med > 5 {
+		t.Errorf("dilated samples %.2f ms (p90 %.2f, %d samples) over the matrix RTT; want about 0", med, p90, n)
+	}
+	// A link made after dilating: peers 0 and 1 unlinked and linked again.
+	a, b := s.Peers[0].Host.ID(), s.Peers[1].Host.ID()
+	if err := s.mn.UnlinkPeers(a, b); err != nil {
+		t.Fatal(err)
+	}
+	s.link.linked.Delete([2]int{0, 1})
+	if err := s.link.ensure(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.mn.LinksBetweenPeers(a, b)) == 0 {
+		t.Fatal("peers 0 and 1 not linked again")
+	}
+	checkLinks()
+	start := time.Now().Add(-3 * time.Second)
+	if e := s.Elapsed(start); e < 900*time.Millisecond || e > 1500*time.Millisecond {
+		t.Errorf("Elapsed of 3 s on the clock: %v, want about 1 s", e)
+	}
+}
