@@ -173,8 +173,8 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	att.TTL = s.Wall(att.TTL)
 	for _, i := range live {
 		sel, err := repel.NewSelector(s.Peers[i].Node, v.Service(i), repel.SelectorOptions{
-			Config: cfg,
-			Attach: att,
+			Config:        cfg,
+			Attach:        att,
 			Seed:          uint64(opts.Seed)*1_000_003 + uint64(i) + 1,
 			Probe:         opts.Probe,
 			Dissemination: opts.Dissemination,
