@@ -1,12 +1,10 @@
 package repel
 
 import (
-	"context"
 	"time"
 
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
@@ -153,23 +151,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 // sendAnnounce sends one signed announcement, with its digest, to another
 // holder on a stream of its own, unanswered.
 func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
-	defer cancel()
-	str, err := s.node.Host().NewStream(ctx, to, AnnounceProtocol)
-	if err != nil {
-		s.stats.add(StatAnnounceLost, 1)
-		return
-	}
-	defer context.AfterFunc(ctx, func() { _ = str.Reset() })()
-	_ = str.SetDeadline(time.Now().Add(s.streamTimeout()))
-	if err := pbio.NewDelimitedWriter(str).WriteMsg(st); err != nil {
-		s.drops.add(DropWrite, 1)
-		_ = str.Reset()
-		return
-	}
-	s.stats.add(StatAnnounceSent, 1)
-	s.stats.add(StatAnnounceBytes, uint64(proto.Size(st)))
-	_ = str.Close()
+	s.sendFrame(to, AnnounceProtocol, st, StatAnnounceLost, StatAnnounceSent, StatAnnounceBytes)
 }
 
 // handleAnnounce reads a holder's direct announcement and hands it to the

@@ -7,6 +7,8 @@ import (
 
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
@@ -23,6 +25,29 @@ func gone(err error) bool {
 // streamTimeout bounds one move, survey or announce stream.
 func (s *Selector) streamTimeout() time.Duration {
 	return max(moveStreamTimeout, s.opts.Config.MoveTimeout)
+}
+
+// sendFrame sends f to p on a stream of protocol id of its own,
+// unanswered, and counts it under sent and bytes, or under lost if no
+// stream opened.
+func (s *Selector) sendFrame(p peer.ID, id protocol.ID, f proto.Message, lost, sent, bytes string) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
+	defer cancel()
+	st, err := s.node.Host().NewStream(ctx, p, id)
+	if err != nil {
+		s.stats.add(lost, 1)
+		return
+	}
+	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
+	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
+	if err := pbio.NewDelimitedWriter(st).WriteMsg(f); err != nil {
+		s.drops.add(DropWrite, 1)
+		_ = st.Reset()
+		return
+	}
+	s.stats.add(sent, 1)
+	s.stats.add(bytes, uint64(proto.Size(f)))
+	_ = st.Close()
 }
 
 // readIncoming reads the one frame an incoming stream opens with, capped

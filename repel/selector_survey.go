@@ -6,8 +6,6 @@ import (
 
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-msgio/pbio"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/repel/pb"
 )
@@ -49,22 +47,5 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 // candidate, a candidate's report is missed and the holder decides without
 // it.
 func (s *Selector) sendSurvey(m Message) {
-	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
-	defer cancel()
-	st, err := s.node.Host().NewStream(ctx, peer.ID(m.To), SurveyProtocol)
-	if err != nil {
-		s.stats.add(StatSurveyLost, 1)
-		return
-	}
-	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
-	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
-	f := EncodeSurvey(m)
-	if err := pbio.NewDelimitedWriter(st).WriteMsg(f); err != nil {
-		s.drops.add(DropWrite, 1)
-		_ = st.Reset()
-		return
-	}
-	s.stats.add(StatSurveySent, 1)
-	s.stats.add(StatSurveyBytes, uint64(proto.Size(f)))
-	_ = st.Close()
+	s.sendFrame(peer.ID(m.To), SurveyProtocol, EncodeSurvey(m), StatSurveyLost, StatSurveySent, StatSurveyBytes)
 }
