@@ -469,7 +469,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		if a := rep.VivaldiAfter; a != nil {
 			fmt.Fprintf(stdout, "                 median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])
 			if a.RTTExcessMs[0] > slowMachineExcessMs {
-				fmt.Fprintf(stdout, "warning          the machine is not keeping up: samples measured %.0f ms over the true RTT (median); coordinates and client RTTs are distorted (fewer peers, or a larger --gogc)\n", a.RTTExcessMs[0])
+				fmt.Fprintf(stdout, "warning          the machine is not keeping up: samples measured %.0f ms over the true RTT (median); coordinates and client RTTs are distorted (a larger --dilate, fewer peers, or a larger --gogc)\n", a.RTTExcessMs[0])
 			}
 		}
 	}
