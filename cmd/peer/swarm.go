@@ -271,7 +271,11 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if *method == "repel" && dissemination == repel.GossipSub {
 		nodeOpts, gossip = swarm.RepelNodeOptions()
 	}
-	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh})
+	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
+		// The connection manager's clock is not dilated: with its grace and
+		// check periods stretched too, a dilated swarm trims (and redials,
+		// and kad-dht re-checks) no more often per second of network time.
+		ConnGrace: time.Duration(float64(30*time.Second) * *dilate), ConnSilence: time.Duration(float64(10*time.Second) * *dilate)})
 	if err != nil {
 		return err
 	}
