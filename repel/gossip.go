@@ -1,10 +1,10 @@
 package repel
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -146,12 +146,9 @@ func DecodeGossip(b []byte, S int) (known []*pb.Version, toks []signedToken, rea
 		}
 	}
 	for _, st := range g.Tokens {
-		t, err := TokenFromPB(st.GetToken())
+		t, reason, err := decodeSigned(st, S)
 		if err != nil {
-			return nil, nil, tokenReason(err), err
-		}
-		if t.ID >= uint32(S) {
-			return nil, nil, DropOutOfRange, fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, t.ID, S)
+			return nil, nil, reason, err
 		}
 		if len(t.Digest) > 0 {
 			return nil, nil, DropGossip, errors.New("repel: a gossiped token carries a digest")
@@ -159,6 +156,19 @@ func DecodeGossip(b []byte, S int) (known []*pb.Version, toks []signedToken, rea
 		toks = append(toks, signedToken{tok: t, pb: st})
 	}
 	return g.Known, toks, "", nil
+}
+
+// decodeSigned checks one signed version for S tokens (the signature
+// aside): TokenFromPB, the ID in range. The reason names the Drop* counter.
+func decodeSigned(f *pb.SignedToken, S int) (Token, string, error) {
+	t, err := TokenFromPB(f.GetToken())
+	if err != nil {
+		return Token{}, tokenReason(err), err
+	}
+	if t.ID >= uint32(S) {
+		return Token{}, DropOutOfRange, fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, t.ID, S)
+	}
+	return t, "", nil
 }
 
 // fresher reports whether a is news against b: a later version, or the same
@@ -180,22 +190,10 @@ func newerThan(t Token, v *pb.Version) bool {
 	if t.Epoch != v.Epoch {
 		return t.Epoch > v.Epoch
 	}
-	if c := compareBytes(t.HolderKey[:holderKeyPrefix], v.HolderKey); c != 0 {
+	if c := bytes.Compare(t.HolderKey[:holderKeyPrefix], v.HolderKey); c != 0 {
 		return c > 0
 	}
 	return t.Seq > v.Seq
-}
-
-func compareBytes(a, b []byte) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if a[i] != b[i] {
-			if a[i] < b[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return len(a) - len(b)
 }
 
 // gossipTable is the piggyback's state: the freshest signed version of
@@ -209,11 +207,10 @@ type gossipTable struct {
 }
 
 type gossipEntry struct {
-	known   bool
-	tok     Token
-	st      *pb.SignedToken // digest-less
-	pushes  int             // requests that will still carry it
-	learned time.Time
+	known  bool
+	tok    Token
+	st     *pb.SignedToken // digest-less
+	pushes int             // requests that will still carry it
 }
 
 func newGossipTable(S, push int) *gossipTable {
@@ -239,7 +236,7 @@ func (g *gossipTable) wantsVersion(t Token) bool {
 
 // offer keeps st (the version t, verified) if it is news, to be pushed on
 // the next requests; it reports whether it was.
-func (g *gossipTable) offer(now time.Time, t Token, st *pb.SignedToken) bool {
+func (g *gossipTable) offer(t Token, st *pb.SignedToken) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e := &g.entries[t.ID]
@@ -252,7 +249,7 @@ func (g *gossipTable) offer(now time.Time, t Token, st *pb.SignedToken) bool {
 		st = c
 	}
 	t.Digest = nil
-	*e = gossipEntry{known: true, tok: t, st: st, pushes: g.push, learned: now}
+	*e = gossipEntry{known: true, tok: t, st: st, pushes: g.push}
 	return true
 }
 

@@ -86,13 +86,12 @@ func TestGossipTable_PushPull(t *testing.T) {
 		return st
 	}
 	a := newGossipTable(3, 2)
-	now := time.Unix(10, 0)
 	t0 := tokenOf(0, 1, 1, id)
 	t1 := tokenOf(1, 4, 7, id)
-	if !a.offer(now, t0, sign(t0)) || !a.offer(now, t1, sign(t1)) {
+	if !a.offer(t0, sign(t0)) || !a.offer(t1, sign(t1)) {
 		t.Fatal("news refused")
 	}
-	if old := tokenOf(0, 1, 1, id); a.wants(old) || a.offer(now, old, sign(old)) {
+	if old := tokenOf(0, 1, 1, id); a.wants(old) || a.offer(old, sign(old)) {
 		t.Fatal("a copy of a known heartbeat taken as news")
 	}
 	if next := tokenOf(0, 1, 2, id); !a.wants(next) {
@@ -117,10 +116,10 @@ func TestGossipTable_PushPull(t *testing.T) {
 	// b knows token 0 at Seq 1 and token 1 at an older epoch; a has a newer
 	// heartbeat of 0 by now, and b knows token 2, which a does not.
 	t0b := tokenOf(0, 1, 2, id)
-	a.offer(now, t0b, sign(t0b))
+	a.offer(t0b, sign(t0b))
 	b := newGossipTable(3, 0)
 	for _, tok := range []Token{tokenOf(0, 1, 1, id), tokenOf(1, 3, 9, id), tokenOf(2, 1, 1, id)} {
-		b.offer(now, tok, sign(tok))
+		b.offer(tok, sign(tok))
 	}
 	bKnown, _ := decode(b.request())
 	_, toks := decode(a.reply(bKnown))
@@ -193,7 +192,7 @@ func FuzzGossipFrames(f *testing.F) {
 	for i := uint32(0); i < 3; i++ {
 		tok := tokenOf(i, uint64(i)+1, 2, id)
 		st, _ := SignToken(tok, k)
-		tab.offer(time.Unix(1, 0), tok, st)
+		tab.offer(tok, st)
 	}
 	f.Add(tab.request())
 	f.Add(tab.reply(nil))

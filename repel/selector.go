@@ -485,7 +485,7 @@ func (s *Selector) loop(ctx context.Context) {
 				continue
 			}
 			if in.gossip != nil {
-				for _, t := range s.takeGossip(now, in.gossip, in.direct) {
+				for _, t := range s.takeGossip(in.gossip, in.direct) {
 					heard[t.ID] = now
 					s.step(now, Message{Type: MsgAnnounce, From: t.Holder, Token: t}, nil)
 				}

@@ -23,21 +23,32 @@ func (p piggyback) Request(to peer.ID) []byte {
 }
 
 func (p piggyback) Reply(from peer.ID, req []byte) []byte {
-	s := p.s
 	var known []*pb.Version
 	if len(req) > 0 {
-		k, toks, reason, err := DecodeGossip(req, s.opts.Config.Tokens)
-		if err != nil {
-			s.drops.add(reason, 1)
-			log.Debugw("repel: bad gossip in a request", "from", from, "reason", reason, "err", err)
+		var ok bool
+		if known, ok = p.s.takePiggyback(from, req, "request"); !ok {
 			return nil
 		}
-		known = k
-		s.handOver(toks, "")
 	}
-	b := s.table.reply(known)
-	s.countGossip(b)
+	b := p.s.table.reply(known)
+	p.s.countGossip(b)
 	return b
+}
+
+func (p piggyback) Deliver(from peer.ID, b []byte) { p.s.takePiggyback(from, b, "reply") }
+
+// takePiggyback decodes a piggyback that came in a request or a reply (where),
+// hands its versions to the loop and returns what it says its sender
+// knows; a bad one is counted and ok is false.
+func (s *Selector) takePiggyback(from peer.ID, b []byte, where string) (known []*pb.Version, ok bool) {
+	known, toks, reason, err := DecodeGossip(b, s.opts.Config.Tokens)
+	if err != nil {
+		s.drops.add(reason, 1)
+		log.Debugw("repel: bad gossip in a "+where, "from", from, "reason", reason, "err", err)
+		return nil, false
+	}
+	s.handOver(toks, "")
+	return known, true
 }
 
 // countGossip counts a piggyback sent.
@@ -46,17 +57,6 @@ func (s *Selector) countGossip(b []byte) {
 		s.stats.add(StatGossipFrames, 1)
 		s.stats.add(StatGossipBytes, uint64(len(b)))
 	}
-}
-
-func (p piggyback) Deliver(from peer.ID, b []byte) {
-	s := p.s
-	_, toks, reason, err := DecodeGossip(b, s.opts.Config.Tokens)
-	if err != nil {
-		s.drops.add(reason, 1)
-		log.Debugw("repel: bad gossip in a reply", "from", from, "reason", reason, "err", err)
-		return
-	}
-	s.handOver(toks, "")
 }
 
 // handOver gives received versions to the loop if it has room; if not,
@@ -79,46 +79,49 @@ func (s *Selector) handOver(toks []signedToken, direct peer.ID) {
 // to relay, only as a new version (heartbeats spread at the holder's
 // GossipEvery). A relayed one goes to the model with the last digest its
 // holder sent this peer of that version. Loop only.
-func (s *Selector) takeGossip(now time.Time, toks []signedToken, direct peer.ID) []Token {
+func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 	var out []Token
-	ps := s.node.Host().Peerstore()
 	for _, g := range toks {
 		t := g.tok
-		if direct != "" {
-			if peer.ID(t.Holder) != direct {
-				s.drops.add(DropNotHolder, 1)
+		if direct == "" {
+			if !s.table.wants(t) || !s.verified(g) || !s.table.offer(t, g.pb) {
 				continue
 			}
-			if len(t.Digest) > 0 {
-				// The holder's own word on its clients, for this version.
-				s.digests[t.ID] = copyToken(t)
+			s.stats.add(StatGossipNews, 1)
+			if d := s.digests[t.ID]; d.sameVersion(t) {
+				t.Digest = copyDigest(d.Digest)
 			}
 			out = append(out, t)
-			if !s.table.wantsVersion(t) {
+			continue
+		}
+		if peer.ID(t.Holder) != direct {
+			s.drops.add(DropNotHolder, 1)
+			continue
+		}
+		if len(t.Digest) > 0 {
+			// The holder's own word on its clients, for this version.
+			s.digests[t.ID] = copyToken(t)
+		}
+		if s.table.wantsVersion(t) {
+			if !s.verified(g) {
 				continue
 			}
-		} else if !s.table.wants(t) {
-			continue
-		}
-		s.stats.add(StatGossipVerified, 1)
-		if err := VerifyToken(g.pb, t, ps.PubKey); err != nil {
-			s.drops.add(DropSignature, 1)
-			log.Debugw("repel: token signature refused", "holder", peer.ID(t.Holder), "err", err)
-			if direct != "" {
-				out = out[:len(out)-1]
-			}
-			continue
-		}
-		if !s.table.offer(now, t, g.pb) || direct != "" {
-			continue
-		}
-		s.stats.add(StatGossipNews, 1)
-		if d := s.digests[t.ID]; len(t.Digest) == 0 && d.sameVersion(t) {
-			t.Digest = copyDigest(d.Digest)
+			s.table.offer(t, g.pb)
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// verified checks g's signature, counting the check and a refusal.
+func (s *Selector) verified(g signedToken) bool {
+	s.stats.add(StatGossipVerified, 1)
+	if err := VerifyToken(g.pb, g.tok, s.node.Host().Peerstore().PubKey); err != nil {
+		s.drops.add(DropSignature, 1)
+		log.Debugw("repel: token signature refused", "holder", peer.ID(g.tok.Holder), "err", err)
+		return false
+	}
+	return true
 }
 
 // announce signs this holder's announcement t, puts it in the gossip
@@ -132,7 +135,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 		return
 	}
 	if !t.sameVersion(s.gossiped) || now.Sub(s.gossiped.Issued) >= s.opts.GossipEvery {
-		s.table.offer(now, t, st)
+		s.table.offer(t, st)
 		s.gossiped = Token{ID: t.ID, Epoch: t.Epoch, HolderKey: t.HolderKey, Issued: t.Issued}
 	}
 	if proto.Size(st) > MaxAnnounceSize {
@@ -177,18 +180,6 @@ func (s *Selector) handleAnnounce(str lpnet.Stream) {
 	}
 	s.stats.add(StatAnnounceRecv, 1)
 	s.handOver([]signedToken{{tok: t, pb: &f}}, from)
-}
-
-// decodeSigned checks a direct announcement: TokenFromPB, the ID in range.
-func decodeSigned(f *pb.SignedToken, S int) (Token, string, error) {
-	t, err := TokenFromPB(f.GetToken())
-	if err != nil {
-		return Token{}, tokenReason(err), err
-	}
-	if t.ID >= uint32(S) {
-		return Token{}, DropOutOfRange, ErrTokenOutOfRange
-	}
-	return t, "", nil
 }
 
 // KnownVersions is, with Piggyback dissemination, the freshest version of

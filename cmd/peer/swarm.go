@@ -275,7 +275,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		// The connection manager's clock is not dilated: with its grace and
 		// check periods stretched too, a dilated swarm trims (and redials,
 		// and kad-dht re-checks) no more often per second of network time.
-		ConnGrace: time.Duration(float64(30*time.Second) * *dilate), ConnSilence: time.Duration(float64(10*time.Second) * *dilate)})
+		ConnGrace: time.Duration(float64(swarm.DefaultConnGrace) * *dilate), ConnSilence: time.Duration(float64(swarm.DefaultConnSilence) * *dilate)})
 	if err != nil {
 		return err
 	}

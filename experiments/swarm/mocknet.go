@@ -3,7 +3,6 @@ package swarm
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,9 +34,9 @@ type linker struct {
 	dead   []atomic.Bool
 	mu     sync.Mutex // serialises making links and dilating them
 	links  atomic.Int64
-	// factor is the time dilation (math.Float64bits; 0 means 1): every
-	// link's latency is the pair's RTT/2 times it.
-	factor atomic.Uint64
+	// factor is the time dilation (guarded by mu): every link's latency is
+	// the pair's RTT/2 times it.
+	factor float64
 
 	// pending holds, by connection ID, when a connection was first seen
 	// with its identify unfinished by a failed NewStream; stuck counts the
@@ -50,7 +49,7 @@ type linker struct {
 // newLinker links the n peers of index (filled in by the caller before any
 // dial).
 func newLinker(mn mocknet.Mocknet, index map[peer.ID]int, n int, rtt func(i, j int) float64) *linker {
-	return &linker{mn: mn, index: index, rtt: rtt, dead: make([]atomic.Bool, n), stuckAfter: identifyStuck}
+	return &linker{mn: mn, index: index, rtt: rtt, dead: make([]atomic.Bool, n), stuckAfter: identifyStuck, factor: 1}
 }
 
 // kill refuses every later dial to or from p and cuts p's links.
@@ -116,20 +115,17 @@ func (l *linker) ensure(a, b peer.ID) error {
 }
 
 // oneWay is the latency of the link between peers i and j: mocknet delays
-// every write by Latency in each direction, so half the RTT, dilated.
+// every write by Latency in each direction, so half the RTT, dilated. l.mu
+// held.
 func (l *linker) oneWay(i, j int) time.Duration {
-	f := 1.0
-	if b := l.factor.Load(); b != 0 {
-		f = math.Float64frombits(b)
-	}
-	return time.Duration(l.rtt(i, j) / 2 * f * float64(time.Millisecond))
+	return time.Duration(l.rtt(i, j) / 2 * l.factor * float64(time.Millisecond))
 }
 
 // dilate makes every link, those made and those to come, f times slower.
 func (l *linker) dilate(f float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.factor.Store(math.Float64bits(f))
+	l.factor = f
 	ids := make([]peer.ID, len(l.dead))
 	for id, k := range l.index {
 		ids[k] = id

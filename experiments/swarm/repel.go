@@ -235,48 +235,41 @@ func (r *RepelRun) sampleLag() {
 func (r *RepelRun) recordLag(now time.Time) {
 	live := r.s.Live()
 	cur := map[uint32]repel.Token{}
+	known := make([]map[uint32]repel.Token, len(r.sels))
 	for _, i := range live {
 		sel := r.sels[i]
 		if sel == nil {
 			continue
 		}
+		known[i] = map[uint32]repel.Token{}
+		for _, v := range sel.KnownVersions() {
+			known[i][v.ID] = v
+		}
 		if t, ok := sel.Held(); ok {
-			for _, v := range sel.KnownVersions() {
-				if v.ID == t.ID && v.Holder == t.Holder {
-					if c, ok := cur[v.ID]; !ok || v.Beats(c) {
-						cur[v.ID] = v
-					}
+			if v, ok := known[i][t.ID]; ok && v.Holder == t.Holder {
+				if c, ok := cur[v.ID]; !ok || v.Beats(c) {
+					cur[v.ID] = v
 				}
 			}
 		}
 	}
 	for _, i := range live {
-		sel := r.sels[i]
-		if sel == nil {
+		if known[i] == nil {
 			continue
-		}
-		known := map[uint32]repel.Token{}
-		for _, v := range sel.KnownVersions() {
-			known[v.ID] = v
 		}
 		for id, c := range cur {
 			if c.Holder == string(r.s.Peers[i].Host.ID()) {
 				continue
 			}
-			k, ok := known[id]
+			k, ok := known[i][id]
 			switch {
 			case ok && k.Epoch == c.Epoch && k.Holder == c.Holder:
-				r.lag.add(r.unwall(c.Issued.Sub(k.Issued)))
+				r.lag.add(r.s.Network(c.Issued.Sub(k.Issued)))
 			case !c.HeldSince.IsZero():
-				r.lag.add(r.unwall(now.Sub(c.HeldSince)))
+				r.lag.add(r.s.Network(now.Sub(c.HeldSince)))
 			}
 		}
 	}
-}
-
-// unwall is d of the clock in the network's time.
-func (r *RepelRun) unwall(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / r.s.Dilation())
 }
 
 // lagHistogram counts lags in 50 ms bins up to lagMax (the last bin holds

@@ -72,6 +72,12 @@ type Config struct {
 	ConnGrace, ConnSilence time.Duration
 }
 
+// The connection manager's periods when Config leaves them zero.
+const (
+	DefaultConnGrace   = 30 * time.Second
+	DefaultConnSilence = 10 * time.Second
+)
+
 // Peer is one member of the swarm.
 type Peer struct {
 	Index int
@@ -151,7 +157,13 @@ func (s *Swarm) Dilation() float64 {
 // Elapsed is the network's time since t: the wall-clock time divided by
 // the dilation.
 func (s *Swarm) Elapsed(t time.Time) time.Duration {
-	return time.Duration(float64(time.Since(t)) / s.Dilation())
+	return s.Network(time.Since(t))
+}
+
+// Network is d of the clock in the network's time: d divided by the
+// dilation.
+func (s *Swarm) Network(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / s.Dilation())
 }
 
 // Wall is how long d of the network's time takes on the clock: d times the
@@ -182,10 +194,10 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 		cfg.ConnLow, cfg.ConnHigh = 32, 64
 	}
 	if cfg.ConnGrace <= 0 {
-		cfg.ConnGrace = 30 * time.Second
+		cfg.ConnGrace = DefaultConnGrace
 	}
 	if cfg.ConnSilence <= 0 {
-		cfg.ConnSilence = 10 * time.Second
+		cfg.ConnSilence = DefaultConnSilence
 	}
 	if cfg.ConnHigh > 0 && (cfg.ConnLow < 0 || cfg.ConnLow > cfg.ConnHigh) {
 		return nil, fmt.Errorf("swarm: connection watermarks %d:%d: want 0 <= low <= high", cfg.ConnLow, cfg.ConnHigh)
