@@ -40,8 +40,8 @@ func plSeedFromEnv(t *testing.T) int64 {
 }
 
 // embed runs Vivaldi on the matrix: every peer keeps 16 near and 16 random
-// neighbours (the mix DESIGN.md asks the protocol for) and samples one of
-// them per round, alternating near and random.
+// neighbours (the mix of near and random peers vivaldi.Service samples) and
+// samples one of them per round, alternating near and random.
 func embed(t testing.TB, m latency.RTTs, seed int64, rounds int) (coords []vivaldi.Coord, nbrs [][]int) {
 	n := m.Len()
 	rng := mrand.New(mrand.NewSource(seed))
