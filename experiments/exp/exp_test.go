@@ -213,3 +213,52 @@ func TestRepel_GoalColumns(t *testing.T) {
 		t.Error("scored without baselines")
 	}
 }
+
+// repel-coords: the same seed gives the same table, and older coordinates
+// (more Vivaldi rounds) have a lower error.
+func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
+	e, ok := Lookup("repel-coords")
+	if !ok {
+		t.Fatal("repel-coords not registered")
+	}
+	dir := t.TempDir()
+	run := func(id string) []byte {
+		rd, err := e.Run(Options{Seed: 2, Out: dir, ID: id, tiny: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(rd, "coords.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a, b := run("a"), run("b")
+	if !bytes.Equal(a, b) {
+		t.Fatalf("same seed, different tables:\n%s\n%s", a, b)
+	}
+	var res struct {
+		Results struct {
+			Rows []coordsRow `json:"rows"`
+		} `json:"results"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "repel-coords", "a", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	rows := res.Results.Rows
+	if len(rows) != 2 || len(rows[0].Ratios) != 2 || rows[0].Rounds >= rows[1].Rounds {
+		t.Fatalf("rows %+v", rows)
+	}
+	if !(rows[1].MedianError < rows[0].MedianError) {
+		t.Errorf("error %.3f after %d rounds, %.3f after %d", rows[0].MedianError, rows[0].Rounds, rows[1].MedianError, rows[1].Rounds)
+	}
+	for _, r := range rows {
+		if !(r.Mean > 0.5) || r.Worst < r.Mean {
+			t.Errorf("row %+v", r)
+		}
+	}
+}

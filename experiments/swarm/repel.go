@@ -546,6 +546,11 @@ type RepelSummary struct {
 	// over the true RTTs of the live peers (capacity applied): the
 	// near-optimal reference.
 	KMedianClientRTT RTTSummary `json:"kmedian_client_rtt_ms"`
+	// PlacementClientRTT is the client RTT the live superpeers would give
+	// if every client were attached as the k-median's are (true RTTs,
+	// capacity applied): the placement's share of the gap to the k-median;
+	// the rest of ClientRTT's gap is the clients' attach.
+	PlacementClientRTT RTTSummary `json:"placement_client_rtt_ms"`
 	// Drops are refused announcements and frames, by reason.
 	Drops map[string]uint64 `json:"drops,omitempty"`
 }
@@ -612,6 +617,9 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 	km := metrics.GreedyKMedian(l, S)
 	if kev, err := metrics.Evaluate(l, metrics.AssignWithCapacity(l, km, capacity), km, capacity); err == nil {
 		rs.KMedianClientRTT = RTTSummary{kev.ClientRTT.Mean, kev.ClientRTT.P50, kev.ClientRTT.P90}
+	}
+	if pl, err := r.s.idealAttach(st.Superpeers, capacity); err == nil {
+		rs.PlacementClientRTT = RTTSummary{pl.ClientRTT.Mean, pl.ClientRTT.P50, pl.ClientRTT.P90}
 	}
 
 	secs := r.s.Elapsed(r.start).Seconds()

@@ -303,6 +303,20 @@ func (s *Swarm) Evaluate(a metrics.Assignment, sps []int, capacity, target int) 
 	return ev, nil
 }
 
+// idealAttach scores the live ones among sps with every other live peer
+// assigned as the baselines are (metrics.AssignWithCapacity over the true
+// RTTs): what that placement gives with a perfect attach.
+func (s *Swarm) idealAttach(sps []int, capacity int) (metrics.Evaluation, error) {
+	l := s.liveSpace()
+	lsp := make([]int, 0, len(sps))
+	for _, i := range sps {
+		if j, ok := l.back[i]; ok {
+			lsp = append(lsp, j)
+		}
+	}
+	return metrics.Evaluate(l, metrics.AssignWithCapacity(l, lsp, capacity), lsp, capacity)
+}
+
 // RandomBaseline picks S random live superpeers and assigns every other
 // live peer to its nearest with room, as a yardstick.
 func (s *Swarm) RandomBaseline(S, capacity int, rng *rand.Rand) (metrics.Evaluation, error) {
