@@ -82,9 +82,10 @@ func (r RefuseReason) String() string {
 	return fmt.Sprintf("RefuseReason(%d)", uint8(r))
 }
 
-// Message is one protocol message, in or out. The adapter maps To == "" to a
-// GossipSub publish and anything else to a stream to that peer, and fills
-// From on receipt from the authenticated sender.
+// Message is one protocol message, in or out. The adapter sends To == ""
+// (an announcement) to everyone by its Dissemination, piggybacked on the
+// Vivaldi exchanges or published on GossipSub, and anything else on a stream
+// to that peer; it fills From on receipt from the authenticated sender.
 type Message struct {
 	Type   MsgType
 	From   string

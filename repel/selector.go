@@ -176,7 +176,7 @@ type snapshot struct {
 // Selector runs the repel method on one peer (superpeer.Selector): one
 // goroutine owns the model Node, driving its timers, feeding it gossip,
 // move frames, its Vivaldi coordinate and its peers, and turning its Ready
-// into GossipSub publishes and move streams. A holder whose token settled
+// into announcements (SelectorOptions.Dissemination) and move streams. A holder whose token settled
 // is a superpeer. A client attaches with the attach protocol to the live
 // holder of lowest predicted RTT that accepts it (holders accept clients
 // before they settle, so tokens see where their clients are), renews every
@@ -247,9 +247,10 @@ const (
 	StatGossipVerified = "gossip_signatures_checked"
 )
 
-// NewSelector makes a repel selector on node, which must run GossipSub
-// (dht.GossipSub), with viv the peer's Vivaldi service. It registers the
-// move and attach protocols and the topic validator; Start runs it.
+// NewSelector makes a repel selector on node, with viv the peer's Vivaldi
+// service; with Dissemination GossipSub the node must run GossipSub
+// (dht.GossipSub), and NewSelector registers the topic's validator. Start
+// registers the move, survey and announce protocols and runs it.
 func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
 	if node == nil || viv == nil {
 		return nil, errors.New("repel: NewSelector needs a dht.Node and a vivaldi.Service")
