@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,7 +105,7 @@ type Attach struct {
 	onRefused atomic.Pointer[func()]
 
 	mu       sync.Mutex
-	clients  map[peer.ID]served
+	table    *AttachTable // the clients served, behind mu
 	drops    map[string]uint64
 	upstream peer.ID // the superpeer that last accepted this peer
 
@@ -122,13 +120,6 @@ const (
 	protectClient   = "superpeer/client"
 	protectUpstream = "superpeer/upstream"
 )
-
-// served is a client's last renewal and what it said then.
-type served struct {
-	at     time.Time
-	regret time.Duration
-	coord  ClientCoord
-}
 
 // ClientCoord is the network coordinate a client sent with its last
 // request (seconds; Vec nil if it sent none).
@@ -160,8 +151,7 @@ const MaxRegret = time.Duration(math.MaxInt32) * time.Microsecond
 
 // forgetLocked drops client p and its connection protection. Lock held.
 func (a *Attach) forgetLocked(p peer.ID) {
-	if _, ok := a.clients[p]; ok {
-		delete(a.clients, p)
+	if a.table.Leave(p) {
 		a.h.ConnManager().Unprotect(p, protectClient)
 	}
 }
@@ -197,7 +187,7 @@ func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	a := &Attach{h: h, opts: opts, clients: map[peer.ID]served{}, drops: map[string]uint64{}}
+	a := &Attach{h: h, opts: opts, table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace), drops: map[string]uint64{}}
 	unknown := func() (Role, peer.ID) { return Unknown, "" }
 	a.role.Store(&unknown)
 	h.SetStreamHandler(AttachProtocol, a.handle)
@@ -217,12 +207,11 @@ func (a *Attach) Capacity() int { return a.opts.Capacity }
 // TTL is the attachment lifetime.
 func (a *Attach) TTL() time.Duration { return a.opts.TTL }
 
-// expireLocked forgets clients silent for longer than TTL.
+// expireLocked forgets clients silent for longer than TTL and their
+// connection protection. Lock held.
 func (a *Attach) expireLocked(now time.Time) {
-	for p, c := range a.clients {
-		if now.Sub(c.at) > a.opts.TTL {
-			a.forgetLocked(p)
-		}
+	for _, p := range a.table.expire(now) {
+		a.h.ConnManager().Unprotect(p, protectClient)
 	}
 }
 
@@ -231,12 +220,7 @@ func (a *Attach) Clients() []peer.ID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.expireLocked(a.opts.Now())
-	out := make([]peer.ID, 0, len(a.clients))
-	for p := range a.clients {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return a.table.ids()
 }
 
 // ClientCoords are the coordinates the clients this superpeer serves sent
@@ -246,13 +230,7 @@ func (a *Attach) ClientCoords() map[peer.ID]ClientCoord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.expireLocked(a.opts.Now())
-	out := make(map[peer.ID]ClientCoord, len(a.clients))
-	for p, c := range a.clients {
-		if len(c.coord.Vec) > 0 {
-			out[p] = ClientCoord{Vec: slices.Clone(c.coord.Vec), Height: c.coord.Height}
-		}
-	}
-	return out
+	return a.table.coords()
 }
 
 // Load is how many clients this superpeer serves now.
@@ -260,14 +238,14 @@ func (a *Attach) Load() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.expireLocked(a.opts.Now())
-	return len(a.clients)
+	return a.table.load()
 }
 
 // DropClients forgets every client (the peer stopped being a superpeer).
 func (a *Attach) DropClients() {
 	a.mu.Lock()
-	for p := range a.clients {
-		a.forgetLocked(p)
+	for _, p := range a.table.dropAll() {
+		a.h.ConnManager().Unprotect(p, protectClient)
 	}
 	a.mu.Unlock()
 }
@@ -304,7 +282,8 @@ func validCoord(vec []float64, height float64) bool {
 	return true
 }
 
-// decide is the superpeer side of one request, pure but for the client map.
+// decide is the superpeer side of one request: the table decides, decide
+// answers, counts and moves the connection protection.
 func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse {
 	role, sp := (*a.role.Load())()
 	now := a.opts.Now()
@@ -316,7 +295,7 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 		a.forgetLocked(from)
 		resp.Status = pb.AttachResponse_ACCEPTED
 		resp.Reason = "left"
-		resp.Load = uint32(len(a.clients))
+		resp.Load = uint32(a.table.load())
 		return resp
 	}
 	if role != Superpeer {
@@ -329,55 +308,26 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 		return resp
 	}
 	regret := time.Duration(req.RegretUs) * time.Microsecond // ±MaxRegret
-	if _, ok := a.clients[from]; !ok && a.opts.Capacity > 0 && len(a.clients) >= a.opts.Capacity {
-		victim, ok := a.displaceableLocked(regret)
-		if !ok {
-			resp.Status = pb.AttachResponse_FULL
-			resp.Reason = fmt.Sprintf("serving %d of %d clients", len(a.clients), a.opts.Capacity)
-			resp.Load = uint32(len(a.clients))
-			a.Stats.RefusedFull.Add(1)
-			return resp
-		}
-		a.forgetLocked(victim)
+	fresh := !a.table.serves(from)
+	st, victim := a.table.Admit(now, from, regret, ClientCoord{Vec: req.Coord, Height: req.Height})
+	if st == Full {
+		resp.Status = pb.AttachResponse_FULL
+		resp.Reason = fmt.Sprintf("serving %d of %d clients", a.table.load(), a.opts.Capacity)
+		resp.Load = uint32(a.table.load())
+		a.Stats.RefusedFull.Add(1)
+		return resp
+	}
+	if victim != "" {
+		a.h.ConnManager().Unprotect(victim, protectClient)
 		a.Stats.Displaced.Add(1)
 	}
-	if _, ok := a.clients[from]; !ok {
+	if fresh {
 		a.h.ConnManager().Protect(from, protectClient)
 	}
-	a.clients[from] = served{at: now, regret: regret, coord: ClientCoord{Vec: req.Coord, Height: req.Height}}
 	resp.Status = pb.AttachResponse_ACCEPTED
-	resp.Load = uint32(len(a.clients))
+	resp.Load = uint32(a.table.load())
 	a.Stats.Accepted.Add(1)
 	return resp
-}
-
-// displaceableLocked is the served client a newcomer with this regret may
-// take the place of: the one of least regret (then of least ID), if the
-// newcomer's exceeds it by more than Displace. Lock held.
-func (a *Attach) displaceableLocked(regret time.Duration) (peer.ID, bool) {
-	if a.opts.Displace <= 0 || regret <= 0 { // no one to displace: skip the search
-		return "", false
-	}
-	var victim peer.ID
-	least := time.Duration(math.MaxInt64)
-	for p, c := range a.clients {
-		if c.regret < least || (c.regret == least && p < victim) {
-			victim, least = p, c.regret
-		}
-	}
-	if victim == "" || !Displaces(a.opts.Displace, regret, least) {
-		return "", false
-	}
-	return victim, true
-}
-
-// Displaces is the rule of AttachOptions.Displace: a newcomer that says
-// regret takes the place of a served client that said least (negative if
-// that one would gain by going) when it loses more than margin more without
-// it. margin ≤ 0 turns it off, and a newcomer that says no regret (or a
-// negative one) never displaces anyone.
-func Displaces(margin, regret, least time.Duration) bool {
-	return margin > 0 && regret > 0 && regret-least > margin
 }
 
 func (a *Attach) handle(s network.Stream) {

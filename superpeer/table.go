@@ -1,0 +1,149 @@
+package superpeer
+
+import (
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// AttachTable is the superpeer side of the attach protocol as a pure core:
+// the clients a superpeer serves, each with its last renewal, the regret it
+// said and its coordinate; the capacity; the leases; and displacement by
+// regret (AttachOptions). Attach runs it behind its lock, the simulator on
+// virtual time. Time is an argument; the table reads no clock, starts
+// nothing and is not safe for concurrent use. Client IDs are not empty.
+type AttachTable struct {
+	capacity int           // 0 or less: unbounded
+	ttl      time.Duration // a lease lapses when silent for longer
+	displace time.Duration // AttachOptions.Displace
+	clients  map[peer.ID]served
+}
+
+// served is a client's last renewal and what it said then.
+type served struct {
+	at     time.Time
+	regret time.Duration
+	coord  ClientCoord
+}
+
+// NewAttachTable is an empty table of at most capacity clients (0:
+// unbounded) whose leases lapse after ttl without renewal, where a
+// newcomer to a full table takes the place of a served client under the
+// rule of AttachOptions.Displace with margin displace.
+func NewAttachTable(capacity int, ttl, displace time.Duration) *AttachTable {
+	return &AttachTable{capacity: capacity, ttl: ttl, displace: displace, clients: map[peer.ID]served{}}
+}
+
+// Admit makes or renews id's lease at now, after forgetting the clients
+// silent for longer than the TTL. A client already served is always
+// renewed, its regret and coordinate replaced. A newcomer is accepted while
+// the table has room; when it is full, it is accepted only in place of the
+// served client of least regret (then of least ID) that it displaces (the
+// rule of AttachOptions.Displace), returned as displaced, and refused (Full)
+// otherwise. regret is what id loses if refused (ClientRequest.Regret).
+func (t *AttachTable) Admit(now time.Time, id peer.ID, regret time.Duration, coord ClientCoord) (st Status, displaced peer.ID) {
+	t.expire(now)
+	if _, ok := t.clients[id]; !ok && t.full() {
+		victim, ok := t.displaceable(regret)
+		if !ok {
+			return Full, ""
+		}
+		delete(t.clients, victim)
+		displaced = victim
+	}
+	t.clients[id] = served{at: now, regret: regret, coord: coord}
+	return Accepted, displaced
+}
+
+// Leave ends id's lease; it reports whether id was served.
+func (t *AttachTable) Leave(id peer.ID) bool {
+	_, ok := t.clients[id]
+	delete(t.clients, id)
+	return ok
+}
+
+// full is whether a newcomer finds no free place.
+func (t *AttachTable) full() bool { return t.capacity > 0 && len(t.clients) >= t.capacity }
+
+// serves is whether id holds a lease (expired or not).
+func (t *AttachTable) serves(id peer.ID) bool {
+	_, ok := t.clients[id]
+	return ok
+}
+
+// expire forgets the clients silent for longer than the TTL at now (one
+// silent for exactly the TTL stays) and returns them, sorted.
+func (t *AttachTable) expire(now time.Time) []peer.ID {
+	var out []peer.ID
+	for p, c := range t.clients {
+		if now.Sub(c.at) > t.ttl {
+			delete(t.clients, p)
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dropAll forgets every client and returns them, sorted.
+func (t *AttachTable) dropAll() []peer.ID {
+	out := t.ids()
+	clear(t.clients)
+	return out
+}
+
+// ids are the served clients, sorted (as of the last expiry).
+func (t *AttachTable) ids() []peer.ID {
+	out := make([]peer.ID, 0, len(t.clients))
+	for p := range t.clients {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// load is how many clients are served (as of the last expiry).
+func (t *AttachTable) load() int { return len(t.clients) }
+
+// coords are the coordinates the served clients last sent, for those that
+// sent one, copied.
+func (t *AttachTable) coords() map[peer.ID]ClientCoord {
+	out := make(map[peer.ID]ClientCoord, len(t.clients))
+	for p, c := range t.clients {
+		if len(c.coord.Vec) > 0 {
+			out[p] = ClientCoord{Vec: slices.Clone(c.coord.Vec), Height: c.coord.Height}
+		}
+	}
+	return out
+}
+
+// displaceable is the served client a newcomer with this regret may take
+// the place of: the one of least regret (then of least ID), if the
+// newcomer's exceeds it by more than the margin (Displaces).
+func (t *AttachTable) displaceable(regret time.Duration) (peer.ID, bool) {
+	if t.displace <= 0 || regret <= 0 { // no one to displace: skip the search
+		return "", false
+	}
+	var victim peer.ID
+	var least time.Duration
+	found := false
+	for p, c := range t.clients {
+		if !found || c.regret < least || (c.regret == least && p < victim) {
+			victim, least, found = p, c.regret, true
+		}
+	}
+	if !found || !Displaces(t.displace, regret, least) {
+		return "", false
+	}
+	return victim, true
+}
+
+// Displaces is the rule of AttachOptions.Displace: a newcomer that says
+// regret takes the place of a served client that said least (negative if
+// that one would gain by going) when it loses more than margin more without
+// it. margin ≤ 0 turns it off, and a newcomer that says no regret (or a
+// negative one) never displaces anyone.
+func Displaces(margin, regret, least time.Duration) bool {
+	return margin > 0 && regret > 0 && regret-least > margin
+}
