@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"math"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
@@ -59,7 +62,8 @@ type AttachStats struct {
 
 // attacher is the clients' side of the attach protocol under
 // AttachSelector — each client's repel.Chooser, the live selector's — and
-// the holders' (their load against capacity).
+// the holders' — each holder's superpeer.AttachTable, the live
+// superpeer.Attach's.
 type attacher struct {
 	rtt      latency.RTTs
 	coords   []vivaldi.Coord
@@ -69,14 +73,18 @@ type attacher struct {
 	displace time.Duration // superpeer.AttachOptions.Displace
 	cfg      repel.AttachConfig
 
-	att   []int // each peer's holder, -1 for none
-	ch    []*repel.Chooser
-	load  map[int]int
-	stats AttachStats
+	att    []int // each peer's holder, -1 for none
+	ch     []*repel.Chooser
+	served map[int]*superpeer.AttachTable // each holder's clients
+	stats  AttachStats
 
-	regret    []time.Duration // each attached client's, as it last said
-	displaced []int           // clients displaced in this round, to choose again
+	displaced []int // clients displaced in this round, to choose again
 }
+
+// lease is the holders' attach TTL: none lapses, as every simulated client
+// renews at every round or leaves (a switch, a refusal everywhere, a token
+// of its own), and a holder that stops holding drops its clients.
+const lease = time.Duration(math.MaxInt64)
 
 func newAttacher(rtt latency.RTTs, coords []vivaldi.Coord, ids []string, capacity int, displace time.Duration, cfg repel.AttachConfig) (*attacher, error) {
 	if err := cfg.Validate(); err != nil {
@@ -84,7 +92,7 @@ func newAttacher(rtt latency.RTTs, coords []vivaldi.Coord, ids []string, capacit
 	}
 	a := &attacher{
 		rtt: rtt, coords: coords, ids: ids, index: make(map[string]int, len(ids)), capacity: capacity, displace: displace, cfg: cfg,
-		att: make([]int, len(coords)), regret: make([]time.Duration, len(coords)), ch: make([]*repel.Chooser, len(coords)), load: map[int]int{},
+		att: make([]int, len(coords)), ch: make([]*repel.Chooser, len(coords)), served: map[int]*superpeer.AttachTable{},
 	}
 	for i := range a.att {
 		a.att[i] = -1
@@ -95,22 +103,31 @@ func newAttacher(rtt latency.RTTs, coords []vivaldi.Coord, ids []string, capacit
 	return a, nil
 }
 
-// round is one renewal by every client in order: attachments to peers that
-// no longer hold a token lapse (their clients choose anew), holders hold no
-// attachment, then each client runs the selector's attach step.
+// round is one renewal by every client in order: a peer that no longer
+// holds a token drops its clients (superpeer.Attach.DropClients) and they
+// choose anew, a holder leaves its own holder, then each client runs the
+// selector's attach step.
 func (a *attacher) round(holders []int, now time.Duration, order []int) {
 	is := make(map[int]bool, len(holders))
 	for _, h := range holders {
 		is[h] = true
+		if a.served[h] == nil {
+			a.served[h] = superpeer.NewAttachTable(a.capacity, lease, a.displace)
+		}
 	}
-	clear(a.load)
+	for h := range a.served {
+		if !is[h] {
+			delete(a.served, h)
+		}
+	}
 	for c, h := range a.att {
 		switch {
 		case h < 0:
-		case is[c] || !is[h]:
+		case !is[h]:
 			a.att[c] = -1
-		default:
-			a.load[h]++
+		case is[c]:
+			a.served[h].Leave(peer.ID(a.ids[c]))
+			a.att[c] = -1
 		}
 	}
 	a.stats.Unattached = 0
@@ -149,60 +166,49 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 		ch.Measured(now, id, time.Duration(d*float64(time.Millisecond)), d >= 0)
 	}
 	old := a.att[c]
+	me := peer.ID(a.ids[c])
+	coord := superpeer.ClientCoord{Vec: a.coords[c].Vec, Height: a.coords[c].Height}
 	order := ch.Ranked(now, cur, cands)
 	for k, ci := range order {
 		h := a.index[ci.ID]
 		a.stats.Requests++
-		regret := repel.Regret(order, k)
-		if h != old && a.capacity > 0 && a.load[h] >= a.capacity {
-			m := a.displaceable(h, regret)
-			if m < 0 {
-				a.stats.RefusedFull++
-				continue
-			}
+		st, victim := a.served[h].Admit(now, me, repel.Regret(order, k), coord)
+		if st != superpeer.Accepted {
+			a.stats.RefusedFull++
+			continue
+		}
+		if victim != "" {
+			m := a.index[string(victim)]
 			a.att[m] = -1
-			a.load[h]--
 			a.displaced = append(a.displaced, m)
 			a.stats.Displaced++
 		}
-		if h != old {
-			if old >= 0 {
-				a.load[old]--
-				a.stats.Switches++
-			}
-			a.load[h]++
+		if h != old && old >= 0 {
+			a.served[old].Leave(me)
+			a.stats.Switches++
 		}
 		a.att[c] = h
-		a.regret[c] = regret
 		if d := a.rtt.RTT(c, h); d >= 0 { // the exchange after attaching
 			ch.Observed(now, ci.ID, time.Duration(d*float64(time.Millisecond)))
 		}
 		return
 	}
 	if old >= 0 {
-		a.load[old]--
+		a.served[old].Leave(me)
 	}
 	a.att[c] = -1
 	a.stats.Unattached++
 }
 
-// displaceable is the client of full holder h that a newcomer saying
-// regret takes the place of, as superpeer.Attach chooses it (the least
-// regret, then the least ID; superpeer.Displaces), or -1.
-func (a *attacher) displaceable(h int, regret time.Duration) int {
-	if a.displace <= 0 || regret <= 0 {
-		return -1
-	}
-	m := -1
-	for x, hx := range a.att {
-		if hx == h && (m < 0 || a.regret[x] < a.regret[m] || (a.regret[x] == a.regret[m] && a.ids[x] < a.ids[m])) {
-			m = x
+// load is how many clients holder h serves.
+func (a *attacher) load(h int) int {
+	n := 0
+	for _, x := range a.att {
+		if x == h {
+			n++
 		}
 	}
-	if m < 0 || !superpeer.Displaces(a.displace, regret, a.regret[m]) {
-		return -1
-	}
-	return m
+	return n
 }
 
 // assignment is the attachments as a metrics.Assignment: holders serve

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/repel"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -61,8 +64,8 @@ func TestAttacher_CapacityOverflowsToNext(t *testing.T) {
 	if want := []int{0, 1, 0, 0, 1}; !slices.Equal(a.assignment([]int{0, 1}), want) {
 		t.Fatalf("assignment %v, want %v", a.assignment([]int{0, 1}), want)
 	}
-	if a.stats.RefusedFull != 1 || a.stats.Requests != 4 || a.load[0] != 2 || a.load[1] != 1 {
-		t.Fatalf("stats %+v, loads %v", a.stats, a.load)
+	if a.stats.RefusedFull != 1 || a.stats.Requests != 4 || a.load(0) != 2 || a.load(1) != 1 {
+		t.Fatalf("stats %+v, loads %d and %d", a.stats, a.load(0), a.load(1))
 	}
 	// A renewal keeps everyone where they are (a holder accepts its own
 	// client when full), whatever the order.
@@ -107,6 +110,8 @@ func TestAttacher_MeasuresTrueRTT(t *testing.T) {
 	}
 	// Capacity 1 and peer 5 is holder 3's client: the next fastest.
 	a := testAttacher(t, pos, rtt, 1, 3)
+	a.round(hs, 0, nil) // the holders' tables
+	a.served[3].Admit(epoch0, peer.ID(a.ids[5]), 0, superpeer.ClientCoord{})
 	a.att[5] = 3
 	a.round(hs, 0, []int{0})
 	if a.att[0] != 2 || a.stats.RefusedFull != 1 {
