@@ -120,7 +120,7 @@ func (t *AttachTable) coords() map[peer.ID]ClientCoord {
 
 // displaceable is the served client a newcomer with this regret may take
 // the place of: the one of least regret (then of least ID), if the
-// newcomer's exceeds it by more than the margin (Displaces).
+// newcomer's exceeds it by more than the margin (displaces).
 func (t *AttachTable) displaceable(regret time.Duration) (peer.ID, bool) {
 	if t.displace <= 0 || regret <= 0 { // no one to displace: skip the search
 		return "", false
@@ -133,17 +133,17 @@ func (t *AttachTable) displaceable(regret time.Duration) (peer.ID, bool) {
 			victim, least, found = p, c.regret, true
 		}
 	}
-	if !found || !Displaces(t.displace, regret, least) {
+	if !found || !displaces(t.displace, regret, least) {
 		return "", false
 	}
 	return victim, true
 }
 
-// Displaces is the rule of AttachOptions.Displace: a newcomer that says
+// displaces is the rule of AttachOptions.Displace: a newcomer that says
 // regret takes the place of a served client that said least (negative if
 // that one would gain by going) when it loses more than margin more without
 // it. margin ≤ 0 turns it off, and a newcomer that says no regret (or a
 // negative one) never displaces anyone.
-func Displaces(margin, regret, least time.Duration) bool {
+func displaces(margin, regret, least time.Duration) bool {
 	return margin > 0 && regret > 0 && regret-least > margin
 }

@@ -150,7 +150,7 @@ func TestAttachTable_LeaveDropAndCoords(t *testing.T) {
 	}
 }
 
-func TestDisplaces(t *testing.T) {
+func TestDisplaces_Rule(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
 		margin, regret, least time.Duration
@@ -167,8 +167,8 @@ func TestDisplaces(t *testing.T) {
 		{ms, MaxRegret, -MaxRegret, true},
 		{ms, MaxRegret, MaxRegret, false},
 	} {
-		if got := Displaces(c.margin, c.regret, c.least); got != c.want {
-			t.Errorf("Displaces(%v, %v, %v) = %v, want %v", c.margin, c.regret, c.least, got, c.want)
+		if got := displaces(c.margin, c.regret, c.least); got != c.want {
+			t.Errorf("displaces(%v, %v, %v) = %v, want %v", c.margin, c.regret, c.least, got, c.want)
 		}
 	}
 }
@@ -239,7 +239,7 @@ func TestAttachTable_Properties(t *testing.T) {
 							fail(step, "displaced %s (regret %v), not %s (regret %v)", d, v.regret, p, l.regret)
 						}
 					}
-					if !Displaces(displace, regret, v.regret) {
+					if !displaces(displace, regret, v.regret) {
 						fail(step, "%s (regret %v) displaced %s (regret %v) with margin %v", id, regret, d, v.regret, displace)
 					}
 					delete(shadow, d)
