@@ -41,8 +41,11 @@ func NewAttachTable(capacity int, ttl, displace time.Duration) *AttachTable {
 // the table has room; when it is full, it is accepted only in place of the
 // served client of least regret (then of least ID) that it displaces (the
 // rule of AttachOptions.Displace), returned as displaced, and refused (Full)
-// otherwise. regret is what id loses if refused (ClientRequest.Regret).
+// otherwise. regret is what id loses if refused (ClientRequest.Regret),
+// taken as the attach protocol carries it: in whole microseconds (rounded
+// toward zero) within ±MaxRegret.
 func (t *AttachTable) Admit(now time.Time, id peer.ID, regret time.Duration, coord ClientCoord) (st Status, displaced peer.ID) {
+	regret = time.Duration(regretMicros(regret)) * time.Microsecond
 	t.expire(now)
 	if _, ok := t.clients[id]; !ok && t.full() {
 		victim, ok := t.displaceable(regret)

@@ -3,6 +3,7 @@ package superpeer
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -56,13 +57,15 @@ func TestAttachTable_Admit(t *testing.T) {
 		{name: "displaces the least regret", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: 10 * ms, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
 		{name: "the least regret, not the first ID", capacity: 3, displace: ms, served: map[peer.ID]time.Duration{"a": 5 * ms, "b": 4 * ms, "c": 2 * ms}, id: "n", regret: 10 * ms, want: Accepted, displaced: "c", after: []peer.ID{"a", "b", "n"}},
 		{name: "over by exactly the margin", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: 4 * ms, want: Full, after: []peer.ID{"a", "b"}},
-		{name: "over by a nanosecond more", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: 4*ms + 1, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
+		{name: "over by a microsecond more", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: 4*ms + time.Microsecond, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
+		{name: "less than a microsecond over is not carried", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: 4*ms + 999, want: Full, after: []peer.ID{"a", "b"}},
 		{name: "within the margin", capacity: 2, displace: 2 * ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: 4 * ms, want: Full, after: []peer.ID{"a", "b"}},
 		{name: "ties go to the least ID", capacity: 3, displace: ms, served: map[peer.ID]time.Duration{"c": 2 * ms, "a": 2 * ms, "b": 9 * ms}, id: "n", regret: 10 * ms, want: Accepted, displaced: "a", after: []peer.ID{"b", "c", "n"}},
 		{name: "a served client that gains by going", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: 500 * time.Microsecond, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
 		{name: "no regret said", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: 0, want: Full, after: []peer.ID{"a", "b"}},
 		{name: "a newcomer that gains by going elsewhere", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": -20 * ms, "b": -50 * ms}, id: "n", regret: -ms, want: Full, after: []peer.ID{"a", "b"}},
 		{name: "no other choice", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: MaxRegret, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
+		{name: "repel.NoOtherChoice against a negative regret", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: math.MaxInt64, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
 		{name: "no other choice against no other choice", capacity: 1, displace: ms, served: map[peer.ID]time.Duration{"a": MaxRegret}, id: "n", regret: MaxRegret, want: Full, after: []peer.ID{"a"}},
 		{name: "no other choice against -MaxRegret", capacity: 1, displace: ms, served: map[peer.ID]time.Duration{"a": -MaxRegret}, id: "n", regret: MaxRegret, want: Accepted, displaced: "a", after: []peer.ID{"n"}},
 		{name: "displacement off", capacity: 2, displace: 0, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: MaxRegret, want: Full, after: []peer.ID{"a", "b"}},
@@ -89,11 +92,40 @@ func TestAttachTable_Admit(t *testing.T) {
 				t.Errorf("clients after %v, want %v", got, tc.after)
 			}
 			if st == Accepted {
-				if c := tb.clients[tc.id]; !c.at.Equal(now) || c.regret != tc.regret {
-					t.Errorf("the lease says %v, regret %v; want %v, %v", c.at, c.regret, now, tc.regret)
+				if c := tb.clients[tc.id]; !c.at.Equal(now) || c.regret != wire(tc.regret) {
+					t.Errorf("the lease says %v, regret %v; want %v, %v", c.at, c.regret, now, wire(tc.regret))
 				}
 			}
 		})
+	}
+}
+
+// wire is a regret as the attach protocol carries it.
+func wire(r time.Duration) time.Duration { return time.Duration(regretMicros(r)) * time.Microsecond }
+
+// The table takes a regret as the wire carries it, whatever its caller
+// passes: whole microseconds toward zero, so that clients a microsecond
+// apart tie (and the least ID goes), within ±MaxRegret, so that
+// repel.NoOtherChoice (the largest Duration) displaces a client that gains
+// by going as MaxRegret does.
+func TestAttachTable_RegretAsTheWireCarriesIt(t *testing.T) {
+	ms := time.Millisecond
+	tb := NewAttachTable(2, time.Minute, ms)
+	tb.Admit(t0, "a", 2*ms+900, ClientCoord{})
+	tb.Admit(t0, "b", 2*ms+100, ClientCoord{})
+	if r := tb.clients["a"].regret; r != 2*ms {
+		t.Errorf("regret kept %v, want 2ms", r)
+	}
+	if st, d := tb.Admit(t0, "n", 10*ms, ClientCoord{}); st != Accepted || d != "a" {
+		t.Errorf("newcomer: %v, displaced %q; want a (tied with b at 2 ms, the least ID)", st, d)
+	}
+	for _, c := range []struct{ in, want time.Duration }{
+		{math.MaxInt64, MaxRegret}, {math.MinInt64, -MaxRegret}, {-1500, -time.Microsecond}, {999, 0},
+	} {
+		tb.Admit(t0, "n", c.in, ClientCoord{})
+		if r := tb.clients["n"].regret; r != c.want {
+			t.Errorf("regret %v kept as %v, want %v", c.in, r, c.want)
+		}
 	}
 }
 
@@ -181,7 +213,7 @@ func TestDisplaces_Rule(t *testing.T) {
 func TestAttachTable_Properties(t *testing.T) {
 	ms := time.Millisecond
 	ttl := 10 * time.Second
-	regrets := []time.Duration{-MaxRegret, -5 * ms, -ms, 0, ms / 2, ms, 2 * ms, 3 * ms, 10 * ms, MaxRegret}
+	regrets := []time.Duration{math.MinInt64, -MaxRegret, -5 * ms, -ms, -1, 0, 999, ms / 2, ms, ms + 1, 2 * ms, 2*ms + 999, 3 * ms, 10 * ms, MaxRegret, math.MaxInt64}
 	ids := []peer.ID{"a", "b", "c", "d", "e", "f", "g", "h"}
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -239,16 +271,16 @@ func TestAttachTable_Properties(t *testing.T) {
 							fail(step, "displaced %s (regret %v), not %s (regret %v)", d, v.regret, p, l.regret)
 						}
 					}
-					if !displaces(displace, regret, v.regret) {
+					if !displaces(displace, wire(regret), v.regret) {
 						fail(step, "%s (regret %v) displaced %s (regret %v) with margin %v", id, regret, d, v.regret, displace)
 					}
 					delete(shadow, d)
-					shadow[id] = lease{now, regret}
+					shadow[id] = lease{now, wire(regret)}
 				default:
 					if !renewal && capacity > 0 && len(before) >= capacity {
 						fail(step, "accepted %s into a full table without displacing anyone", id)
 					}
-					shadow[id] = lease{now, regret}
+					shadow[id] = lease{now, wire(regret)}
 				}
 			case op < 9:
 				_, was := shadow[id]
