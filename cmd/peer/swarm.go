@@ -41,14 +41,19 @@ type swarmReport struct {
 	GCPercent int      `json:"gc_percent"`
 	// Dilation is the time dilation of the Vivaldi and selection phases
 	// (--dilate): every figure is in the network's time.
-	Dilation        float64 `json:"dilation"`
-	BuildSeconds    float64 `json:"build_seconds"`
-	ConvergeSeconds float64 `json:"converge_seconds"`
-	RSSBytes        uint64  `json:"rss_bytes"`
-	Goroutines      int     `json:"goroutines"`
-	ConnsMean       float64 `json:"connections_mean"`
-	ConnsMax        int     `json:"connections_max"`
-	Links           int     `json:"links"`
+	Dilation     float64 `json:"dilation"`
+	BuildSeconds float64 `json:"build_seconds"`
+	// JoinRetries counts joins tried again through other peers;
+	// JoinLookupFailures, joins left to convergence to mend (connected, but
+	// the first lookup failed).
+	JoinRetries        int64   `json:"join_retries"`
+	JoinLookupFailures int64   `json:"join_lookup_failures"`
+	ConvergeSeconds    float64 `json:"converge_seconds"`
+	RSSBytes           uint64  `json:"rss_bytes"`
+	Goroutines         int     `json:"goroutines"`
+	ConnsMean          float64 `json:"connections_mean"`
+	ConnsMax           int     `json:"connections_max"`
+	Links              int     `json:"links"`
 	// StuckIdentifies counts connections closed because identify had not
 	// finished on them (mocknet ignores deadlines; see swarm.StuckIdentifies).
 	StuckIdentifies int               `json:"stuck_identifies"`
@@ -195,10 +200,10 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if *gogc > 0 && os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(*gogc))
 		// A lazy collector lets garbage grow to GOGC/100 times the live
-		// heap; a soft limit at two thirds of the machine's memory makes it
-		// work harder before that runs the machine out.
+		// heap; a soft limit at half the machine's memory makes it work
+		// harder before that crowds out the rest of the machine.
 		if total := memTotal(); total > 0 && os.Getenv("GOMEMLIMIT") == "" {
-			defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(total / 3 * 2)))
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(total / 2)))
 		}
 	}
 	if *pprofAddr != "" {
@@ -289,12 +294,14 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	rng := rand.New(rand.NewSource(*seed + 2))
 	rep := swarmReport{
 		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Method: *method, Args: args,
-		GCPercent:       gcPercent(),
-		BuildSeconds:    s.BuildTime.Seconds(),
-		ConvergeSeconds: s.ConvergeTime.Seconds(),
-		Links:           s.Links(),
-		Lookup:          s.CheckLookups(ctx, *lookups, false, rng),
-		RawLookup:       s.CheckLookups(ctx, *lookups, true, rng),
+		GCPercent:          gcPercent(),
+		BuildSeconds:       s.BuildTime.Seconds(),
+		JoinRetries:        s.JoinRetries.Load(),
+		JoinLookupFailures: s.JoinLookupFailures.Load(),
+		ConvergeSeconds:    s.ConvergeTime.Seconds(),
+		Links:              s.Links(),
+		Lookup:             s.CheckLookups(ctx, *lookups, false, rng),
+		RawLookup:          s.CheckLookups(ctx, *lookups, true, rng),
 	}
 	if *dilate != 1 {
 		if err := s.Dilate(*dilate); err != nil {
@@ -459,7 +466,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.StuckIdentifies = s.StuckIdentifies()
 	fmt.Fprintf(stdout, "peers            %d over %s (mocknet, %d links, %d closed for a stuck identify)\n", rep.N, rep.Latency, rep.Links, rep.StuckIdentifies)
-	fmt.Fprintf(stdout, "build + join     %.1f s\n", rep.BuildSeconds)
+	fmt.Fprintf(stdout, "build + join     %.1f s (%d joins tried again, %d left to convergence)\n", rep.BuildSeconds, rep.JoinRetries, rep.JoinLookupFailures)
 	fmt.Fprintf(stdout, "converge         %.1f s\n", rep.ConvergeSeconds)
 	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(rep.N))
 	fmt.Fprintf(stdout, "goroutines       %d, %.1f per peer\n", rep.Goroutines, float64(rep.Goroutines)/float64(rep.N))

@@ -17,7 +17,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	bconnmgr "github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
@@ -110,6 +109,8 @@ type Swarm struct {
 	// JoinLookupFailures counts joins whose self-lookup failed after the
 	// peer had connected (left to WaitConverged to mend).
 	JoinLookupFailures atomic.Int64
+	// JoinRetries counts joins tried again through other peers.
+	JoinRetries atomic.Int64
 }
 
 // identity derives peer i's key pair from the seed, so that a swarm rerun
@@ -297,14 +298,27 @@ func (s *Swarm) info(i int) peer.AddrInfo {
 
 // Join joins every peer: peer i connects to a few random peers that joined
 // before it and looks up its own key (dht.Node.Join), as a peer joining a
-// live network does. Up to Parallel peers join at once.
+// live network does. Up to Parallel peers join at once. A peer whose join
+// fails without a connection left (its bootstrap peer busy joining itself,
+// or the connection closed under load) tries again through other random
+// earlier peers, up to joinTries times in all.
 func (s *Swarm) Join(ctx context.Context) error {
 	start := time.Now()
 	defer func() { s.BuildTime += time.Since(start) }()
-	boot := make([][]peer.AddrInfo, len(s.Peers))
+	// boot[i][t] are peer i's bootstrap peers on try t: the first from the
+	// swarm's RNG as ever, the spares from their own.
+	boot := make([][][]peer.AddrInfo, len(s.Peers))
+	spare := rand.New(rand.NewSource(s.cfg.Seed + 2))
 	for i := 1; i < len(s.Peers); i++ {
-		for b := 0; b < s.cfg.BootstrapPeers && b < i; b++ {
-			boot[i] = append(boot[i], s.info(s.rng.Intn(i)))
+		boot[i] = make([][]peer.AddrInfo, joinTries)
+		for t := range joinTries {
+			rng := spare
+			if t == 0 {
+				rng = s.rng
+			}
+			for b := 0; b < s.cfg.BootstrapPeers && b < i; b++ {
+				boot[i][t] = append(boot[i][t], s.info(rng.Intn(i)))
+			}
 		}
 	}
 	var done atomic.Int64
@@ -313,20 +327,33 @@ func (s *Swarm) Join(ctx context.Context) error {
 		if p.Index == 0 || s.held[p.Index] {
 			return nil
 		}
-		err := p.Node.Join(ctx, boot[p.Index]...)
-		if err != nil && ctx.Err() == nil && p.Host.Network().Connectedness(boot[p.Index][0].ID) == network.Connected {
-			// Connected, but the bootstrap peer was slow to enter the
-			// routing table or the self-lookup failed: WaitConverged looks
-			// again for every peer that still lacks its neighbours.
-			s.JoinLookupFailures.Add(1)
-			return nil
+		var err error
+		for try := 0; try < joinTries; try++ {
+			if try > 0 {
+				s.JoinRetries.Add(1)
+			}
+			err = p.Node.Join(ctx, boot[p.Index][try]...)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			if len(p.Host.Network().Peers()) > 0 {
+				// Connected, but no peer entered the routing table in
+				// time or the self-lookup failed: WaitConverged looks
+				// again for every peer that still lacks its neighbours.
+				s.JoinLookupFailures.Add(1)
+				return nil
+			}
 		}
 		if err != nil {
-			return fmt.Errorf("swarm: peer %d join: %w", p.Index, err)
+			return fmt.Errorf("swarm: peer %d join (%d tries): %w", p.Index, joinTries, err)
 		}
 		return nil
 	}, s.Peers)
 }
+
+// joinTries bounds the attempts of one peer's join in Join (one per
+// bootstrap set Join draws).
+const joinTries = 3
 
 // JoinLate joins a held peer through a random live peer and starts its
 // selector if the swarm runs one.
@@ -531,7 +558,15 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 		if round >= 5 {
 			// The stragglers: leave time for a stuck identify to be
 			// noticed (lazyHost.unstick) rather than spending the rounds
-			// in a burst.
+			// in a burst. A peer whose connection to its nearest never
+			// finished identify keeps it out of its routing table without
+			// ever failing a request to it: look at those connections.
+			nearest := s.Nearest()
+			for _, p := range missing {
+				if lh, ok := p.Host.(*lazyHost); ok && nearest[p.Index] >= 0 {
+					lh.unstick(s.Peers[nearest[p.Index]].Host.ID())
+				}
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
