@@ -83,15 +83,18 @@ type SelectorOptions struct {
 	GossipEvery time.Duration
 }
 
+// ErrOptions is wrapped by every refusal of SelectorOptions.
+var ErrOptions = errors.New("repel: invalid selector options")
+
 func (o *SelectorOptions) defaults() error {
-	if o.Config.Tokens == 0 {
+	if o.Config == (Config{}) {
 		o.Config = DefaultConfig()
 	}
 	if o.Config.Capacity == 0 {
 		o.Config.Capacity = o.Attach.Capacity
 	}
 	if err := o.Config.Validate(); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	c := o.Config
 	if o.Tick == 0 {
@@ -129,17 +132,17 @@ func (o *SelectorOptions) defaults() error {
 	}
 	switch {
 	case o.Tick < 0 || o.View < 0 || o.MinReattach < 0 || o.Renew < 0:
-		return errors.New("repel: negative Tick, View, Renew or MinReattach")
+		return fmt.Errorf("%w: negative Tick, View, Renew or MinReattach", ErrOptions)
 	case o.Neighbours < 0 || o.MintLookup < 1:
-		return fmt.Errorf("repel: Neighbours %d must be ≥ 0 and MintLookup %d ≥ 1", o.Neighbours, o.MintLookup)
+		return fmt.Errorf("%w: Neighbours %d must be ≥ 0 and MintLookup %d ≥ 1", ErrOptions, o.Neighbours, o.MintLookup)
 	case o.Switch < 1:
-		return fmt.Errorf("repel: Switch %v must be ≥ 1", o.Switch)
+		return fmt.Errorf("%w: Switch %v must be ≥ 1", ErrOptions, o.Switch)
 	case o.GossipEvery < 0:
-		return fmt.Errorf("repel: GossipEvery %v must be ≥ 0", o.GossipEvery)
+		return fmt.Errorf("%w: GossipEvery %v must be ≥ 0", ErrOptions, o.GossipEvery)
 	case o.GossipPush < 0:
-		return fmt.Errorf("repel: GossipPush %d must be ≥ 0", o.GossipPush)
+		return fmt.Errorf("%w: GossipPush %d must be ≥ 0", ErrOptions, o.GossipPush)
 	case o.Dissemination != Piggyback && o.Dissemination != GossipSub:
-		return fmt.Errorf("repel: unknown Dissemination %v", o.Dissemination)
+		return fmt.Errorf("%w: unknown Dissemination %v", ErrOptions, o.Dissemination)
 	}
 	return nil
 }
@@ -273,6 +276,12 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 	}
 	if opts.Renew == 0 {
 		opts.Renew = att.TTL() / 3
+	}
+	if att.TTL() < 2*opts.View {
+		// A client renews at most once a View: its attachment must
+		// outlive one lost renewal.
+		att.Close()
+		return nil, fmt.Errorf("%w: attach TTL %v is under twice the View %v (a client renews at most once a View)", ErrOptions, att.TTL(), opts.View)
 	}
 	s := &Selector{
 		node: node, viv: viv, opts: opts, attach: att, model: model,

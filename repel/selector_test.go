@@ -3,6 +3,7 @@ package repel
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -554,5 +555,38 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 	})
 	if st := victim.Stats(); st[StatGossipNews] != 1 {
 		t.Fatalf("gossip news %d, want 1 (stats %v)", st[StatGossipNews], st)
+	}
+}
+
+// NewSelector refuses options that make no sense with ErrOptions, and
+// leaves nothing registered: a partly filled Config (Tokens 0 is not "the
+// defaults"), an attachment that would lapse between two renewals, a bad
+// field; the zero Config is DefaultConfig.
+func TestNewSelector_RefusesBadOptions(t *testing.T) {
+	ps := selectorNet(t, 1, 0, Config{})
+	node, viv := ps.nodes[0], ps.vivs[0]
+	partly := DefaultConfig()
+	partly.Tokens = 0
+	for name, o := range map[string]SelectorOptions{
+		"tokens 0 in a filled config": {Config: partly, Attach: superpeer.AttachOptions{TTL: time.Minute}},
+		"ttl under two views":         {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: 300 * time.Millisecond}},
+		"switch under 1":              {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute}, Switch: 0.5},
+		"negative view":               {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute}, View: -time.Second},
+	} {
+		sel, err := NewSelector(node, viv, o)
+		if !errors.Is(err, ErrOptions) {
+			t.Errorf("%s: %v, want ErrOptions", name, err)
+		}
+		if sel != nil {
+			t.Errorf("%s: a selector came back with the error", name)
+		}
+	}
+	sel, err := NewSelector(node, viv, SelectorOptions{Attach: superpeer.AttachOptions{TTL: time.Minute}})
+	if err != nil {
+		t.Fatalf("the zero Config: %v", err)
+	}
+	defer sel.Close()
+	if got := sel.opts.Config; got.Tokens != DefaultConfig().Tokens || got.MoveInterval != DefaultConfig().MoveInterval {
+		t.Errorf("the zero Config became %+v, want DefaultConfig", got)
 	}
 }
