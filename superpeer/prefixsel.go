@@ -2,9 +2,7 @@ package superpeer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,35 +48,18 @@ type PrefixOptions struct {
 // superpeer iff a DHT lookup of its superpeer key answers with itself; a
 // client attaches to the superpeer of its group, or, when that one is full,
 // to the superpeer of the nearest group (by XOR of group keys) that accepts.
+// The decisions are a PrefixCore's; the selector feeds it from one
+// goroutine with the clock, the DHT's lookups and routing-table changes and
+// the attach protocol's answers, each lookup and request made beside it.
 type PrefixSelector struct {
 	node   *dht.Node
 	scheme Prefix
-	opts   PrefixOptions
 	attach *Attach
+	core   *PrefixCore // the loop goroutine's alone
 	note   notifier
 
-	group   int
 	trigger chan struct{}
-	retry   chan struct{} // retry the pending attach without a lookup
 	lookups atomic.Uint64
-	steps   atomic.Uint64
-
-	mu       sync.Mutex
-	attached peer.ID // the superpeer that accepted us, as a client
-	home     bool    // attached is our own group's superpeer
-	// pending is the superpeer our last lookup named that answered
-	// NOT_SUPERPEER (it had not learned its role yet), and how often.
-	pending      peer.ID
-	pendingTries int
-	// misses counts steps in a row that left us neither superpeer nor
-	// attached at home; the periodic lookup backs off with it.
-	misses int
-	// named is the superpeer of our group that our last lookup named.
-	named peer.ID
-	// fallbackFrom is where in GroupsByDistance the next fallback walk
-	// starts: each step tries fallbackGroups groups, the next step the
-	// following ones, back to the nearest once the walk has gone round.
-	fallbackFrom int
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -99,35 +80,22 @@ func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.MinRecheck == 0 {
-		opts.MinRecheck = 500 * time.Millisecond
-	}
 	att, err := NewAttach(node.Host(), opts.Attach)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Recheck == 0 {
-		opts.Recheck = att.TTL()
-	}
-	if opts.ClientRecheck == 0 {
-		opts.ClientRecheck = 8 * opts.Recheck
-	}
-	if opts.StartSpread == 0 {
-		opts.StartSpread = 2 * opts.MinRecheck
-	}
-	if opts.Recheck <= 0 || opts.ClientRecheck <= 0 || opts.MinRecheck < 0 || opts.StartSpread < 0 {
+	opts.Attach.TTL = att.TTL()
+	core, err := NewPrefixCore(node.ID(), node.Key(), scheme, opts)
+	if err != nil {
 		att.Close()
-		return nil, fmt.Errorf("superpeer: recheck %v, client recheck %v, min recheck %v, start spread %v: must be positive",
-			opts.Recheck, opts.ClientRecheck, opts.MinRecheck, opts.StartSpread)
+		return nil, err
 	}
 	s := &PrefixSelector{
 		node:    node,
 		scheme:  scheme,
-		opts:    opts,
 		attach:  att,
-		group:   scheme.Group(node.Key()),
+		core:    core,
 		trigger: make(chan struct{}, 1),
-		retry:   make(chan struct{}, 1),
 	}
 	att.SetRole(s.note.state)
 	att.OnRefusedAsNonSuperpeer(s.Recheck)
@@ -169,359 +137,92 @@ func (s *PrefixSelector) Start(ctx context.Context) error {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.done = make(chan struct{})
 	events, stop := s.node.WatchRoutingTable()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); s.keepalive(ctx) }()
-	go func() { defer wg.Done(); defer stop(); s.loop(ctx, events) }()
-	go func() { wg.Wait(); close(s.done) }()
+	go func() {
+		defer close(s.done)
+		defer stop()
+		s.loop(ctx, events)
+	}()
 	return nil
 }
 
+// loop owns the core: it feeds it the timer, rechecks, routing-table
+// changes and the answers of the lookups and requests it asked for, and
+// carries out what it asks. Lookups and requests run in goroutines of their
+// own and come back as calls to make on the core, so a slow lookup never
+// holds up a renewal.
 func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEvent) {
-	// The first lookup comes within StartSpread, spread by the peer's key:
-	// a thousand peers started together do not all look up at once.
-	k := s.node.Key()
-	first := time.Duration(binary.BigEndian.Uint64(k[24:]) % uint64(s.opts.StartSpread+1))
-	timer := time.NewTimer(first)
+	answers := make(chan func(time.Time) []PrefixOp)
+	var out sync.WaitGroup
+	defer out.Wait() // each returns soon once ctx is done
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var last time.Time
+	run := func(ops []PrefixOp, now time.Time) {
+		for _, op := range ops {
+			s.perform(ctx, op, answers, &out)
+		}
+		role, sp := s.core.Role()
+		s.note.set(role, sp, s.core.reason, now)
+		if next := s.core.Next(); !next.IsZero() {
+			timer.Reset(time.Until(next))
+		} else {
+			timer.Stop()
+		}
+	}
+	now := time.Now()
+	run(s.core.Tick(now), now)
 	for {
+		var ops []PrefixOp
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+			now = time.Now()
+			ops = s.core.Tick(now)
 		case <-s.trigger:
-		case <-s.retry:
-			s.retryPending(ctx)
-			continue
+			now = time.Now()
+			ops = s.core.Recheck(now)
 		case ev := <-events:
-			if !s.relevant(ev) {
-				continue
-			}
+			now = time.Now()
+			ops = s.core.routing(now, ev.Peer, dht.KeyOf(ev.Peer), ev.Added)
+		case answer := <-answers:
+			now = time.Now()
+			ops = answer(now)
 		}
-		if wait := s.opts.MinRecheck - time.Since(last); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-		last = time.Now()
-		s.step(ctx)
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(s.nextRecheck())
+		run(ops, now)
 	}
 }
 
-// relevant says whether a routing-table change can change who serves us:
-// a peer added closer to our group key than our superpeer (or than us, when
-// we are the superpeer; any peer of our group, when we know none), or our
-// superpeer gone. Everything else is noise: in a large group every lookup
-// puts its asker into the tables of the peers near the group key, and
-// rechecking on each of those events makes lookups beget lookups.
-func (s *PrefixSelector) relevant(ev dht.RoutingEvent) bool {
-	role, sp := s.note.state()
-	s.mu.Lock()
-	home, named := s.home, s.named
-	s.mu.Unlock()
-	if !ev.Added {
-		return ev.Peer == sp
-	}
-	k := dht.KeyOf(ev.Peer)
-	if s.scheme.Group(k) != s.group {
-		return false
-	}
-	ref := sp
-	if role == Client && (sp == "" || !home) {
-		// Not served at home: the reference is the superpeer our last
-		// lookup named (it may not have learned its role yet). Every
-		// event of the group counted here before, and in a group of
-		// hundreds the unserved clients looked up on each other's
-		// arrivals every MinRecheck.
-		if ref = named; ref == "" {
-			return true
+// perform carries out one op of the core: the lookups and requests in
+// goroutines whose answers come back through answers.
+func (s *PrefixSelector) perform(ctx context.Context, op PrefixOp, answers chan<- func(time.Time) []PrefixOp, out *sync.WaitGroup) {
+	back := func(f func(time.Time) []PrefixOp) {
+		select {
+		case answers <- f:
+		case <-ctx.Done():
 		}
 	}
-	gk := s.scheme.GroupKey(s.group)
-	return k.Xor(gk).Less(dht.KeyOf(ref).Xor(gk))
-}
-
-// nextRecheck is the time to the next periodic lookup: Recheck for a
-// superpeer, an unattached peer or a client served away from its group
-// (which moves home as soon as its own superpeer has room), ClientRecheck
-// for a client attached at home, either varied by ±20% (derived from the key and the step count, so runs
-// repeat) so that peers started together drift apart.
-func (s *PrefixSelector) nextRecheck() time.Duration {
-	d := s.opts.Recheck
-	s.mu.Lock()
-	attached := s.attached != "" && s.home
-	misses := s.misses
-	s.mu.Unlock()
-	if role, _ := s.note.state(); role == Client && attached {
-		d = s.opts.ClientRecheck
-	} else if misses > 1 {
-		// Unserved, or served away from home, after lookups in a row:
-		// back off (2, 4, … × Recheck, at most ClientRecheck) so that a
-		// crowd of peers that cannot be served yet does not swamp the
-		// peers near its group key with lookups.
-		d = min(s.opts.ClientRecheck, s.opts.Recheck<<min(misses-1, 16))
-	}
-	k := s.node.Key()
-	x := splitmix(binary.BigEndian.Uint64(k[16:]) + s.steps.Load())
-	f := 0.8 + 0.4*float64(x>>11)/(1<<53)
-	return time.Duration(float64(d) * f)
-}
-
-// splitmix is SplitMix64's output function: a well-mixed 64-bit value.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-// superpeerOf looks up the superpeer of group g: the live peer XOR-closest
-// to its group key, if it lies in the group (an empty group has none).
-func (s *PrefixSelector) superpeerOf(ctx context.Context, g int) (peer.ID, bool, error) {
-	s.lookups.Add(1)
-	got, err := s.node.Closest(ctx, s.scheme.GroupKey(g), 1)
-	if err != nil {
-		return "", false, err
-	}
-	return got[0], s.scheme.Group(dht.KeyOf(got[0])) == g, nil
-}
-
-// fallbackGroups is how many other groups one step asks when our own
-// superpeer cannot take us.
-const fallbackGroups = 3
-
-// step decides the role with one lookup and moves the attachment when the
-// lookup says another superpeer should serve us. Renewals are keepalive's.
-func (s *PrefixSelector) step(ctx context.Context) {
-	s.steps.Add(1)
-	defer func() {
-		role, _ := s.note.state()
-		s.mu.Lock()
-		if role == Superpeer || (s.attached != "" && s.home) {
-			s.misses = 0
-		} else {
-			s.misses++
-		}
-		s.mu.Unlock()
-	}()
-	self := s.node.ID()
-	s.mu.Lock()
-	s.pending, s.pendingTries = "", 0
-	s.mu.Unlock()
-	sp, _, err := s.superpeerOf(ctx, s.group)
-	if err != nil {
-		return // keep the state; the next recheck tries again
-	}
-	s.mu.Lock()
-	cur, home := s.attached, s.home
-	s.mu.Unlock()
-	if gk := s.scheme.GroupKey(s.group); cur != "" && home && gk.Closer(dht.KeyOf(cur), dht.KeyOf(sp)) {
-		// The superpeer serving us is alive (keepalive drops it when a
-		// renewal fails) and closer to our group key than the answer: the
-		// lookup missed it (a request that failed on a loaded network).
-		// A lookup cannot un-know a live peer, so we stay.
-		sp = cur
-	}
-	s.mu.Lock()
-	s.named = sp
-	s.mu.Unlock()
-	role, _ := s.note.state()
-	if sp == self {
-		s.leave(ctx)
-		s.note.set(Superpeer, self, "closest to its superpeer key", time.Now())
-		return
-	}
-	if role == Superpeer {
+	switch op.Kind {
+	case PrefixDrop:
 		s.attach.DropClients()
-	}
-	s.mu.Lock()
-	current := s.attached
-	s.mu.Unlock()
-	if current == sp {
-		s.note.set(Client, sp, "superpeer of its group", time.Now())
-		return
-	}
-	// Our group's superpeer first; if it is full, keep the one that serves
-	// us now, or find the nearest group's superpeer that accepts.
-	if s.try(ctx, sp, true, "superpeer of its group") {
-		return
-	}
-	s.mu.Lock()
-	waiting := s.pending == sp
-	s.mu.Unlock()
-	if current != "" || waiting {
-		// Served already, or our superpeer has not learned its role yet
-		// (notYet asks it again): only a full one sends us elsewhere.
-		// Falling back here made every client of a starting swarm look
-		// up every group's key while no superpeer knew its role yet.
-		return
-	}
-	// A few groups per step, the nearest first: each costs a lookup, and
-	// walking every group at once made each unserved client of a swarm
-	// whose superpeers had not yet learned their roles look up every
-	// group key (S lookups) in one step. Later steps go on from there, so
-	// every group is tried while the client stays unserved.
-	groups := s.scheme.GroupsByDistance(s.group)
-	s.mu.Lock()
-	from := s.fallbackFrom % max(1, len(groups))
-	s.fallbackFrom = from + fallbackGroups
-	s.mu.Unlock()
-	for i := from; i < min(from+fallbackGroups, len(groups)); i++ {
-		g := groups[i]
-		other, inGroup, err := s.superpeerOf(ctx, g)
-		if err != nil || !inGroup || other == sp || other == self {
-			continue
-		}
-		if s.try(ctx, other, false, fmt.Sprintf("own superpeer full; group %d's accepted", g)) {
-			s.mu.Lock()
-			s.fallbackFrom = 0
-			s.mu.Unlock()
-			return
-		}
-	}
-	s.note.set(Client, "", "no superpeer accepted", time.Now())
-}
-
-// keepalive renews the attachment every TTL/3, apart from the lookups so
-// that a slow lookup cannot let it lapse; a refused or failed renewal ends
-// the attachment and asks for a recheck.
-func (s *PrefixSelector) keepalive(ctx context.Context) {
-	tick := time.NewTicker(s.attach.TTL() / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		s.mu.Lock()
-		cur := s.attached
-		s.mu.Unlock()
-		if cur == "" {
-			continue
-		}
-		ans, err := s.attach.Request(ctx, cur, false, nil, 0)
-		if ctx.Err() != nil {
-			return
-		}
-		if err == nil && ans.Status == Accepted {
-			continue
-		}
-		s.mu.Lock()
-		lost := s.attached == cur
-		if lost {
-			s.attached = ""
-		}
-		s.mu.Unlock()
-		if lost {
-			s.note.set(Client, "", "superpeer stopped serving", time.Now())
-			// All the clients of a superpeer that fails notice within one
-			// renewal of each other; their lookups of the group key are
-			// spread over StartSpread so they do not arrive as one burst.
-			// The wait runs beside the renewals: a step may attach us
-			// elsewhere meanwhile (our superpeer left the routing table),
-			// and that attachment must be renewed — waiting here let it
-			// lapse for up to StartSpread.
-			k := s.node.Key()
-			x := splitmix(binary.BigEndian.Uint64(k[8:]) + s.steps.Load())
-			delay := time.Duration(x % uint64(s.opts.StartSpread+1))
-			time.AfterFunc(delay, func() {
-				s.mu.Lock()
-				served := s.attached != ""
-				s.mu.Unlock()
-				if !served && ctx.Err() == nil {
-					s.Recheck()
-				}
-			})
-		}
-	}
-}
-
-// try asks sp to serve us and records it if it accepts.
-func (s *PrefixSelector) try(ctx context.Context, sp peer.ID, home bool, reason string) bool {
-	ans, err := s.attach.Request(ctx, sp, false, nil, 0)
-	if err != nil || ans.Status != Accepted {
-		if err == nil && ans.Status == NotSuperpeer && home {
-			s.notYet(ctx, sp)
-		}
-		return false
-	}
-	s.mu.Lock()
-	old := s.attached
-	s.attached, s.home = sp, home
-	if home {
-		// A fallback keeps the pending retry: we move home once our own
-		// superpeer knows its role.
-		s.pending, s.pendingTries = "", 0
-	}
-	s.mu.Unlock()
-	if old != "" && old != sp {
-		_, _ = s.attach.Request(ctx, old, true, nil, 0)
-	}
-	s.note.set(Client, sp, reason, time.Now())
-	return true
-}
-
-// notYet handles our group's superpeer refusing us because it has not
-// learned its role yet (our refusal prompts it to look up). The lookup that
-// named it is fresh, so we ask it again, without a lookup, after 1, 2, 4, …
-// × MinRecheck (at most Recheck), until it accepts or our next periodic
-// lookup names another. Looking up again instead made the hundreds of
-// clients of a new superpeer swamp the peers near their group key.
-func (s *PrefixSelector) notYet(ctx context.Context, sp peer.ID) {
-	s.mu.Lock()
-	if s.pending != sp {
-		s.pending, s.pendingTries = sp, 0
-	}
-	s.pendingTries++
-	tries := s.pendingTries
-	s.mu.Unlock()
-	delay := min(s.opts.Recheck, s.opts.MinRecheck<<min(tries-1, 16))
-	go func() {
-		select {
-		case <-time.After(delay):
-			select {
-			case s.retry <- struct{}{}:
-			default:
+	case PrefixLookup:
+		s.lookups.Add(1)
+		out.Go(func() {
+			got, err := s.node.Closest(ctx, s.scheme.GroupKey(op.Group), 1)
+			var id peer.ID
+			if ok := err == nil && len(got) > 0; ok {
+				id = got[0]
 			}
-		case <-ctx.Done():
-		}
-	}()
-}
-
-// retryPending asks the pending superpeer again, unless a lookup or an
-// accepted attach has settled things since.
-func (s *PrefixSelector) retryPending(ctx context.Context) {
-	s.mu.Lock()
-	sp, attached := s.pending, s.attached
-	s.mu.Unlock()
-	if sp == "" || attached == sp {
-		return
-	}
-	if role, _ := s.note.state(); role == Superpeer {
-		return
-	}
-	s.try(ctx, sp, true, "superpeer of its group")
-}
-
-// leave ends our attachment as a client.
-func (s *PrefixSelector) leave(ctx context.Context) {
-	s.mu.Lock()
-	old := s.attached
-	s.attached = ""
-	s.mu.Unlock()
-	if old != "" {
-		_, _ = s.attach.Request(ctx, old, true, nil, 0)
+			back(func(now time.Time) []PrefixOp {
+				return s.core.Looked(now, op, id, dht.KeyOf(id), id != "")
+			})
+		})
+	case PrefixAttach, PrefixRenew:
+		out.Go(func() {
+			ans, err := s.attach.Request(ctx, op.Peer, false, nil, 0)
+			back(func(now time.Time) []PrefixOp { return s.core.Answered(now, op, ans.Status, err == nil) })
+		})
+	case PrefixLeave:
+		out.Go(func() { _, _ = s.attach.Request(ctx, op.Peer, true, nil, 0) })
 	}
 }
 
