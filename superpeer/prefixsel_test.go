@@ -1,0 +1,239 @@
+package superpeer
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/superpeer-overlay/superpeer/dht"
+)
+
+// prefixPeer is one live peer of a prefix test: its DHT node and selector.
+type prefixPeer struct {
+	node *dht.Node
+	sel  *PrefixSelector
+	dead bool
+}
+
+// prefixNet starts n peers with seeded keys on a fully linked mocknet,
+// joined into one DHT, each running a prefix selector with opts.
+func prefixNet(t *testing.T, n int, seed int64, opts PrefixOptions) []*prefixPeer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	rng := rand.New(rand.NewSource(seed))
+	peers := make([]*prefixPeer, n)
+	for i := range peers {
+		sk, _, err := crypto.GenerateEd25519Key(rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.%d.%d/tcp/4001", i>>8, i&255)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := dht.New(ctx, h, dht.RoutingTableRefresh(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		peers[i] = &prefixPeer{node: node}
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		b := peers[rng.Intn(i)].node
+		if err := peers[i].node.Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+			t.Fatalf("peer %d join: %v", i, err)
+		}
+	}
+	for _, p := range peers {
+		if err := p.node.SelfLookup(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range peers {
+		sel, err := NewPrefix(p.node, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sel.Close() })
+		if err := sel.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.sel = sel
+	}
+	return peers
+}
+
+// prefixOutcome is what the peers' keys call for: per occupied group the
+// live member XOR-closest to its group key.
+func prefixOutcome(peers []*prefixPeer, scheme Prefix) map[int]*prefixPeer {
+	best := map[int]*prefixPeer{}
+	for _, p := range peers {
+		if p.dead {
+			continue
+		}
+		g := scheme.Group(p.node.Key())
+		if b, ok := best[g]; !ok || scheme.GroupKey(g).Closer(p.node.Key(), b.node.Key()) {
+			best[g] = p
+		}
+	}
+	return best
+}
+
+// prefixSettled says what is still wrong, or "": every live peer's
+// superpeer is the one its group calls for (or, with capacity, another
+// group's when its own is full), and the superpeers serve exactly their
+// clients, within capacity.
+func prefixSettled(peers []*prefixPeer, capacity int) string {
+	scheme := peers[0].sel.Scheme()
+	want := prefixOutcome(peers, scheme)
+	byID := map[peer.ID]*prefixPeer{}
+	served := map[peer.ID][]peer.ID{}
+	for _, p := range peers {
+		if !p.dead {
+			byID[p.node.ID()] = p
+		}
+	}
+	for _, p := range peers {
+		if p.dead {
+			continue
+		}
+		home := want[scheme.Group(p.node.Key())]
+		role, sp := p.sel.Role(), p.sel.Superpeer()
+		switch {
+		case home == p:
+			if role != Superpeer || sp != p.node.ID() {
+				return fmt.Sprintf("%s is %v served by %s, want superpeer", p.node.ID(), role, sp)
+			}
+		case role != Client || sp == "":
+			return fmt.Sprintf("%s is %v served by %q, want a client", p.node.ID(), role, sp)
+		case sp != home.node.ID():
+			at, ok := byID[sp]
+			if capacity == 0 || !ok || at.sel.Role() != Superpeer {
+				return fmt.Sprintf("%s is served by %s, its group's superpeer is %s", p.node.ID(), sp, home.node.ID())
+			}
+			if l := home.sel.Attach().Load(); l < capacity {
+				return fmt.Sprintf("%s is served away from home, where %d of %d places are taken", p.node.ID(), l, capacity)
+			}
+			served[sp] = append(served[sp], p.node.ID())
+		default:
+			served[sp] = append(served[sp], p.node.ID())
+		}
+	}
+	for _, p := range want {
+		got := p.sel.Attach().Clients()
+		w := served[p.node.ID()]
+		slices.Sort(w)
+		if !slices.Equal(got, w) {
+			return fmt.Sprintf("superpeer %s serves %v, its clients are %v", p.node.ID(), got, w)
+		}
+		if capacity > 0 && len(got) > capacity {
+			return fmt.Sprintf("superpeer %s serves %d > %d", p.node.ID(), len(got), capacity)
+		}
+	}
+	return ""
+}
+
+// waitSettled polls until prefixSettled holds.
+func waitSettled(t *testing.T, peers []*prefixPeer, capacity int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		why := prefixSettled(peers, capacity)
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled after %v: %s", limit, why)
+		}
+		<-tick.C
+	}
+}
+
+func livePrefixOptions(S, capacity int) PrefixOptions {
+	return PrefixOptions{
+		Superpeers:  S,
+		Recheck:     2 * time.Second,
+		MinRecheck:  50 * time.Millisecond,
+		StartSpread: 300 * time.Millisecond,
+		Attach:      AttachOptions{Capacity: capacity, TTL: 1500 * time.Millisecond},
+	}
+}
+
+// On a dozen real hosts the selectors elect exactly the XOR-closest peer of
+// every group and attach every other peer to it; when a superpeer dies,
+// its group's next-closest takes over and its clients follow.
+func TestPrefixSelector_ElectsTheClosestAndRecovers(t *testing.T) {
+	const n, S = 12, 3
+	peers := prefixNet(t, n, 1, livePrefixOptions(S, 0))
+	waitSettled(t, peers, 0, 20*time.Second)
+	scheme := peers[0].sel.Scheme()
+	want := prefixOutcome(peers, scheme)
+	if len(want) != S {
+		t.Fatalf("%d groups occupied, want all %d (choose another seed)", len(want), S)
+	}
+	// Kill the superpeer of the most crowded group.
+	size := map[int]int{}
+	for _, p := range peers {
+		size[scheme.Group(p.node.Key())]++
+	}
+	g := 0
+	for h := range size {
+		if size[h] > size[g] || (size[h] == size[g] && h < g) {
+			g = h
+		}
+	}
+	if size[g] < 3 {
+		t.Fatalf("largest group has %d peers", size[g])
+	}
+	dead := want[g]
+	dead.dead = true
+	dead.sel.Close()
+	dead.node.Close()
+	dead.node.Host().Close()
+	waitSettled(t, peers, 0, 20*time.Second)
+	if now := prefixOutcome(peers, scheme)[g]; now == dead || now.sel.Role() != Superpeer {
+		t.Fatalf("group %d: superpeer %s after %s died", g, now.node.ID(), dead.node.ID())
+	}
+	total := uint64(0)
+	for _, p := range peers {
+		total += p.sel.Lookups()
+	}
+	t.Logf("%d lookups in all", total)
+}
+
+// With a capacity below the largest group, the clients that do not fit are
+// served by other groups' superpeers and nobody is left out.
+func TestPrefixSelector_OverflowsWhenFull(t *testing.T) {
+	const n, S, C = 16, 4, 4
+	peers := prefixNet(t, n, 2, livePrefixOptions(S, C))
+	scheme := peers[0].sel.Scheme()
+	size := map[int]int{}
+	for _, p := range peers {
+		size[scheme.Group(p.node.Key())]++
+	}
+	fits, over := 0, false
+	for _, s := range size {
+		fits += C
+		over = over || s-1 > C
+	}
+	if !over || fits < n-len(size) {
+		t.Fatalf("groups %v: with capacity %d, want some overflow and room for all (choose another seed)", size, C)
+	}
+	waitSettled(t, peers, C, 20*time.Second)
+}
