@@ -1,6 +1,11 @@
 package sim
 
 import (
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/superpeer"
@@ -20,77 +25,221 @@ type PrefixResult struct {
 	// Overflow counts clients sent to another group's superpeer because
 	// their own was full.
 	Overflow int
+	// Lookups and Requests count the DHT lookups and the attach requests
+	// (renewals included) the peers made; Seconds is the virtual time the
+	// run took, until every peer was served or prefixLimit.
+	Lookups, Requests int
+	Seconds           float64
 }
 
-// Prefix runs the prefix method on keys (all peers live): every peer p
-// finds its group by scheme.Group and its superpeer by one lookup of
-// scheme.SuperpeerKey(key(p)), whose answer in a converged DHT is the live
-// peer XOR-closest to it; that peer is a superpeer, and p is one iff the
-// answer is p. Clients attach to their group's superpeer; with capacity
-// C > 0 a client finding it full tries the other groups' superpeers nearest
-// first by group key (superpeer.Prefix.GroupsByDistance), as the live
-// selector does. Clients are served in index order, so the result is a
-// function of the keys alone. O(n) lookups plus the overflow.
+// The network the prefix simulation stands in for: every message takes
+// prefixHop, a lookup prefixLookup (a converged DHT's few round trips); a
+// run ends when every peer is served, or at prefixLimit.
+const (
+	prefixHop    = 25 * time.Millisecond
+	prefixLookup = 6 * prefixHop
+	prefixLimit  = time.Hour
+)
+
+// Prefix runs the prefix method on keys (all peers live, all started at
+// once): every peer runs superpeer.PrefixCore, the live selector's
+// decisions, with PrefixSelector's default periods, on virtual time. A
+// lookup of a group key answers with the peer XOR-closest to it among all
+// the keys, as a converged DHT's does; an attach request is answered by the
+// superpeer's superpeer.AttachTable (capacity C, or unbounded for C ≤ 0),
+// the live attach server's rule, or NOT_SUPERPEER (prompting a recheck)
+// while that peer does not know it is one. So every peer of a group finds
+// the same superpeer, which is a superpeer iff it is the group member
+// XOR-closest to the group key; a client whose superpeer is full walks the
+// other groups' superpeers by superpeer.Prefix.GroupsByDistance, three
+// groups a step, as the live selector does. Peer i is named by the decimal
+// string of i; every message takes prefixHop. The result is a function of
+// the keys and C: the order in which clients come is that of their first
+// steps (spread over the start by key), not their indices.
 func Prefix(keys []dht.Key, scheme superpeer.Prefix, capacity int) PrefixResult {
-	G := scheme.Groups()
-	r := PrefixResult{
-		Leader:     make([]int, G),
-		Group:      make([]int32, len(keys)),
-		Assignment: make(metrics.Assignment, len(keys)),
+	r, err := simulatePrefix(keys, scheme, superpeer.PrefixOptions{Attach: superpeer.AttachOptions{Capacity: max(0, capacity)}})
+	if err != nil {
+		panic(err) // the default periods are valid
 	}
+	return r
+}
+
+type prefixSim struct {
+	loop     *Loop
+	scheme   superpeer.Prefix
+	keys     []dht.Key
+	ids      []peer.ID
+	cores    []*superpeer.PrefixCore
+	tables   []*superpeer.AttachTable // a superpeer's clients, nil until it has one
+	answer   []int                    // per group, the peer a lookup of its key answers (-1: not known yet)
+	wake     []time.Duration          // per peer, the Tick scheduled, -1 for none
+	served   []bool
+	unserved int
+	opts     superpeer.PrefixOptions
+	res      PrefixResult
+}
+
+func simulatePrefix(keys []dht.Key, scheme superpeer.Prefix, opts superpeer.PrefixOptions) (PrefixResult, error) {
+	n := len(keys)
+	G := scheme.Groups()
+	if opts.Attach.TTL == 0 {
+		opts.Attach.TTL = 30 * time.Second // NewAttach's default
+	}
+	s := &prefixSim{
+		loop: &Loop{}, scheme: scheme, keys: keys, opts: opts,
+		ids: make([]peer.ID, n), cores: make([]*superpeer.PrefixCore, n), tables: make([]*superpeer.AttachTable, n),
+		answer: make([]int, G), wake: make([]time.Duration, n), served: make([]bool, n), unserved: n,
+		res: PrefixResult{Leader: make([]int, G), Group: make([]int32, n), Assignment: make(metrics.Assignment, n)},
+	}
+	for g := range s.answer {
+		s.answer[g] = -1
+	}
+	// The group member XOR-closest to the group key is the closest of all
+	// peers: the others differ from it within the group's prefix.
+	for i, k := range keys {
+		g := scheme.Group(k)
+		s.res.Group[i] = int32(g)
+		if a := s.answer[g]; a < 0 || scheme.GroupKey(g).Closer(k, keys[a]) {
+			s.answer[g] = i
+		}
+	}
+	for i := range keys {
+		s.ids[i] = peer.ID(strconv.Itoa(i))
+		c, err := superpeer.NewPrefixCore(s.ids[i], keys[i], scheme, opts)
+		if err != nil {
+			return PrefixResult{}, err
+		}
+		s.cores[i], s.wake[i] = c, -1
+	}
+	for i, c := range s.cores {
+		s.apply(i, c.Tick(epoch0))
+	}
+	s.loop.RunWhile(prefixLimit, func() bool { return s.unserved > 0 })
+	s.res.Seconds = s.loop.Now().Seconds()
+	s.result()
+	return s.res, nil
+}
+
+func (s *prefixSim) now() time.Time { return epoch0.Add(s.loop.Now()) }
+
+func (s *prefixSim) index(id peer.ID) int {
+	i, err := strconv.Atoi(string(id))
+	if err != nil || i < 0 || i >= len(s.ids) {
+		panic("sim: prefix: no peer " + string(id))
+	}
+	return i
+}
+
+// lookup is the peer a lookup of group g's key answers: the XOR-closest of
+// all; for an empty group, some other group's member.
+func (s *prefixSim) lookup(g int) int {
+	if a := s.answer[g]; a >= 0 {
+		return a
+	}
+	gk, best := s.scheme.GroupKey(g), 0
+	for i, k := range s.keys {
+		if gk.Closer(k, s.keys[best]) {
+			best = i
+		}
+	}
+	s.answer[g] = best
+	return best
+}
+
+// apply carries out peer i's ops and schedules its next Tick.
+func (s *prefixSim) apply(i int, ops []superpeer.PrefixOp) {
+	for _, op := range ops {
+		switch op.Kind {
+		case superpeer.PrefixLookup:
+			s.res.Lookups++
+			a := s.lookup(op.Group)
+			s.loop.After(prefixLookup, func() {
+				s.apply(i, s.cores[i].Looked(s.now(), op, s.ids[a], s.keys[a], true))
+			})
+		case superpeer.PrefixAttach, superpeer.PrefixRenew:
+			s.res.Requests++
+			j := s.index(op.Peer)
+			s.loop.After(prefixHop, func() {
+				st := s.serve(j, i)
+				s.loop.After(prefixHop, func() { s.apply(i, s.cores[i].Answered(s.now(), op, st, true)) })
+			})
+		case superpeer.PrefixLeave:
+			j := s.index(op.Peer)
+			s.loop.After(prefixHop, func() {
+				if t := s.tables[j]; t != nil {
+					t.Leave(s.ids[i])
+				}
+			})
+		case superpeer.PrefixDrop:
+			s.tables[i] = nil
+		}
+	}
+	role, sp := s.cores[i].Role()
+	if served := role == superpeer.Superpeer || (role == superpeer.Client && sp != ""); served != s.served[i] {
+		s.served[i] = served
+		if served {
+			s.unserved--
+		} else {
+			s.unserved++
+		}
+	}
+	next := s.cores[i].Next()
+	if next.IsZero() {
+		return
+	}
+	at := next.Sub(epoch0)
+	if w := s.wake[i]; w >= 0 && w <= at {
+		return
+	}
+	s.wake[i] = at
+	s.loop.At(at, func() {
+		if s.wake[i] != at {
+			return // an earlier Tick was scheduled after this one
+		}
+		s.wake[i] = -1
+		s.apply(i, s.cores[i].Tick(s.now()))
+	})
+}
+
+// serve is peer j's attach server answering client i: its table's decision
+// if it is a superpeer, else NOT_SUPERPEER and a recheck, as
+// superpeer.Attach does.
+func (s *prefixSim) serve(j, i int) superpeer.Status {
+	if role, _ := s.cores[j].Role(); role != superpeer.Superpeer {
+		s.apply(j, s.cores[j].Recheck(s.now()))
+		return superpeer.NotSuperpeer
+	}
+	if s.tables[j] == nil {
+		s.tables[j] = superpeer.NewAttachTable(s.opts.Attach.Capacity, s.opts.Attach.TTL, 0)
+	}
+	st, _ := s.tables[j].Admit(s.now(), s.ids[i], 0, superpeer.ClientCoord{})
+	return st
+}
+
+// result reads the peers' roles into s.res.
+func (s *prefixSim) result() {
+	r := &s.res
 	for g := range r.Leader {
 		r.Leader[g] = -1
 	}
-	// The lookup answer for sk: the XOR-closest peer. Every peer of group g
-	// asks for the same sk = GroupKey(g); computing it once per group is
-	// the same answer.
-	for i, k := range keys {
-		g := scheme.Group(k)
-		r.Group[i] = int32(g)
-		sk := scheme.SuperpeerKey(k)
-		if l := r.Leader[g]; l < 0 || sk.Closer(k, keys[l]) {
+	for i, c := range s.cores {
+		role, sp := c.Role()
+		g := r.Group[i]
+		switch {
+		case role == superpeer.Superpeer:
 			r.Leader[g] = i
-		}
-	}
-	load := make([]int, G)
-	isLeader := make([]bool, len(keys))
-	for g, l := range r.Leader {
-		if l >= 0 {
-			r.Superpeers = append(r.Superpeers, l)
-			isLeader[l] = true
-			_ = g
-		}
-	}
-	sortInts(r.Superpeers)
-	var order [][]int // GroupsByDistance, cached per group
-	for i := range keys {
-		if isLeader[i] {
+			r.Superpeers = append(r.Superpeers, i)
 			r.Assignment[i] = i
-			continue
-		}
-		g := int(r.Group[i])
-		if capacity <= 0 || load[g] < capacity {
-			load[g]++
-			r.Assignment[i] = r.Leader[g]
-			continue
-		}
-		if order == nil {
-			order = make([][]int, G)
-		}
-		if order[g] == nil {
-			order[g] = scheme.GroupsByDistance(g)
-		}
-		r.Assignment[i] = metrics.Unassigned
-		for _, h := range order[g] {
-			if r.Leader[h] >= 0 && load[h] < capacity {
-				load[h]++
-				r.Assignment[i] = r.Leader[h]
+		case role == superpeer.Client && sp != "":
+			j := s.index(sp)
+			r.Assignment[i] = j
+			if r.Group[j] != g {
 				r.Overflow++
-				break
 			}
+		default:
+			r.Assignment[i] = metrics.Unassigned
 		}
 	}
-	return r
 }
 
 // OccupiedGroups counts the groups at least one key falls in: the number of
