@@ -261,10 +261,5 @@ func Regret(order []Choice, k int) time.Duration {
 	return time.Duration(math.Round(d * float64(time.Second)))
 }
 
-// DefaultDisplace is the margin by which a newcomer's regret must exceed a
-// served client's before a full holder takes it in that client's place
-// (superpeer.AttachOptions.Displace; the selector's default).
-const DefaultDisplace = 2 * time.Millisecond
-
 // NoOtherChoice is the regret of a client with no other holder to ask.
 const NoOtherChoice = time.Duration(math.MaxInt64)

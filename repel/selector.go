@@ -28,10 +28,9 @@ type SelectorOptions struct {
 	// Config is the token method (Tokens = S). Default DefaultConfig();
 	// LocalConfig() for in-process swarms.
 	Config Config
-	// Attach configures the attach protocol (capacity C, TTL), the same as
-	// the prefix method's. Its Displace defaults to DefaultDisplace (the
-	// selector's clients say their regret; negative: first come, first
-	// served).
+	// Attach configures the attach protocol (capacity C, TTL,
+	// displacement), the same as the prefix method's; the selector's
+	// clients say their regret, so displacement works for them.
 	Attach superpeer.AttachOptions
 	// Tick is how often the model's timers are driven (default a quarter
 	// of the shortest of MoveInterval, MovingAnnounceInterval and
@@ -111,9 +110,6 @@ func (o *SelectorOptions) defaults() error {
 	}
 	if o.Switch == 0 {
 		o.Switch = 1.1
-	}
-	if o.Attach.Displace == 0 {
-		o.Attach.Displace = DefaultDisplace
 	}
 	if o.MintLookup == 0 {
 		o.MintLookup = 3

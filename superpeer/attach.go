@@ -77,12 +77,18 @@ type AttachOptions struct {
 	// displaced client is refused at its next renewal and goes to its next
 	// choice. The places then go to the clients that lose most without
 	// them, as a centralised regret-ordered assignment gives them, not to
-	// whoever asked first. 0 or negative never displaces (first come,
-	// first served).
+	// whoever asked first. 0 is DefaultDisplace; negative never displaces
+	// (first come, first served). Clients that say no regret (the prefix
+	// method's) never displace anyone.
 	Displace time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
+
+// DefaultDisplace is AttachOptions.Displace's default: the margin by which
+// a newcomer's regret must exceed a served client's before a full
+// superpeer takes it in that client's place.
+const DefaultDisplace = 2 * time.Millisecond
 
 // AttachStats counts the protocol's traffic and refusals.
 type AttachStats struct {
@@ -186,6 +192,9 @@ func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Displace == 0 {
+		opts.Displace = DefaultDisplace
 	}
 	a := &Attach{h: h, opts: opts, table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace), drops: map[string]uint64{}}
 	unknown := func() (Role, peer.ID) { return Unknown, "" }

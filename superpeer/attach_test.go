@@ -308,7 +308,9 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 		{"within the margin", ms, 3500 * time.Microsecond, 4 * ms, Full, 0},
 		{"a served client that would gain by going", ms, -5 * ms, 500 * time.Microsecond, Accepted, 2},
 		{"no regret said", ms, -5 * ms, 0, Full, 0},
-		{"displacement off", 0, 3500 * time.Microsecond, MaxRegret, Full, 0},
+		{"displacement off", -1, 3500 * time.Microsecond, MaxRegret, Full, 0},
+		{"the default margin (2 ms)", 0, 3500 * time.Microsecond, 6 * ms, Accepted, 2},
+		{"within the default margin", 0, 3500 * time.Microsecond, 5400 * time.Microsecond, Full, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := hosts(t, 4)

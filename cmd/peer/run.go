@@ -97,7 +97,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 64, "C, the most clients this peer serves as a superpeer (0: unbounded)")
 	ttl := fs.Duration("ttl", 30*time.Second, "attachment lifetime without renewal; the peer rechecks every third of it")
-	displace := fs.Duration("displace", repel.DefaultDisplace, "repel: as a full superpeer, take a client whose regret (its next choice's RTT minus ours) exceeds a served client's by more than this in that client's place (0: first come, first served)")
+	displace := fs.Duration("displace", superpeer.DefaultDisplace, "repel: as a full superpeer, take a client whose regret (its next choice's RTT minus ours) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	def := repel.DefaultConfig()
 	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
 	settle := fs.Duration("settle", def.SettleAfter, "repel: T_settle, how long a peer holds a token before it is a superpeer")
@@ -457,9 +457,9 @@ func statusHandler(node *dht.Node, sel runSelector, rsel *repel.Selector) http.H
 	return mux
 }
 
-// displaceOption is --displace as repel.SelectorOptions takes it: 0 turns
-// displacement off, which the selector spells negative (its 0 is the
-// default).
+// displaceOption is --displace as superpeer.AttachOptions takes it: 0
+// turns displacement off, which the options spell negative (their 0 is
+// the default).
 func displaceOption(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

@@ -164,7 +164,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
-	displace := fs.Duration("displace", repel.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
+	displace := fs.Duration("displace", superpeer.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	survey := fs.Duration("survey", swarm.RepelSwarmConfig(1, repel.Attract).SurveyInterval, "repel: a settled holder surveys its place this long after settling (then twice as long after each survey that keeps it): candidates among its clients measure the RTTs to its clients, and the token moves to one measured better (0: no surveys; the swarm converges once every place was kept)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every 10 min) before it chooses, nearest by its coordinates first")

@@ -10,6 +10,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/experiments/sim"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 	"github.com/superpeer-overlay/superpeer/repel"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 func init() {
@@ -54,7 +55,7 @@ func runCoords(o Options, r *report.Run) error {
 		Rounds:  []int{25, 50, 100, 200, 400, 1000},
 		Configs: []string{"default", "swarm"},
 		Notes: []string{
-			"each row: sim.SimulateVivaldi for vivaldi_rounds rounds (one exchange per peer per round), then sim.SimulateRepel in those coordinates held fixed, attach as the live selector's (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace repel.DefaultDisplace), once per seed",
+			"each row: sim.SimulateVivaldi for vivaldi_rounds rounds (one exchange per peer per round), then sim.SimulateRepel in those coordinates held fixed, attach as the live selector's (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace), once per seed",
 			"default: repel.DefaultConfig (MaxCandidates 64), as `peer experiment repel`; swarm: swarm.RepelSwarmConfig, what `peer swarm` runs (faster cooling, shorter timers)",
 			"a live swarm starts its tokens once the Vivaldi error passes `peer swarm --vivaldi-bound`: 24 samples per peer reach about 0.2 over planetlab-490, 50 about 0.12",
 		}}
@@ -105,7 +106,7 @@ func runCoords(o Options, r *report.Run) error {
 			for _, name := range p.Configs {
 				rr, err := sim.SimulateRepel(sim.RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs,
 					Config: configOf(name), Seed: seed, Attach: sim.AttachSelector, Capacity: p.C,
-					Choose: repel.DefaultAttachConfig(), Displace: repel.DefaultDisplace})
+					Choose: repel.DefaultAttachConfig(), Displace: superpeer.DefaultDisplace})
 				if err != nil {
 					return err
 				}

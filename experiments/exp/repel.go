@@ -197,7 +197,7 @@ func runRepel(o Options, r *report.Run) error {
 		Attract: repelConfig(0), Repulsion: repelConfig(0),
 		Attach: sim.AttachSelector.String(), Choose: repel.DefaultAttachConfig(),
 		ViewEvery: "15s", Limit: "30m", GoalKMed: goalKMedian, GoalRandom: goalRandom,
-		Displace: repel.DefaultDisplace.String(),
+		Displace: superpeer.DefaultDisplace.String(),
 	}
 	p.Repulsion.Model = repel.Repulsion
 	// The seed's rule as the seed has it: no surveys (a survey would move
@@ -277,7 +277,7 @@ func runRepel(o Options, r *report.Run) error {
 				start := time.Now()
 				rr, err := sim.SimulateRepel(sim.RepelOptions{
 					RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs, Config: cfg, Seed: o.Seed,
-					Attach: sim.AttachSelector, Capacity: C, Choose: p.Choose, Displace: repel.DefaultDisplace,
+					Attach: sim.AttachSelector, Capacity: C, Choose: p.Choose, Displace: superpeer.DefaultDisplace,
 					Progress: func(now, _ time.Duration) { rbar.Set(int(now.Seconds())) },
 				})
 				rbar.Finish()
