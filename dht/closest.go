@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/superpeer-overlay/superpeer/dht/pb"
+	"github.com/superpeer-overlay/superpeer/internal/counters"
 )
 
 const (
@@ -50,29 +50,13 @@ type Stats struct {
 	ClosestFailed atomic.Uint64 // closest requests that got no valid answer
 	KadSent       atomic.Uint64 // kad-dht requests sent (with the one-shot sender)
 
-	mu    sync.Mutex
-	drops map[string]uint64
+	drops counters.Set
 }
 
-func (s *Stats) drop(reason string) {
-	s.mu.Lock()
-	if s.drops == nil {
-		s.drops = map[string]uint64{}
-	}
-	s.drops[reason]++
-	s.mu.Unlock()
-}
+func (s *Stats) drop(reason string) { s.drops.Add(reason, 1) }
 
 // Drops returns a copy of the refused-frame counters by reason.
-func (s *Stats) Drops() map[string]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]uint64, len(s.drops))
-	for k, v := range s.drops {
-		out[k] = v
-	}
-	return out
-}
+func (s *Stats) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 func (n *Node) closestProtocol() protocol.ID { return n.cfg.prefix + "/kad/closest/1.0.0" }
 

@@ -14,6 +14,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/superpeer-overlay/superpeer/internal/counters"
 )
 
 // DefaultProtocolPrefix keeps our DHT apart from the public IPFS one: kad-dht
@@ -36,6 +39,7 @@ type config struct {
 	lookupTimeout time.Duration
 	extra         []kaddht.Option
 	reuseStreams  bool
+	reg           prometheus.Registerer
 }
 
 // Option configures a Node.
@@ -144,7 +148,8 @@ type Node struct {
 	cancel context.CancelFunc
 	stats  *Stats
 
-	closeOnce sync.Once
+	stopMetrics func()
+	closeOnce   sync.Once
 
 	watchMu  sync.Mutex
 	watchers map[chan RoutingEvent]struct{}
@@ -239,6 +244,11 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 			return nil, fmt.Errorf("dht: gossipsub: %w", err)
 		}
 		n.ps = ps
+	}
+	if n.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, n.report); err != nil {
+		cancel()
+		kad.Close()
+		return nil, fmt.Errorf("dht: metrics: %w", err)
 	}
 	// Chain our watchers after kad-dht's own routing-table callbacks.
 	// kad-dht calls them only when it adds a peer it has identified and
@@ -399,6 +409,7 @@ func (n *Node) NetworkSize() int {
 func (n *Node) Close() error {
 	var err error
 	n.closeOnce.Do(func() {
+		n.stopMetrics()
 		n.h.RemoveStreamHandler(n.closestProtocol())
 		n.cancel()
 		err = n.kad.Close()

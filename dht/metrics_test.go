@@ -1,0 +1,87 @@
+package dht
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/superpeer-overlay/superpeer/internal/counters"
+)
+
+func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	nodes := testNetwork(t, 3, Registerer(reg)) // three nodes on one registry: their values add up
+	a, b := nodes[0], nodes[1]
+	ctx := context.Background()
+	s, err := a.Host().NewStream(ctx, b.ID(), ClosestProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Write([]byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff}) // not a protobuf
+	s.CloseWrite()
+	s.Read(make([]byte, 1))
+	s.Close()
+	if _, err := a.Closest(ctx, b.Key(), 2); err != nil {
+		t.Fatal(err)
+	}
+	var lookups, served, sent uint64
+	for _, n := range nodes {
+		lookups += n.Stats().Lookups.Load()
+		served += n.Stats().ClosestServed.Load()
+		sent += n.Stats().ClosestSent.Load()
+	}
+	got, err := counters.Values(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]float64{
+		"superpeer_dht_lookups_total":          {"": float64(lookups)},
+		"superpeer_dht_lookup_errors_total":    {"": 0},
+		"superpeer_dht_closest_requests_total": {"in": float64(served), "out": float64(sent)},
+		"superpeer_dht_drops_total":            {DropDecode: 1, DropBadTarget: 0, DropBadPeer: 0, DropBadAddress: 0},
+		"superpeer_dht_routing_table_peers":    {"": 6},
+	}
+	for name, w := range want {
+		for label, v := range w {
+			if g, ok := got[name][label]; !ok || g != v {
+				t.Errorf("%s{%q} = %v (present %v), want %v", name, label, g, ok, v)
+			}
+		}
+	}
+	if lookups == 0 || sent == 0 {
+		t.Errorf("lookups %d, sent %d: the activity was not counted", lookups, sent)
+	}
+	for _, name := range []string{"superpeer_dht_closest_failures_total", "superpeer_dht_kad_requests_sent_total"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+	for _, n := range nodes {
+		n.Close()
+	}
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 0 {
+		t.Errorf("after Close: %d families (%v), want none", len(mfs), err)
+	}
+
+	// Without the option nothing is registered, not even on the default
+	// registry.
+	for _, n := range testNetwork(t, 2) {
+		if _, err := n.Closest(ctx, n.Key(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "superpeer_") {
+			t.Errorf("%s registered on the default registry without the option", mf.GetName())
+		}
+	}
+	if _, err := New(ctx, nodes[0].Host(), Registerer(nil)); err == nil {
+		t.Error("Registerer(nil) accepted")
+	}
+}
