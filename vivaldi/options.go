@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Option configures a Service, in the style of go-libp2p-kad-dht: each checks
@@ -24,6 +25,7 @@ type config struct {
 	now        func() time.Time
 	observe    func(peer.ID, time.Duration)
 	timeScale  float64
+	reg        prometheus.Registerer
 }
 
 func defaults() config {
@@ -192,6 +194,21 @@ func WithObserver(f func(p peer.ID, rtt time.Duration)) Option {
 			return errors.New("WithObserver: nil function")
 		}
 		cfg.observe = f
+		return nil
+	}
+}
+
+// WithRegisterer exports the service's metrics (superpeer_vivaldi_*: the
+// coordinate's error estimate, samples, requests served, refused frames
+// and neighbour entries by reason) on reg, read at every scrape, until
+// Close. By default nothing is registered. Several services may register
+// on one reg: their counters add up, and the error estimate is their mean.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(cfg *config) error {
+		if reg == nil {
+			return errors.New("WithRegisterer: nil registerer")
+		}
+		cfg.reg = reg
 		return nil
 	}
 }

@@ -19,6 +19,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/superpeer-overlay/superpeer/internal/counters"
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
@@ -41,16 +42,18 @@ type Service struct {
 	cfg    config
 	client *Client
 
-	mu      sync.Mutex // guards rng, peers, near, drops, counters
+	mu      sync.Mutex // guards rng, peers, near, counters
 	rng     *rand.Rand
 	peers   map[peer.ID]Coord // last coordinate heard from each peer
 	near    *Neighbors
-	drops   map[string]uint64
 	served  uint64
 	ok      uint64
 	failed  uint64
 	picked  [4]uint64 // by Kind
 	skipped uint64
+
+	drops       counters.Set
+	stopMetrics func()
 
 	interval  atomic.Int64 // time.Duration
 	inFlight  atomic.Int32
@@ -142,7 +145,9 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	s := &Service{
 		h: h, cfg: cfg, client: cl, rng: cfg.rng, near: near,
 		peers: make(map[peer.ID]Coord),
-		drops: make(map[string]uint64),
+	}
+	if s.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, s.report); err != nil {
+		return nil, fmt.Errorf("vivaldi: metrics: %w", err)
 	}
 	s.interval.Store(int64(cfg.interval))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -161,6 +166,7 @@ func (s *Service) Close() error {
 		s.h.RemoveStreamHandler(ProtocolID)
 		s.cancel()
 		s.wg.Wait()
+		s.stopMetrics()
 	})
 	return nil
 }
@@ -219,15 +225,7 @@ type NearPeer struct {
 
 // Drops counts refused frames and refused neighbour entries by reason (the
 // Drop* constants).
-func (s *Service) Drops() map[string]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]uint64, len(s.drops))
-	for k, v := range s.drops {
-		out[k] = v
-	}
-	return out
-}
+func (s *Service) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats returns the service's and the model's counters.
 func (s *Service) Stats() ServiceStats {
@@ -243,9 +241,7 @@ func (s *Service) Stats() ServiceStats {
 
 func (s *Service) drop(reason string, from peer.ID, err error) {
 	log.Debugw("vivaldi: dropped frame", "peer", from, "reason", reason, "err", err)
-	s.mu.Lock()
-	s.drops[reason]++
-	s.mu.Unlock()
+	s.drops.Add(reason, 1)
 }
 
 // refused counts a frame's refused neighbour entries.
@@ -254,11 +250,9 @@ func (s *Service) refused(f Frame, from peer.ID) {
 		return
 	}
 	log.Debugw("vivaldi: refused neighbour entries", "peer", from, "refused", f.Refused)
-	s.mu.Lock()
 	for r, n := range f.Refused {
-		s.drops[r] += uint64(n)
+		s.drops.Add(r, uint64(n))
 	}
-	s.mu.Unlock()
 }
 
 func reasonOf(err error) string {
@@ -403,11 +397,11 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 		}
 		cands = append(cands, Candidate{ID: string(n.ID), Coord: n.Coord, RTT: n.RTT})
 	}
+	if dups > 0 {
+		s.drops.Add(DropNeighborDup, uint64(dups))
+	}
 	me := s.client.GetCoordinate()
 	s.mu.Lock()
-	if dups > 0 {
-		s.drops[DropNeighborDup] += uint64(dups)
-	}
 	s.rememberLocked(p, f.Coord)
 	s.near.Observe(string(p), rtt.Seconds())
 	s.near.Offer(me, rtt.Seconds(), cands)
