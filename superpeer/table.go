@@ -18,6 +18,10 @@ type AttachTable struct {
 	ttl      time.Duration // a lease lapses when silent for longer
 	displace time.Duration // AttachOptions.Displace
 	clients  map[peer.ID]served
+	// oldest is at most every served client's last renewal (any value
+	// when none is served): expire scans the leases only once the oldest
+	// can have lapsed, not on every admission.
+	oldest time.Time
 }
 
 // served is a client's last renewal and what it said then.
@@ -55,6 +59,9 @@ func (t *AttachTable) Admit(now time.Time, id peer.ID, regret time.Duration, coo
 		delete(t.clients, victim)
 		displaced = victim
 	}
+	if len(t.clients) == 0 || now.Before(t.oldest) {
+		t.oldest = now
+	}
 	t.clients[id] = served{at: now, regret: regret, coord: coord}
 	return Accepted, displaced
 }
@@ -78,13 +85,20 @@ func (t *AttachTable) serves(id peer.ID) bool {
 // expire forgets the clients silent for longer than the TTL at now (one
 // silent for exactly the TTL stays) and returns them, sorted.
 func (t *AttachTable) expire(now time.Time) []peer.ID {
+	if len(t.clients) == 0 || now.Sub(t.oldest) <= t.ttl {
+		return nil
+	}
 	var out []peer.ID
+	oldest := now
 	for p, c := range t.clients {
 		if now.Sub(c.at) > t.ttl {
 			delete(t.clients, p)
 			out = append(out, p)
+		} else if c.at.Before(oldest) {
+			oldest = c.at
 		}
 	}
+	t.oldest = oldest
 	slices.Sort(out)
 	return out
 }

@@ -310,3 +310,22 @@ func TestAttachTable_Properties(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttachTable_Admit renews leases in a table of 10 000 clients
+// (a superpeer of an unbounded group): the expiry scan must not run on
+// every admission.
+func BenchmarkAttachTable_Admit(b *testing.B) {
+	const n = 10_000
+	t := NewAttachTable(0, time.Minute, DefaultDisplace)
+	ids := make([]peer.ID, n)
+	now := time.Unix(0, 0)
+	for i := range ids {
+		ids[i] = peer.ID(fmt.Sprintf("client-%05d", i))
+		t.Admit(now, ids[i], 0, ClientCoord{})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now = now.Add(time.Millisecond)
+		t.Admit(now, ids[i%n], 0, ClientCoord{})
+	}
+}
