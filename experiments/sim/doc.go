@@ -1,6 +1,7 @@
 // Package sim is an event-driven simulator of the pure cores — the prefix
-// arithmetic of package superpeer, the Vivaldi model of package vivaldi and
-// the token model of package repel — on virtual time, with no libp2p, so
+// method's superpeer.PrefixCore with a superpeer.AttachTable per superpeer,
+// the Vivaldi model of package vivaldi and the token model of package repel
+// — on virtual time, with no libp2p, so
 // that experiments can run far past what live hosts fit in memory (the
 // prefix method at 10^6 peers, Vivaldi and repel at 10^5).
 //
@@ -18,17 +19,20 @@
 //
 // Peers are the real models: vivaldi.Client instances updated with the
 // coordinates that travel in request and reply messages, repel.Node state
-// machines fed Tick and Step with their own messages, and superpeer.Prefix's
-// Group, GroupKey and SuperpeerKey. Peer identities are the live swarm's
+// machines fed Tick and Step with their own messages, superpeer.PrefixCore
+// fed its lookups' and attach requests' answers, and superpeer.AttachTable
+// answering attach requests for both methods. Peer identities are the live swarm's
 // (Identity reproduces experiments/swarm's seeded Ed25519 keys), so on the
 // same seed the simulator and a swarm have the same peer IDs and keys and
 // the prefix method picks the same superpeers.
 //
 // # Simplifications (each a documented choice, not an accident)
 //
-//   - Prefix: one lookup per peer is simulated by its answer, the XOR-closest
-//     peer to sk(p) among all live peers (a converged DHT's exact lookup, as
-//     the swarm checks it is), in O(n) over the keys.
+//   - Prefix: no latency space; every message takes a fixed hop and a
+//     lookup a few, answered with the XOR-closest peer to the key (a
+//     converged DHT's exact lookup, as the swarm checks it is); an attach
+//     request is answered by the superpeer's AttachTable; the core's timers
+//     (rechecks, renewals, backoff) run on the loop.
 //   - Vivaldi: coordinates are sampled in exchanges (request carries the
 //     caller's coordinate, reply the callee's as it was when the request
 //     arrived, RTT sample = the matrix RTT), as vivaldi.Service does.
