@@ -489,7 +489,10 @@ func (c *PrefixCore) lookedHome(now time.Time, sp peer.ID, key dht.Key, ok bool)
 		return
 	}
 	if c.role == Superpeer {
+		// Demoted: no longer a superpeer, whether or not the new one
+		// takes us in at once (it may not know its role yet).
 		c.emit(PrefixDrop, 0, "")
+		c.set(Client, "", dht.Key{}, "another peer is closer to its superpeer key")
 	}
 	s.current = c.attached
 	if s.current == sp {

@@ -215,6 +215,11 @@ func TestPrefixCore_Decisions(t *testing.T) {
 			r.tickUntil().look("g0.1").role(Superpeer, "g0.1")
 			r.tickUntil().want("lookup 0").look("g0.0").want("drop", "attach g0.0").answer(Accepted).role(Client, "g0.0")
 		}},
+		{"a demoted superpeer is a client even while its new superpeer does not know its role", func(r *rig) {
+			r.tickUntil().look("g0.1").role(Superpeer, "g0.1")
+			r.tickUntil().want("lookup 0").look("g0.0").want("drop", "attach g0.0").answer(NotSuperpeer).role(Client, "")
+			r.tickUntil().want("attach g0.0").answer(Accepted).role(Client, "g0.0") // the retry
+		}},
 		{"client becoming the superpeer leaves its superpeer", func(r *rig) {
 			r.client("g0.2")
 			r.tickUntil().want("lookup 0").look("g0.1").want("leave g0.2").role(Superpeer, "g0.1")
