@@ -14,8 +14,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio/pbio"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/superpeer-overlay/superpeer/internal/counters"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
 )
 
@@ -83,6 +85,13 @@ type AttachOptions struct {
 	Displace time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Registerer, if set, exports the protocol's metrics on it until Close
+	// (superpeer_attach_*: clients served, capacity, requests by result,
+	// displacements, refused frames by reason; and superpeer_selector_role,
+	// the peer's role). Nil, the default, registers nothing. The attach
+	// protocols of several peers may register on one Registerer: their
+	// values add up (the role gauge then counts the peers in each role).
+	Registerer prometheus.Registerer
 }
 
 // DefaultDisplace is AttachOptions.Displace's default: the margin by which
@@ -107,13 +116,16 @@ type Attach struct {
 	h    host.Host
 	opts AttachOptions
 
-	role      atomic.Pointer[func() (Role, peer.ID)]
-	onRefused atomic.Pointer[func()]
+	role       atomic.Pointer[func() (Role, peer.ID)]
+	reportRole atomic.Pointer[func() Role]
+	onRefused  atomic.Pointer[func()]
 
 	mu       sync.Mutex
 	table    *AttachTable // the clients served, behind mu
-	drops    map[string]uint64
-	upstream peer.ID // the superpeer that last accepted this peer
+	upstream peer.ID      // the superpeer that last accepted this peer
+
+	drops       counters.Set
+	stopMetrics func()
 
 	Stats AttachStats
 }
@@ -196,9 +208,13 @@ func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
 	if opts.Displace == 0 {
 		opts.Displace = DefaultDisplace
 	}
-	a := &Attach{h: h, opts: opts, table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace), drops: map[string]uint64{}}
+	a := &Attach{h: h, opts: opts, table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace)}
 	unknown := func() (Role, peer.ID) { return Unknown, "" }
 	a.role.Store(&unknown)
+	var err error
+	if a.stopMetrics, err = counters.Register(opts.Registerer, attachFamilies, a.report); err != nil {
+		return nil, fmt.Errorf("superpeer: attach metrics: %w", err)
+	}
 	h.SetStreamHandler(AttachProtocol, a.handle)
 	return a, nil
 }
@@ -260,24 +276,15 @@ func (a *Attach) DropClients() {
 }
 
 // Drops returns the refused-frame counters by reason.
-func (a *Attach) Drops() map[string]uint64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make(map[string]uint64, len(a.drops))
-	for k, v := range a.drops {
-		out[k] = v
-	}
-	return out
-}
+func (a *Attach) Drops() map[string]uint64 { return a.drops.Snapshot() }
 
-func (a *Attach) drop(reason string) {
-	a.mu.Lock()
-	a.drops[reason]++
-	a.mu.Unlock()
-}
+func (a *Attach) drop(reason string) { a.drops.Add(reason, 1) }
 
-// Close removes the protocol handler.
-func (a *Attach) Close() { a.h.RemoveStreamHandler(AttachProtocol) }
+// Close removes the protocol handler and the metrics.
+func (a *Attach) Close() {
+	a.h.RemoveStreamHandler(AttachProtocol)
+	a.stopMetrics()
+}
 
 func validCoord(vec []float64, height float64) bool {
 	if len(vec) > maxCoordDims || math.IsNaN(height) || math.IsInf(height, 0) || height < 0 {

@@ -191,7 +191,7 @@ func FuzzAttachFrames(f *testing.F) {
 	resp, _ := proto.Marshal(&pb.AttachResponse{Status: pb.AttachResponse_FULL, Hint: []byte("x"), Load: 3})
 	f.Add(append([]byte{byte(len(resp))}, resp...))
 	f.Add([]byte{0xff, 0xff, 0xff, 0x0f})
-	a := &Attach{drops: map[string]uint64{}}
+	a := &Attach{}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r pb.AttachRequest
 		if err := pbio.NewDelimitedReader(bytesReader(b), maxAttachFrame).ReadMsg(&r); err == nil {
