@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -83,37 +82,6 @@ func dropReason(err error) string {
 		return DropSurvey
 	}
 	return DropStep
-}
-
-// counters are named counts, safe for concurrent use.
-type counters struct {
-	mu sync.Mutex
-	m  map[string]uint64
-}
-
-func (c *counters) add(name string, n uint64) {
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]uint64{}
-	}
-	c.m[name] += n
-	c.mu.Unlock()
-}
-
-func (c *counters) get(name string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[name]
-}
-
-func (c *counters) copy() map[string]uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]uint64, len(c.m))
-	for k, v := range c.m {
-		out[k] = v
-	}
-	return out
 }
 
 // coordToPB and coordFromPB convert coordinates; coordFromPB refuses what

@@ -15,8 +15,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/internal/counters"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
@@ -80,6 +82,13 @@ type SelectorOptions struct {
 	// versions go out at once, and every announcement goes to the other
 	// holders directly.
 	GossipEvery time.Duration
+	// Registerer, if set, exports the selector's metrics on it until Close
+	// (superpeer_repel_*: token events, tokens held and known, name
+	// lookups, bytes sent, refused frames by reason), and those of its
+	// attach protocol unless Attach.Registerer is set. Nil, the default,
+	// registers nothing. Several selectors may register on one Registerer:
+	// their values add up (tokens known is their mean).
+	Registerer prometheus.Registerer
 }
 
 // ErrOptions is wrapped by every refusal of SelectorOptions.
@@ -213,8 +222,10 @@ type Selector struct {
 	start       time.Time
 	settledAt   time.Time // when the held token last settled here
 
-	drops counters
-	stats counters
+	drops counters.Set
+	stats counters.Set
+
+	stopMetrics func()
 
 	ctx    context.Context // the running selector's, set by Start
 	cancel context.CancelFunc
@@ -266,6 +277,9 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 	if err != nil {
 		return nil, err
 	}
+	if opts.Attach.Registerer == nil {
+		opts.Attach.Registerer = opts.Registerer
+	}
 	att, err := superpeer.NewAttach(node.Host(), opts.Attach)
 	if err != nil {
 		return nil, err
@@ -288,9 +302,15 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		rtNear:      make([][]peer.ID, opts.Config.Tokens),
 	}
 	att.SetRole(s.attachRole)
+	att.ReportRole(s.Role)
+	if s.stopMetrics, err = counters.Register(opts.Registerer, metricFamilies, s.report); err != nil {
+		att.Close()
+		return nil, fmt.Errorf("repel: metrics: %w", err)
+	}
 	if opts.Dissemination == Piggyback {
 		s.key = node.Host().Peerstore().PrivKey(self)
 		if s.key == nil {
+			s.stopMetrics()
 			att.Close()
 			return nil, errors.New("repel: the host's peerstore has no private key to sign announcements with")
 		}
@@ -298,12 +318,14 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		s.digests = make([]Token, opts.Config.Tokens)
 		return s, nil
 	}
-	if err := ps.RegisterTopicValidator(Topic, AnnounceValidator(opts.Config, func(r string) { s.drops.add(r, 1) })); err != nil {
+	if err := ps.RegisterTopicValidator(Topic, AnnounceValidator(opts.Config, func(r string) { s.drops.Add(r, 1) })); err != nil {
+		s.stopMetrics()
 		att.Close()
 		return nil, fmt.Errorf("repel: topic validator: %w", err)
 	}
 	if s.topic, err = ps.Join(Topic); err != nil {
 		_ = ps.UnregisterTopicValidator(Topic)
+		s.stopMetrics()
 		att.Close()
 		return nil, fmt.Errorf("repel: join %s: %w", Topic, err)
 	}
@@ -380,11 +402,11 @@ func (s *Selector) SettledAt() time.Time {
 }
 
 // Drops counts refused announcements and move frames by reason (Drop*).
-func (s *Selector) Drops() map[string]uint64 { return s.drops.copy() }
+func (s *Selector) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats counts traffic (Stat*) and the model's events by name (minted,
 // accepted, moved-away, fenced, settled, ...).
-func (s *Selector) Stats() map[string]uint64 { return s.stats.copy() }
+func (s *Selector) Stats() map[string]uint64 { return s.stats.Snapshot() }
 
 // Start runs the selector until Close or ctx ends.
 func (s *Selector) Start(ctx context.Context) error {
@@ -444,6 +466,7 @@ func (s *Selector) Close() error {
 				_ = ps.UnregisterTopicValidator(Topic)
 			}
 		}
+		s.stopMetrics()
 		s.attach.Close()
 	})
 	return nil
@@ -548,8 +571,8 @@ func (s *Selector) loop(ctx context.Context) {
 func (s *Selector) step(now time.Time, m Message, reply chan *Message) {
 	r, err := s.model.Step(now, m)
 	if err != nil {
-		s.drops.add(DropStep, 1)
-		s.stats.add("step_error_"+dropReason(err), 1)
+		s.drops.Add(DropStep, 1)
+		s.stats.Add("step_error_"+dropReason(err), 1)
 		log.Debugw("repel: message refused", "from", peer.ID(m.From), "type", m.Type, "err", err)
 	}
 	s.apply(now, r, reply)
@@ -583,7 +606,7 @@ func (s *Selector) lookupNames(ctx context.Context, ids []uint32) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.stats.add(StatLookups, 1)
+			s.stats.Add(StatLookups, 1)
 			ps, err := s.node.Closest(ctx, dht.Key(TokenKey(id)), s.opts.MintLookup)
 			if err != nil {
 				return
@@ -712,13 +735,13 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 			default:
 				select {
 				case <-s.pub:
-					s.stats.add(StatPublishDrop, 1)
+					s.stats.Add(StatPublishDrop, 1)
 				default:
 				}
 				select {
 				case s.pub <- b:
 				default:
-					s.stats.add(StatPublishDrop, 1)
+					s.stats.Add(StatPublishDrop, 1)
 				}
 			}
 		case MsgMove:
@@ -742,7 +765,7 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		go func(p peer.ID) { defer s.wg.Done(); s.probeHolder(p) }(peer.ID(id))
 	}
 	for _, e := range r.Events {
-		s.stats.add(e.Kind.String(), 1)
+		s.stats.Add(e.Kind.String(), 1)
 	}
 	// The snapshot copies every token: only on a change, or once a View.
 	if len(r.Events) == 0 && !r.RoleChanged && now.Sub(s.lastSnap) < s.opts.View {
@@ -828,8 +851,8 @@ func (s *Selector) publish(ctx context.Context) {
 				log.Debugw("repel: publish failed", "err", err)
 				continue
 			}
-			s.stats.add(StatAnnounceSent, 1)
-			s.stats.add(StatAnnounceBytes, uint64(len(b)))
+			s.stats.Add(StatAnnounceSent, 1)
+			s.stats.Add(StatAnnounceBytes, uint64(len(b)))
 		}
 	}
 }
@@ -849,7 +872,7 @@ func (s *Selector) receive(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		s.stats.add(StatAnnounceRecv, 1)
+		s.stats.Add(StatAnnounceRecv, 1)
 		if !s.post(ctx, input{msg: Message{Type: MsgAnnounce, From: string(m.GetFrom()), Token: t}}) {
 			return
 		}
@@ -863,10 +886,10 @@ func (s *Selector) receive(ctx context.Context) {
 func (s *Selector) probeHolder(p peer.ID) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Config.MoveTimeout)
 	defer cancel()
-	s.stats.add(StatHolderProbes, 1)
+	s.stats.Add(StatHolderProbes, 1)
 	rtt, err := s.viv.Sample(ctx, p)
 	if err != nil {
-		s.stats.add(StatProbesFailed, 1)
+		s.stats.Add(StatProbesFailed, 1)
 	}
 	s.post(s.ctx, input{probe: &probeAnswer{id: p, rtt: rtt, ok: err == nil}})
 }

@@ -43,7 +43,7 @@ func (p piggyback) Deliver(from peer.ID, b []byte) { p.s.takePiggyback(from, b, 
 func (s *Selector) takePiggyback(from peer.ID, b []byte, where string) (known []*pb.Version, ok bool) {
 	known, toks, reason, err := DecodeGossip(b, s.opts.Config.Tokens)
 	if err != nil {
-		s.drops.add(reason, 1)
+		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad gossip in a "+where, "from", from, "reason", reason, "err", err)
 		return nil, false
 	}
@@ -54,8 +54,8 @@ func (s *Selector) takePiggyback(from peer.ID, b []byte, where string) (known []
 // countGossip counts a piggyback sent.
 func (s *Selector) countGossip(b []byte) {
 	if len(b) > 0 {
-		s.stats.add(StatGossipFrames, 1)
-		s.stats.add(StatGossipBytes, uint64(len(b)))
+		s.stats.Add(StatGossipFrames, 1)
+		s.stats.Add(StatGossipBytes, uint64(len(b)))
 	}
 }
 
@@ -68,7 +68,7 @@ func (s *Selector) handOver(toks []signedToken, direct peer.ID) {
 	select {
 	case s.inbox <- input{gossip: toks, direct: direct}:
 	default:
-		s.stats.add(StatGossipBusy, 1)
+		s.stats.Add(StatGossipBusy, 1)
 	}
 }
 
@@ -87,7 +87,7 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 			if !s.table.wants(t) || !s.verified(g) || !s.table.offer(t, g.pb) {
 				continue
 			}
-			s.stats.add(StatGossipNews, 1)
+			s.stats.Add(StatGossipNews, 1)
 			if d := s.digests[t.ID]; d.sameVersion(t) {
 				t.Digest = copyDigest(d.Digest)
 			}
@@ -95,7 +95,7 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 			continue
 		}
 		if peer.ID(t.Holder) != direct {
-			s.drops.add(DropNotHolder, 1)
+			s.drops.Add(DropNotHolder, 1)
 			continue
 		}
 		if len(t.Digest) > 0 {
@@ -115,9 +115,9 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 
 // verified checks g's signature, counting the check and a refusal.
 func (s *Selector) verified(g signedToken) bool {
-	s.stats.add(StatGossipVerified, 1)
+	s.stats.Add(StatGossipVerified, 1)
 	if err := VerifyToken(g.pb, g.tok, s.node.Host().Peerstore().PubKey); err != nil {
-		s.drops.add(DropSignature, 1)
+		s.drops.Add(DropSignature, 1)
 		log.Debugw("repel: token signature refused", "holder", peer.ID(g.tok.Holder), "err", err)
 		return false
 	}
@@ -173,12 +173,12 @@ func (s *Selector) handleAnnounce(str lpnet.Stream) {
 		reason, err = DropNotHolder, ErrNotHolder
 	}
 	if err != nil {
-		s.drops.add(reason, 1)
+		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad announcement", "from", from, "reason", reason, "err", err)
 		_ = str.Reset()
 		return
 	}
-	s.stats.add(StatAnnounceRecv, 1)
+	s.stats.Add(StatAnnounceRecv, 1)
 	s.handOver([]signedToken{{tok: t, pb: &f}}, from)
 }
 

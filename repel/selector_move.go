@@ -35,18 +35,18 @@ func (s *Selector) sendFrame(p peer.ID, id protocol.ID, f proto.Message, lost, s
 	defer cancel()
 	st, err := s.node.Host().NewStream(ctx, p, id)
 	if err != nil {
-		s.stats.add(lost, 1)
+		s.stats.Add(lost, 1)
 		return
 	}
 	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
 	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	if err := pbio.NewDelimitedWriter(st).WriteMsg(f); err != nil {
-		s.drops.add(DropWrite, 1)
+		s.drops.Add(DropWrite, 1)
 		_ = st.Reset()
 		return
 	}
-	s.stats.add(sent, 1)
-	s.stats.add(bytes, uint64(proto.Size(f)))
+	s.stats.Add(sent, 1)
+	s.stats.Add(bytes, uint64(proto.Size(f)))
 	_ = st.Close()
 }
 
@@ -60,9 +60,9 @@ func (s *Selector) readIncoming(st lpnet.Stream, max int, f proto.Message, lost,
 		return true
 	}
 	if gone(err) {
-		s.stats.add(lost, 1)
+		s.stats.Add(lost, 1)
 	} else {
-		s.drops.add(DropDecode, 1)
+		s.drops.Add(DropDecode, 1)
 		log.Debugw("repel: bad "+what+" frame", "from", st.Conn().RemotePeer(), "err", err)
 	}
 	_ = st.Reset()
@@ -82,7 +82,7 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 	}
 	m, reason, err := DecodeMove(&f, from, s.node.ID(), pb.MoveFrame_MOVE)
 	if err != nil {
-		s.drops.add(reason, 1)
+		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad move frame", "from", from, "reason", reason, "err", err)
 		_ = st.Reset()
 		return
@@ -108,12 +108,12 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 	}
 	n, err := writeMove(st, *answer)
 	if err != nil {
-		s.drops.add(DropWrite, 1)
+		s.drops.Add(DropWrite, 1)
 		_ = st.Reset()
 		return
 	}
-	s.stats.add(StatMoveSent, 1)
-	s.stats.add(StatMoveBytes, uint64(n))
+	s.stats.Add(StatMoveSent, 1)
+	s.stats.Add(StatMoveBytes, uint64(n))
 	awaitClose(st)
 }
 
@@ -139,26 +139,26 @@ func (s *Selector) sendMove(m Message) {
 	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	n, err := writeMove(st, m)
 	if err != nil {
-		s.drops.add(DropWrite, 1)
+		s.drops.Add(DropWrite, 1)
 		_ = st.Reset()
 		fail()
 		return
 	}
-	s.stats.add(StatMoveSent, 1)
-	s.stats.add(StatMoveBytes, uint64(n))
+	s.stats.Add(StatMoveSent, 1)
+	s.stats.Add(StatMoveBytes, uint64(n))
 	f, err := readMove(st)
 	if err != nil {
 		if gone(err) || ctx.Err() != nil {
-			s.stats.add(StatMoveLost, 1)
+			s.stats.Add(StatMoveLost, 1)
 		} else {
-			s.drops.add(DropDecode, 1)
+			s.drops.Add(DropDecode, 1)
 		}
 		_ = st.Reset()
 		return
 	}
 	ans, reason, err := DecodeMove(f, to, s.node.ID(), pb.MoveFrame_ACK, pb.MoveFrame_REFUSE)
 	if err != nil {
-		s.drops.add(reason, 1)
+		s.drops.Add(reason, 1)
 		_ = st.Reset()
 		return
 	}

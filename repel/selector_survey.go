@@ -31,12 +31,12 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 	}
 	m, reason, err := DecodeSurvey(&f, from, s.node.ID())
 	if err != nil {
-		s.drops.add(reason, 1)
+		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad survey frame", "from", from, "reason", reason, "err", err)
 		_ = st.Reset()
 		return
 	}
-	s.stats.add(StatSurveyRecv, 1)
+	s.stats.Add(StatSurveyRecv, 1)
 	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
 	defer cancel()
 	s.post(ctx, input{msg: m})
