@@ -82,6 +82,12 @@ func TestRegister_NilRegistersNothing(t *testing.T) {
 		t.Fatalf("Register(nil): %v", err)
 	}
 	stop()
+	var none *prometheus.Registry
+	stop, err = Register(none, testFams, reporter(1, &Set{}, 1, 1))
+	if err != nil || stop == nil {
+		t.Fatalf("Register(nil *Registry): %v", err)
+	}
+	stop()
 }
 
 func TestRegister_ExportsAndSharesPerRegistry(t *testing.T) {

@@ -53,7 +53,7 @@ func EmitAll(emit Emit, i int, m map[string]uint64, known ...string) {
 
 // Register exports fams on reg, read at every scrape by calling report;
 // the returned function stops (call it when the component closes). A nil
-// reg registers nothing.
+// reg (or a nil pointer in it) registers nothing.
 //
 // Registration is idempotent per Registerer: the first source of fams on
 // reg registers one collector, later ones (the components of other peers
@@ -67,6 +67,9 @@ func EmitAll(emit Emit, i int, m map[string]uint64, known ...string) {
 func Register(reg prometheus.Registerer, fams []Family, report func(Emit)) (stop func(), err error) {
 	if reg == nil {
 		return func() {}, nil
+	}
+	if v := reflect.ValueOf(reg); v.Kind() == reflect.Pointer && v.IsNil() {
+		return func() {}, nil // a nil *prometheus.Registry in the interface
 	}
 	if len(fams) == 0 || report == nil {
 		return nil, errors.New("counters: Register needs families and a report function")
