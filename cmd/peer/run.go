@@ -23,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/repel"
@@ -91,6 +92,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&boot, "bootstrap", "multiaddr with /p2p/ID of a peer to join through (repeatable)")
 	keyPath := fs.String("key", "peer.key", "file holding this peer's identity key (made if missing)")
 	httpAddr := fs.String("http", "", "serve status as JSON on this address, e.g. 127.0.0.1:8080")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address at "+metricsPath+", e.g. 127.0.0.1:9090: the peer's superpeer_*, go-libp2p's libp2p_*, the Go runtime's and the process's")
 	refresh := fs.Duration("refresh", 10*time.Minute, "routing-table refresh interval")
 	method := fs.String("method", "none", "superpeer selection: prefix (reserved key bits), repel (repelling tokens in Vivaldi space), or none (the DHT only)")
 	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted (with --method prefix or repel)")
@@ -171,11 +173,23 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h, err := libp2p.New(
+	// With --metrics every component registers on one fresh registry
+	// (metricsReg); without, none registers anything of ours.
+	var (
+		metricsReg prometheus.Registerer
+		gatherer   prometheus.Gatherer
+	)
+	hostOpts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrs(listenAddrs...),
 		libp2p.DefaultTransports,
-	)
+	}
+	if *metricsAddr != "" {
+		reg := newMetricsRegistry()
+		metricsReg, gatherer = reg, reg
+		hostOpts = append(hostOpts, libp2p.PrometheusRegisterer(reg))
+	}
+	h, err := libp2p.New(hostOpts...)
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
@@ -197,12 +211,15 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		// of peers per process.
 		nodeOpts = append(nodeOpts, dht.GossipSub())
 	}
+	if metricsReg != nil {
+		nodeOpts = append(nodeOpts, dht.Registerer(metricsReg))
+	}
 	node, err := dht.New(ctx, h, nodeOpts...)
 	if err != nil {
 		return err
 	}
 	defer node.Close()
-	attach := superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl}
+	attach := superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Registerer: metricsReg}
 	if *method == "repel" {
 		attach.Displace = displaceOption(*displace)
 	}
@@ -225,14 +242,18 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		// Vivaldi samples the routing table's peers (or, while it is
 		// empty, the connected ones), half of the time one of the 16
 		// nearest by coordinate, as the swarm's peers do.
-		viv, err := vivaldi.NewService(h, vivaldi.WithInterval(*vivInterval), vivaldi.WithPeerSource(func() []peer.ID {
+		vivOpts := []vivaldi.Option{vivaldi.WithInterval(*vivInterval), vivaldi.WithPeerSource(func() []peer.ID {
 			return node.RoutingTable().ListPeers()
-		}))
+		})}
+		if metricsReg != nil {
+			vivOpts = append(vivOpts, vivaldi.WithRegisterer(metricsReg))
+		}
+		viv, err := vivaldi.NewService(h, vivOpts...)
 		if err != nil {
 			return err
 		}
 		defer viv.Close()
-		rsel, err = repel.NewSelector(node, viv, repel.SelectorOptions{Config: rcfg, Attach: attach, Dissemination: dissemination})
+		rsel, err = repel.NewSelector(node, viv, repel.SelectorOptions{Config: rcfg, Attach: attach, Dissemination: dissemination, Registerer: metricsReg})
 		if err != nil {
 			return err
 		}
@@ -250,6 +271,16 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		go srv.Serve(ln)
 		defer srv.Close()
 		logger.Printf("status on http://%s/status", ln.Addr())
+	}
+	if gatherer != nil {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics %s: %w", *metricsAddr, err)
+		}
+		srv := &http.Server{Handler: metricsHandler(gatherer), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		logger.Printf("metrics on http://%s%s", ln.Addr(), metricsPath)
 	}
 	if len(bootInfos) > 0 {
 		// A bootstrap peer that is not up yet is not fatal: keep trying.
