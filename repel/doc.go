@@ -165,28 +165,11 @@
 // S = 8, 16, 32, surveys took the mean client RTT from 1.067× a greedy
 // k-median over the true RTTs to 1.015× (seeds 1–8).
 //
-// # Measured on PlanetLab (490 hosts)
+// # Measurements
 //
-// REPEL_PLANETLAB=1 go test ./repel/ -run TestPlanetLab -v embeds the
-// matrix with vivaldi.Client, runs the nodes to rest over a perfect network
-// on virtual time (5 runs per row) and reports the true client→superpeer
-// RTT; clients attach to the token of lowest predicted RTT, with no
-// capacity. Each holder knows its 32 Vivaldi neighbours, its attached
-// clients and the digests. Attract's mean client RTT is then 1.07×, 1.19×
-// and 1.23× a greedy k-median's on the true matrix for S = 8, 16, 32, and
-// 0.57×, 0.57×, 0.45× random superpeers'; pure repulsion run to rest is
-// 3.9–4.6× and worse than random. Most of what remains is the embedding's
-// error at attach time: the k-median's own superpeers with predicted attach
-// are already 1.20× at S = 32; a client that pings its 3 predicted-nearest
-// superpeers and takes the fastest brings Attract to 1.03×, 1.09×, 1.10×.
-// (Measured on the tree of this paragraph; the farthest-point digests before
-// it gave the same within 0.01.)
-//
-// The experiment `peer experiment repel` (experiments/README.md) measures
-// the method as the live selector runs it — the Chooser's attach, capacity
-// C = 2⌈n/S⌉ for every method, Config.Capacity, the measurements above —
-// on 490 and 2000 peers: Attract within 1.01–1.09× the greedy k-median and
-// 0.50–0.60× random superpeers on seed 1, the goal (≤ 1.15×, ≤ 0.6×) met in
-// 41 of 48 runs over seeds 1–8. (TestPlanetLab's perfect network answers
-// no probes: its figures are without the measurements.)
+// What the method gives, in the simulator and in live swarms, and how its
+// defaults were chosen, is in experiments/README.md (`repel`,
+// `repel-coords`, the live repel sections); the test that embeds the
+// PlanetLab matrix and runs the nodes to rest on virtual time is
+// TestPlanetLab (REPEL_PLANETLAB=1 go test ./repel/ -run TestPlanetLab -v).
 package repel

@@ -117,10 +117,8 @@ type Config struct {
 	// the holder's, that moves the token to a surveyed candidate.
 	SurveyGain float64
 	// SurveyFloor is the least drop in their mean RTT that moves it: on a
-	// LAN, where every RTT is a fraction of a millisecond, 2% is noise.
-	// Five `peer run` processes over loopback moved their token by survey
-	// in 2 of 3 runs at 250 µs, in none of 3 at 1 ms; in the simulator 1 ms
-	// costs 0.6% of client RTT against 250 µs (seeds 1–8).
+	// LAN, where every RTT is a fraction of a millisecond, 2% is noise
+	// (how the default was chosen: experiments/README.md, `repel`).
 	SurveyFloor time.Duration
 	// SurveyTimeout is how long a candidate measures for a survey before
 	// it reports what it has (the holder waits MoveTimeout more).
