@@ -15,7 +15,8 @@
 // coordinate: one would spread to every peer that samples us.
 //
 // The protocol (protocol.go, options.go, wire.go, pb/) runs the exchange on
-// a libp2p host as /superpeer/vivaldi/1.0.0: the caller sends its
+// a libp2p host as /superpeer/vivaldi/1.0.0 (<prefix>/vivaldi/1.0.0 with
+// WithProtocolPrefix, the overlay's prefix): the caller sends its
 // coordinate, the callee answers with its own, and the caller times the
 // exchange as the RTT sample. Frames are varint-length-prefixed protobuf
 // capped at MaxMessageSize; a bad frame resets the stream and is counted in

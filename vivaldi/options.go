@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,6 +27,7 @@ type config struct {
 	observe    func(peer.ID, time.Duration)
 	timeScale  float64
 	reg        prometheus.Registerer
+	prefix     protocol.ID
 }
 
 func defaults() config {
@@ -38,6 +40,22 @@ func defaults() config {
 		rng:       rand.New(rand.NewSource(time.Now().UnixNano())),
 		now:       time.Now,
 		timeScale: 1,
+		prefix:    defaultPrefix,
+	}
+}
+
+// WithProtocolPrefix sets the prefix the exchange's protocol ID derives
+// from: <prefix>/vivaldi/1.0.0 (default /superpeer). Give the prefix of the
+// overlay the service measures for (dht.Node.ProtocolPrefix): services
+// under different prefixes share a host without answering each other, and
+// repel.NewSelector refuses a service under another prefix than its node's.
+func WithProtocolPrefix(p protocol.ID) Option {
+	return func(cfg *config) error {
+		if p == "" || p[0] != '/' {
+			return fmt.Errorf("WithProtocolPrefix: %q must start with /", p)
+		}
+		cfg.prefix = p
+		return nil
 	}
 }
 

@@ -23,8 +23,13 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
-// ProtocolID is the coordinate-exchange protocol.
-const ProtocolID protocol.ID = "/superpeer/vivaldi/1.0.0"
+// defaultPrefix is the protocol prefix without WithProtocolPrefix: the
+// exchange speaks /superpeer/vivaldi/1.0.0, as dht.DefaultProtocolPrefix's
+// overlay does.
+const defaultPrefix protocol.ID = "/superpeer"
+
+// exchangeProtocol is the coordinate exchange's protocol ID under prefix.
+func exchangeProtocol(prefix protocol.ID) protocol.ID { return prefix + "/vivaldi/1.0.0" }
 
 var log = logging.Logger("vivaldi")
 
@@ -40,6 +45,7 @@ const maxPeerCoords = 4096
 type Service struct {
 	h      host.Host
 	cfg    config
+	proto  protocol.ID // the exchange's, under cfg.prefix
 	client *Client
 
 	mu      sync.Mutex // guards rng, peers, near, counters
@@ -143,7 +149,7 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		h: h, cfg: cfg, client: cl, rng: cfg.rng, near: near,
+		h: h, cfg: cfg, proto: exchangeProtocol(cfg.prefix), client: cl, rng: cfg.rng, near: near,
 		peers: make(map[peer.ID]Coord),
 	}
 	if s.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, s.report); err != nil {
@@ -151,7 +157,7 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	}
 	s.interval.Store(int64(cfg.interval))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	h.SetStreamHandler(ProtocolID, s.handle)
+	h.SetStreamHandler(s.proto, s.handle)
 	if cfg.interval > 0 {
 		s.wg.Add(1)
 		go s.loop()
@@ -163,7 +169,7 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 // samples in flight to stop.
 func (s *Service) Close() error {
 	s.once.Do(func() {
-		s.h.RemoveStreamHandler(ProtocolID)
+		s.h.RemoveStreamHandler(s.proto)
 		s.cancel()
 		s.wg.Wait()
 		s.stopMetrics()
@@ -179,6 +185,10 @@ func (s *Service) SetInterval(d time.Duration) {
 		s.interval.Store(int64(d))
 	}
 }
+
+// ProtocolPrefix is the prefix the exchange's protocol ID derives from
+// (WithProtocolPrefix).
+func (s *Service) ProtocolPrefix() protocol.ID { return s.cfg.prefix }
 
 // Client is the model the service feeds (for DistanceTo, Stats, ...).
 func (s *Service) Client() *Client { return s.client }
@@ -427,7 +437,7 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame
 			req.Piggyback = b
 		}
 	}
-	st, err := s.h.NewStream(ctx, p, ProtocolID)
+	st, err := s.h.NewStream(ctx, p, s.proto)
 	if err != nil {
 		return 0, Frame{}, fmt.Errorf("vivaldi: open stream to %s: %w", p, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-msgio/pbio"
 
@@ -68,17 +70,18 @@ func TestNewService_Options(t *testing.T) {
 	badCfg := DefaultConfig()
 	badCfg.CC = 0
 	for name, opt := range map[string]Option{
-		"WithInterval":     WithInterval(-time.Second),
-		"WithTimeout":      WithTimeout(0),
-		"WithPeerSource":   WithPeerSource(nil),
-		"WithNearFraction": WithNearFraction(math.NaN()),
-		"WithNearCount":    WithNearCount(0),
-		"WithConfig":       WithConfig(badCfg),
-		"WithNearConfig":   WithNearConfig(NearConfig{}),
-		"WithMaxInFlight":  WithMaxInFlight(0),
-		"WithClock":        WithClock(nil),
-		"WithObserver":     WithObserver(nil),
-		"WithTimeScale":    WithTimeScale(0.5),
+		"WithInterval":       WithInterval(-time.Second),
+		"WithTimeout":        WithTimeout(0),
+		"WithPeerSource":     WithPeerSource(nil),
+		"WithNearFraction":   WithNearFraction(math.NaN()),
+		"WithNearCount":      WithNearCount(0),
+		"WithConfig":         WithConfig(badCfg),
+		"WithNearConfig":     WithNearConfig(NearConfig{}),
+		"WithMaxInFlight":    WithMaxInFlight(0),
+		"WithClock":          WithClock(nil),
+		"WithObserver":       WithObserver(nil),
+		"WithTimeScale":      WithTimeScale(0.5),
+		"WithProtocolPrefix": WithProtocolPrefix("superpeer"),
 	} {
 		_, err := NewService(hs[0], opt)
 		if err == nil || !strings.Contains(err.Error(), name) {
@@ -95,7 +98,7 @@ func rawExchange(t *testing.T, from host.Host, p peer.ID, b []byte) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := from.NewStream(ctx, p, ProtocolID)
+	st, err := from.NewStream(ctx, p, defaultID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +163,7 @@ func TestService_DropsBadReply(t *testing.T) {
 	cfg.Dimensions = 3
 	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
 	// a is a liar: it answers every request with a NaN coordinate.
-	hs[0].SetStreamHandler(ProtocolID, func(st network.Stream) {
+	hs[0].SetStreamHandler(defaultID, func(st network.Stream) {
 		defer st.Close()
 		if _, err := ReadCoord(st, 3); err != nil {
 			st.Reset()
@@ -240,7 +243,7 @@ func TestService_RefusesBadNeighbours(t *testing.T) {
 	cfg.Dimensions = 3
 	b := newService(t, hs[1], WithConfig(cfg), WithInterval(0), WithSeed(2))
 	good := []float64{0.01, 0.02, 0.03}
-	hs[0].SetStreamHandler(ProtocolID, func(st network.Stream) {
+	hs[0].SetStreamHandler(defaultID, func(st network.Stream) {
 		defer st.Close()
 		if _, err := ReadCoord(st, 3); err != nil {
 			st.Reset()
@@ -285,7 +288,7 @@ func TestService_CountsEachBadNeighbour(t *testing.T) {
 		reason, _, _ := strings.Cut(name, "/")
 		want[reason]++
 	}
-	hs[0].SetStreamHandler(ProtocolID, func(st network.Stream) {
+	hs[0].SetStreamHandler(defaultID, func(st network.Stream) {
 		defer st.Close()
 		if _, err := ReadCoord(st, 3); err != nil {
 			st.Reset()
@@ -325,7 +328,7 @@ func TestService_OldPeers(t *testing.T) {
 	exchange := func(req []byte) Frame {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		st, err := hs[1].NewStream(ctx, hs[0].ID(), ProtocolID)
+		st, err := hs[1].NewStream(ctx, hs[0].ID(), defaultID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +557,7 @@ func TestService_OversizePiggyback(t *testing.T) {
 	if err := b.SetPiggyback(rb); err != nil {
 		t.Fatal(err)
 	}
-	st, err := hs[0].NewStream(context.Background(), hs[1].ID(), ProtocolID)
+	st, err := hs[0].NewStream(context.Background(), hs[1].ID(), defaultID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,5 +596,48 @@ func TestService_TimeScale(t *testing.T) {
 	}
 	if rtt < 20*time.Millisecond || rtt >= 40*time.Millisecond {
 		t.Fatalf("scaled RTT %v over an 80 ms link, want 20 ms and a little", rtt)
+	}
+}
+
+// defaultID is the exchange's protocol ID without WithProtocolPrefix, as
+// peers of earlier versions speak it.
+const defaultID protocol.ID = "/superpeer/vivaldi/1.0.0"
+
+// TestService_ProtocolPrefix: the default ID is unchanged, and services
+// under two prefixes on the same hosts answer only their own: a sample of
+// one overlay is served by the other's service never, and fails where only
+// the other runs.
+func TestService_ProtocolPrefix(t *testing.T) {
+	_, hs := mockHosts(t, 3)
+	def := newService(t, hs[2], WithInterval(0))
+	if def.ProtocolPrefix() != "/superpeer" || exchangeProtocol(def.ProtocolPrefix()) != defaultID || !slices.Contains(hs[2].Mux().Protocols(), defaultID) {
+		t.Fatalf("default prefix %q, protocols %v; want %s", def.ProtocolPrefix(), hs[2].Mux().Protocols(), defaultID)
+	}
+	a0 := newService(t, hs[0], WithInterval(0), WithProtocolPrefix("/a"), WithSeed(1))
+	a1 := newService(t, hs[1], WithInterval(0), WithProtocolPrefix("/a"), WithSeed(2))
+	b0 := newService(t, hs[0], WithInterval(0), WithProtocolPrefix("/b"), WithSeed(3))
+	b1 := newService(t, hs[1], WithInterval(0), WithProtocolPrefix("/b"), WithSeed(4))
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if _, err := a0.Sample(ctx, hs[1].ID()); err != nil {
+			t.Fatalf("an /a sample: %v", err)
+		}
+	}
+	if _, err := b0.Sample(ctx, hs[1].ID()); err != nil {
+		t.Fatalf("a /b sample: %v", err)
+	}
+	waitFor(t, 5*time.Second, "the samples served", func() bool { return a1.Stats().Served == 3 && b1.Stats().Served == 1 })
+	if _, ok := b1.PeerCoordinate(hs[0].ID()); !ok {
+		t.Error("the /b service did not hear its own overlay's coordinate")
+	}
+	// Neither overlay answers the default one, nor the default the others.
+	if _, err := def.Sample(ctx, hs[0].ID()); err == nil {
+		t.Error("a host of /a and /b answered a default sample")
+	}
+	if _, err := a0.Sample(ctx, hs[2].ID()); err == nil {
+		t.Error("a default host answered an /a sample")
+	}
+	if def.Stats().Served != 0 || def.Stats().SampleFailure != 1 || a0.Stats().SampleFailure != 1 {
+		t.Errorf("default served %d, failed %d; /a failed %d: want 0, 1, 1", def.Stats().Served, def.Stats().SampleFailure, a0.Stats().SampleFailure)
 	}
 }
