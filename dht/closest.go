@@ -58,10 +58,9 @@ func (s *Stats) drop(reason string) { s.drops.Add(reason, 1) }
 // Drops returns a copy of the refused-frame counters by reason.
 func (s *Stats) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
+// closestProtocol is the raw-key lookup's protocol ID:
+// /superpeer/kad/closest/1.0.0 under the default prefix.
 func (n *Node) closestProtocol() protocol.ID { return n.cfg.prefix + "/kad/closest/1.0.0" }
-
-// ClosestProtocol is the protocol ID of the raw-key lookup under the default prefix.
-const ClosestProtocol = DefaultProtocolPrefix + "/kad/closest/1.0.0"
 
 func (n *Node) handleClosest(s network.Stream) {
 	defer s.Close()

@@ -132,7 +132,7 @@ func TestNode_BadClosestFramesAreCountedAndServiceGoesOn(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	ctx := context.Background()
 	send := func(raw []byte) {
-		s, err := a.Host().NewStream(ctx, b.ID(), ClosestProtocol)
+		s, err := a.Host().NewStream(ctx, b.ID(), a.closestProtocol())
 		if err != nil {
 			t.Fatal(err)
 		}

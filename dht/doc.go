@@ -11,6 +11,17 @@
 // peer's RoutingTable().NearestPeers(target). LookupName uses kad-dht's own
 // GetClosestPeers for names hashed into the space.
 //
-// Embedding. New takes the application's host; Close stops the DHT and our
-// handlers and leaves the host to its owner.
+// Protocols. Every protocol ID of the overlay derives from one prefix,
+// /superpeer unless ProtocolPrefix says otherwise (Node.ProtocolPrefix):
+// kad-dht's <prefix>/kad/1.0.0, the raw-key lookup's
+// <prefix>/kad/closest/1.0.0, and those of the components built on the node
+// (superpeer's attach protocol, repel's protocols and GossipSub topic; a
+// vivaldi.Service, which takes only a host, gets the prefix with
+// vivaldi.WithProtocolPrefix). Overlays under different prefixes share a
+// host without seeing each other.
+//
+// Embedding. New takes the application's host, and with UseKad and
+// UsePubSub the kad-dht and the pubsub router the application runs already;
+// Close stops our handlers and what the node built, and leaves the host and
+// what the application gave to their owner.
 package dht

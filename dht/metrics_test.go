@@ -15,7 +15,7 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	nodes := testNetwork(t, 3, Registerer(reg)) // three nodes on one registry: their values add up
 	a, b := nodes[0], nodes[1]
 	ctx := context.Background()
-	s, err := a.Host().NewStream(ctx, b.ID(), ClosestProtocol)
+	s, err := a.Host().NewStream(ctx, b.ID(), a.closestProtocol())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,9 +20,28 @@ import (
 	"github.com/superpeer-overlay/superpeer/internal/counters"
 )
 
-// DefaultProtocolPrefix keeps our DHT apart from the public IPFS one: kad-dht
-// speaks /superpeer/kad/1.0.0, which no public peer answers.
+// DefaultProtocolPrefix is the prefix of every protocol of the overlay
+// (Node.ProtocolPrefix) unless ProtocolPrefix says otherwise. It keeps our
+// DHT apart from the public IPFS one: kad-dht speaks /superpeer/kad/1.0.0,
+// which no public peer answers.
 const DefaultProtocolPrefix protocol.ID = "/superpeer"
+
+// Errors of inconsistent options.
+var (
+	// ErrKadOption: an option that configures the kad-dht the node builds
+	// (BucketSize, Concurrency, RoutingTableRefresh, KadOptions,
+	// ReuseStreams) given with UseKad, whose kad-dht its owner configured.
+	ErrKadOption = errors.New("dht: option for a kad-dht the node builds, given with UseKad")
+	// ErrOtherHost: the kad-dht given with UseKad runs on another host.
+	ErrOtherHost = errors.New("dht: the kad-dht given runs on another host")
+	// ErrPubSubOption: GossipSub (the node builds a router) given with
+	// UsePubSub (the application's router).
+	ErrPubSubOption = errors.New("dht: GossipSub given with UsePubSub")
+)
+
+// routingPoll is how often a node on an application's kad-dht (UseKad)
+// compares the routing table with its last look, for WatchRoutingTable.
+const routingPoll = 250 * time.Millisecond
 
 // smallNetwork is the size below which kad-dht's netsize estimator has too
 // few peers to work (it needs a full bucket of 20 answers).
@@ -40,12 +60,21 @@ type config struct {
 	extra         []kaddht.Option
 	reuseStreams  bool
 	reg           prometheus.Registerer
+
+	kad     *kaddht.IpfsDHT // the application's (UseKad), or nil
+	ps      *pubsub.PubSub  // the application's (UsePubSub), or nil
+	kadOnly []string        // the options given that configure a kad-dht we build
 }
 
 // Option configures a Node.
 type Option func(*config) error
 
-// ProtocolPrefix sets the prefix of the DHT protocols (default /superpeer).
+// ProtocolPrefix sets the prefix of the overlay's protocols (default
+// /superpeer): kad-dht's (unless UseKad: then its owner chose them), the
+// raw-key lookup's, and those of the components built on the node (the
+// attach protocol, repel's protocols and topic; give vivaldi.Service the
+// same with vivaldi.WithProtocolPrefix). Overlays under different prefixes
+// share a host without seeing each other.
 func ProtocolPrefix(p protocol.ID) Option {
 	return func(c *config) error {
 		if p == "" || p[0] != '/' {
@@ -70,7 +99,8 @@ func Bootstrap(peers ...peer.AddrInfo) Option {
 }
 
 // GossipSub also starts a GossipSub router on the host, for the methods that
-// gossip (repel).
+// gossip (repel); the node's context bounds it. An application that runs
+// pubsub already gives its router with UsePubSub instead.
 func GossipSub(opts ...pubsub.Option) Option {
 	return func(c *config) error {
 		c.gossip = true
@@ -85,6 +115,7 @@ func BucketSize(k int) Option {
 		if k < 1 {
 			return fmt.Errorf("dht.BucketSize: %d must be at least 1", k)
 		}
+		c.kadOnly = append(c.kadOnly, "BucketSize")
 		c.bucketSize = k
 		return nil
 	}
@@ -96,6 +127,7 @@ func Concurrency(alpha int) Option {
 		if alpha < 1 {
 			return fmt.Errorf("dht.Concurrency: %d must be at least 1", alpha)
 		}
+		c.kadOnly = append(c.kadOnly, "Concurrency")
 		c.alpha = alpha
 		return nil
 	}
@@ -108,6 +140,7 @@ func RoutingTableRefresh(period time.Duration) Option {
 		if period < 0 {
 			return fmt.Errorf("dht.RoutingTableRefresh: %v is negative", period)
 		}
+		c.kadOnly = append(c.kadOnly, "RoutingTableRefresh")
 		c.autoRefresh = period > 0
 		c.refreshPeriod = period
 		return nil
@@ -129,7 +162,47 @@ func LookupTimeout(d time.Duration) Option {
 // KadOptions passes options straight to kad-dht, after ours.
 func KadOptions(opts ...kaddht.Option) Option {
 	return func(c *config) error {
+		c.kadOnly = append(c.kadOnly, "KadOptions")
 		c.extra = append(c.extra, opts...)
+		return nil
+	}
+}
+
+// UseKad runs the node on the application's kad-dht instead of building
+// one: it must run on the node's host (else ErrOtherHost), and in server
+// mode, or other peers never put this one in their routing tables. Its
+// owner configured it, so the options that configure the kad-dht the node
+// builds are refused with it (ErrKadOption); its protocols are its own, and
+// ProtocolPrefix sets only the node's (the raw-key lookup, which answers
+// from this kad-dht's routing table, and the components built on the node).
+// Close leaves it running, and the node never touches its routing table's
+// callbacks: WatchRoutingTable compares the table with its last look every
+// quarter second instead (PeerAdded and PeerRemoved are plain fields that
+// kad-dht calls under a lock of its own, so writing them while it runs is
+// a data race, and the owner may set them again later). Stats.KadSent
+// stays 0: kad-dht sends with its own message sender.
+func UseKad(kad *kaddht.IpfsDHT) Option {
+	return func(c *config) error {
+		if kad == nil {
+			return errors.New("dht.UseKad: nil kad-dht")
+		}
+		c.kad = kad
+		return nil
+	}
+}
+
+// UsePubSub gives the node the application's pubsub router (Node.PubSub),
+// for the methods that gossip, in place of GossipSub (with which it is
+// refused: ErrPubSubOption). It must run on the node's host; pubsub does
+// not say which host it runs on, so New cannot check. Close leaves it
+// running; a method unregisters what it registered on it (repel: its
+// topic and the topic's validator) when it closes.
+func UsePubSub(ps *pubsub.PubSub) Option {
+	return func(c *config) error {
+		if ps == nil {
+			return errors.New("dht.UsePubSub: nil pubsub")
+		}
+		c.ps = ps
 		return nil
 	}
 }
@@ -137,15 +210,18 @@ func KadOptions(opts ...kaddht.Option) Option {
 // Node is a libp2p host running kad-dht in server mode under our protocol
 // prefix, optionally GossipSub, and the raw-key lookup protocol. The host
 // belongs to the caller: an application embeds a Node in its own host, and
-// Close leaves the host running.
+// Close leaves the host running, as it leaves a kad-dht or a pubsub router
+// the application gave (UseKad, UsePubSub).
 type Node struct {
 	h      host.Host
 	kad    *kaddht.IpfsDHT
+	ownKad bool // the node built kad, and closes it
 	ps     *pubsub.PubSub
 	key    Key
 	cfg    config
 	ctx    context.Context
 	cancel context.CancelFunc
+	wg     sync.WaitGroup // the routing-table poll (UseKad)
 	stats  *Stats
 
 	stopMetrics func()
@@ -163,7 +239,9 @@ type RoutingEvent struct {
 
 // WatchRoutingTable delivers routing-table changes until cancel. Events
 // that find the channel full are dropped: a watcher that must not miss the
-// state should read the table itself after an event.
+// state should read the table itself after an event. On the application's
+// kad-dht (UseKad) the events are the differences between looks at the
+// table a quarter second apart.
 func (n *Node) WatchRoutingTable() (<-chan RoutingEvent, func()) {
 	ch := make(chan RoutingEvent, 64)
 	n.watchMu.Lock()
@@ -194,7 +272,8 @@ func (n *Node) routingEvent(p peer.ID, added bool) {
 }
 
 // New starts a Node on h. It does not dial anyone: call Bootstrap. Create
-// it before h has connections of its own (see WatchRoutingTable).
+// it before h has connections of its own (see WatchRoutingTable), unless it
+// runs on the application's kad-dht (UseKad).
 func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 	cfg := config{
 		prefix:        DefaultProtocolPrefix,
@@ -209,6 +288,77 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 			return nil, err
 		}
 	}
+	if cfg.kad != nil {
+		if len(cfg.kadOnly) > 0 {
+			return nil, fmt.Errorf("%w: %s", ErrKadOption, strings.Join(cfg.kadOnly, ", "))
+		}
+		if cfg.kad.Host().ID() != h.ID() {
+			return nil, fmt.Errorf("%w: %s, not %s", ErrOtherHost, cfg.kad.Host().ID(), h.ID())
+		}
+		// The raw-key lookup asks for as many peers as the kad-dht's
+		// buckets hold.
+		cfg.bucketSize = cfg.kad.BucketSize()
+	}
+	if cfg.ps != nil && cfg.gossip {
+		return nil, ErrPubSubOption
+	}
+	stats := &Stats{}
+	kad, own := cfg.kad, cfg.kad == nil
+	if own {
+		var err error
+		if kad, err = newKad(h, cfg, stats); err != nil {
+			return nil, err
+		}
+	}
+	closeKad := func() {
+		if own {
+			kad.Close()
+		}
+	}
+	nctx, cancel := context.WithCancel(ctx)
+	n := &Node{h: h, kad: kad, ownKad: own, ps: cfg.ps, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: stats}
+	if cfg.gossip {
+		ps, err := pubsub.NewGossipSub(nctx, h, cfg.gossipOpts...)
+		if err != nil {
+			cancel()
+			closeKad()
+			return nil, fmt.Errorf("dht: gossipsub: %w", err)
+		}
+		n.ps = ps
+	}
+	var err error
+	if n.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, n.report); err != nil {
+		cancel()
+		closeKad()
+		return nil, fmt.Errorf("dht: metrics: %w", err)
+	}
+	rt := kad.RoutingTable()
+	if own {
+		// Chain our watchers after kad-dht's own routing-table callbacks.
+		// kad-dht calls them only when it adds a peer it has identified
+		// and checked, which takes a round trip after New: a host with no
+		// connections yet (the swarm's, peer run's) cannot race this
+		// write. An application should create the Node before its host
+		// connects.
+		added, removed := rt.PeerAdded, rt.PeerRemoved
+		rt.PeerAdded = func(p peer.ID) { added(p); n.routingEvent(p, true) }
+		rt.PeerRemoved = func(p peer.ID) { removed(p); n.routingEvent(p, false) }
+	} else {
+		// The application's kad-dht runs already, and its callbacks are
+		// its owner's: watch the table instead (see UseKad).
+		known := peerSet(rt.ListPeers())
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.pollRoutingTable(rt, known)
+		}()
+	}
+	h.SetStreamHandler(n.closestProtocol(), n.handleClosest)
+	return n, nil
+}
+
+// newKad builds the node's own kad-dht.
+func newKad(h host.Host, cfg config, stats *Stats) (*kaddht.IpfsDHT, error) {
 	kopts := []kaddht.Option{
 		kaddht.Mode(kaddht.ModeServer),
 		kaddht.ProtocolPrefix(cfg.prefix),
@@ -218,7 +368,6 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		kaddht.DisableProviders(),
 		kaddht.DisableValues(),
 	}
-	stats := &Stats{}
 	if !cfg.reuseStreams {
 		kopts = append(kopts, kaddht.WithCustomMessageSender(func(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
 			return &oneShotSender{h: h, protos: protos, stats: stats}
@@ -234,33 +383,42 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dht: kad-dht: %w", err)
 	}
-	nctx, cancel := context.WithCancel(ctx)
-	n := &Node{h: h, kad: kad, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: stats}
-	if cfg.gossip {
-		ps, err := pubsub.NewGossipSub(nctx, h, cfg.gossipOpts...)
-		if err != nil {
-			cancel()
-			kad.Close()
-			return nil, fmt.Errorf("dht: gossipsub: %w", err)
+	return kad, nil
+}
+
+func peerSet(ps []peer.ID) map[peer.ID]struct{} {
+	out := make(map[peer.ID]struct{}, len(ps))
+	for _, p := range ps {
+		out[p] = struct{}{}
+	}
+	return out
+}
+
+// pollRoutingTable turns the differences between successive looks at rt,
+// every routingPoll, into routing events, until the node closes. A peer
+// that leaves and comes back between two looks makes no event.
+func (n *Node) pollRoutingTable(rt *kb.RoutingTable, known map[peer.ID]struct{}) {
+	tick := time.NewTicker(routingPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
 		}
-		n.ps = ps
+		now := peerSet(rt.ListPeers())
+		for p := range known {
+			if _, ok := now[p]; !ok {
+				n.routingEvent(p, false)
+			}
+		}
+		for p := range now {
+			if _, ok := known[p]; !ok {
+				n.routingEvent(p, true)
+			}
+		}
+		known = now
 	}
-	if n.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, n.report); err != nil {
-		cancel()
-		kad.Close()
-		return nil, fmt.Errorf("dht: metrics: %w", err)
-	}
-	// Chain our watchers after kad-dht's own routing-table callbacks.
-	// kad-dht calls them only when it adds a peer it has identified and
-	// checked, which takes a round trip after New: a host with no
-	// connections yet (the swarm's, peer run's) cannot race this write. An
-	// application should create the Node before its host connects.
-	rt := kad.RoutingTable()
-	added, removed := rt.PeerAdded, rt.PeerRemoved
-	rt.PeerAdded = func(p peer.ID) { added(p); n.routingEvent(p, true) }
-	rt.PeerRemoved = func(p peer.ID) { removed(p); n.routingEvent(p, false) }
-	h.SetStreamHandler(n.closestProtocol(), n.handleClosest)
-	return n, nil
 }
 
 // Host is the node's libp2p host.
@@ -272,10 +430,16 @@ func (n *Node) ID() peer.ID { return n.h.ID() }
 // Key is the node's kad key.
 func (n *Node) Key() Key { return n.key }
 
-// Kad is the underlying kad-dht.
+// ProtocolPrefix is the prefix every protocol of the overlay derives from
+// (the ProtocolPrefix option; DefaultProtocolPrefix without it).
+func (n *Node) ProtocolPrefix() protocol.ID { return n.cfg.prefix }
+
+// Kad is the underlying kad-dht: the node's own, or the application's
+// (UseKad).
 func (n *Node) Kad() *kaddht.IpfsDHT { return n.kad }
 
-// PubSub is the GossipSub router, or nil without the GossipSub option.
+// PubSub is the pubsub router: the node's GossipSub, the application's
+// (UsePubSub), or nil without either option.
 func (n *Node) PubSub() *pubsub.PubSub { return n.ps }
 
 // RoutingTable is kad-dht's routing table.
@@ -359,7 +523,7 @@ func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration) error 
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("dht: no bootstrap peer entered the routing table (do they run the DHT under %s?): %w", n.cfg.prefix, ctx.Err())
+			return fmt.Errorf("dht: no bootstrap peer entered the routing table (do they run the DHT under %s?): %w", n.kadProtocols(), ctx.Err())
 		}
 	}
 	return nil
@@ -405,14 +569,27 @@ func (n *Node) NetworkSize() int {
 	return rt + 1
 }
 
-// Close stops the DHT, GossipSub and our handlers; the host stays up.
+// kadProtocols names the kad-dht's protocols, for an error message.
+func (n *Node) kadProtocols() string {
+	if n.ownKad {
+		return string(n.cfg.prefix) + "/kad/1.0.0"
+	}
+	return "the application's kad-dht protocol"
+}
+
+// Close stops our handlers and what the node built: its kad-dht and its
+// GossipSub. The host stays up, and so do a kad-dht and a pubsub router
+// the application gave (UseKad, UsePubSub).
 func (n *Node) Close() error {
 	var err error
 	n.closeOnce.Do(func() {
 		n.stopMetrics()
 		n.h.RemoveStreamHandler(n.closestProtocol())
 		n.cancel()
-		err = n.kad.Close()
+		n.wg.Wait()
+		if n.ownKad {
+			err = n.kad.Close()
+		}
 	})
 	return err
 }

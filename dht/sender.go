@@ -76,6 +76,7 @@ func (m *oneShotSender) SendMessage(ctx context.Context, p peer.ID, mes *kadpb.M
 // open per peer it has asked (fewer stream openings, far more goroutines).
 func ReuseStreams() Option {
 	return func(c *config) error {
+		c.kadOnly = append(c.kadOnly, "ReuseStreams")
 		c.reuseStreams = true
 		return nil
 	}
