@@ -17,12 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/internal/counters"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
 )
 
-// AttachProtocol is the protocol ID of the attach protocol.
-const AttachProtocol protocol.ID = "/superpeer/attach/1.0.0"
+// attachProtocol is the attach protocol's ID under prefix:
+// /superpeer/attach/1.0.0 under dht.DefaultProtocolPrefix.
+func attachProtocol(prefix protocol.ID) protocol.ID { return prefix + "/attach/1.0.0" }
 
 const (
 	// maxAttachFrame caps a request or an answer; a coordinate of 16
@@ -85,6 +87,11 @@ type AttachOptions struct {
 	Displace time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// ProtocolPrefix is the overlay's prefix, which the protocol ID
+	// derives from: <prefix>/attach/1.0.0 (default
+	// dht.DefaultProtocolPrefix). NewPrefix and repel.NewSelector set it to
+	// their node's (dht.Node.ProtocolPrefix) and refuse another.
+	ProtocolPrefix protocol.ID
 	// Registerer, if set, exports the protocol's metrics on it until Close
 	// (superpeer_attach_*: clients served, capacity, requests by result,
 	// displacements, refused frames by reason; and superpeer_selector_role,
@@ -113,8 +120,9 @@ type AttachStats struct {
 // client it asks superpeers to serve it. Which of the two it is comes from
 // the selector through SetRole.
 type Attach struct {
-	h    host.Host
-	opts AttachOptions
+	h     host.Host
+	opts  AttachOptions
+	proto protocol.ID // the protocol ID, under opts.ProtocolPrefix
 
 	role       atomic.Pointer[func() (Role, peer.ID)]
 	reportRole atomic.Pointer[func() Role]
@@ -208,14 +216,20 @@ func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
 	if opts.Displace == 0 {
 		opts.Displace = DefaultDisplace
 	}
-	a := &Attach{h: h, opts: opts, table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace)}
+	if opts.ProtocolPrefix == "" {
+		opts.ProtocolPrefix = dht.DefaultProtocolPrefix
+	}
+	if opts.ProtocolPrefix[0] != '/' {
+		return nil, fmt.Errorf("superpeer: attach protocol prefix %q must start with /", opts.ProtocolPrefix)
+	}
+	a := &Attach{h: h, opts: opts, proto: attachProtocol(opts.ProtocolPrefix), table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace)}
 	unknown := func() (Role, peer.ID) { return Unknown, "" }
 	a.role.Store(&unknown)
 	var err error
 	if a.stopMetrics, err = counters.Register(opts.Registerer, attachFamilies, a.report); err != nil {
 		return nil, fmt.Errorf("superpeer: attach metrics: %w", err)
 	}
-	h.SetStreamHandler(AttachProtocol, a.handle)
+	h.SetStreamHandler(a.proto, a.handle)
 	return a, nil
 }
 
@@ -282,7 +296,7 @@ func (a *Attach) drop(reason string) { a.drops.Add(reason, 1) }
 
 // Close removes the protocol handler and the metrics.
 func (a *Attach) Close() {
-	a.h.RemoveStreamHandler(AttachProtocol)
+	a.h.RemoveStreamHandler(a.proto)
 	a.stopMetrics()
 }
 
@@ -399,7 +413,7 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 	a.Stats.Sent.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, attachStreamTimout)
 	defer cancel()
-	s, err := a.h.NewStream(ctx, sp, AttachProtocol)
+	s, err := a.h.NewStream(ctx, sp, a.proto)
 	if err != nil {
 		return Answer{}, err
 	}

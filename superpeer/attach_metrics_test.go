@@ -55,7 +55,7 @@ func TestAttachMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("asking a client: %+v, %v, want NOT_SUPERPEER", ans, err)
 	}
 	// A bad frame is counted by reason.
-	s, err := hs[3].NewStream(ctx, hs[0].ID(), AttachProtocol)
+	s, err := hs[3].NewStream(ctx, hs[0].ID(), defaultAttachID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func TestAttach_BadFramesAreCountedAndServiceGoesOn(t *testing.T) {
 	as[1].SetRole(asRole(Superpeer, hs[1].ID()))
 	ctx := context.Background()
 	send := func(msg proto.Message, raw []byte) {
-		s, err := hs[0].NewStream(ctx, hs[1].ID(), AttachProtocol)
+		s, err := hs[0].NewStream(ctx, hs[1].ID(), defaultAttachID)
 		if err != nil {
 			t.Fatal(err)
 		}

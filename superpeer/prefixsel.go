@@ -3,6 +3,7 @@ package superpeer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,8 @@ type PrefixSelector struct {
 	done   chan struct{}
 }
 
-// NewPrefix makes a prefix selector on node; Start runs it.
+// NewPrefix makes a prefix selector on node; Start runs it. Its attach
+// protocol runs under the node's protocol prefix.
 func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
 	if opts.Superpeers == 0 {
 		opts.Superpeers = 8
@@ -79,6 +81,12 @@ func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	switch p := opts.Attach.ProtocolPrefix; {
+	case p == "":
+		opts.Attach.ProtocolPrefix = node.ProtocolPrefix()
+	case p != node.ProtocolPrefix():
+		return nil, fmt.Errorf("superpeer: attach protocol prefix %q is not the node's %q", p, node.ProtocolPrefix())
 	}
 	att, err := NewAttach(node.Host(), opts.Attach)
 	if err != nil {
