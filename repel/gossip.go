@@ -25,12 +25,14 @@ const (
 	// carries the versions it learned lately (each in GossipPush requests);
 	// the reply carries every version fresher than the request said. A
 	// holder also sends each announcement, with its client digest, to the
-	// other live holders directly (AnnounceProtocol): the digests are for
+	// other live holders directly (the announce protocol): the digests are for
 	// holders only. No mesh, no connection, stream or goroutine of its own
 	// on a peer that holds no token.
 	Piggyback Dissemination = iota
-	// GossipSub: announcements are published on Topic; the dht.Node must
-	// run GossipSub (dht.GossipSub). For applications that run it anyway.
+	// GossipSub: announcements are published on the tokens topic
+	// (<prefix>/repel/tokens/1); the dht.Node must have a pubsub router
+	// (dht.GossipSub, or the application's: dht.UsePubSub). For
+	// applications that run it anyway.
 	GossipSub
 )
 

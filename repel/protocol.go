@@ -21,15 +21,11 @@ import (
 
 // The wire of the token method: announcements ride, signed by their
 // holders, on the Vivaldi exchanges (Piggyback) and go to the other
-// holders over AnnounceProtocol, or are gossiped on Topic with GossipSub
-// (signed, StrictSign: pubsub's default); moves go over MoveProtocol as one
-// request and one answer per stream.
+// holders over the announce protocol, or are gossiped on the tokens topic
+// with GossipSub (signed, StrictSign: pubsub's default); moves go over the
+// move protocol as one request and one answer per stream. Every ID derives
+// from the node's protocol prefix (wireIDs).
 const (
-	// Topic is the GossipSub topic of token announcements.
-	Topic = "/superpeer/repel/tokens/1"
-	// MoveProtocol hands a token over: MOVE, answered by ACK or REFUSE.
-	MoveProtocol protocol.ID = "/superpeer/repel/move/1.0.0"
-
 	// MaxAnnounceSize caps an announcement: a full digest (MaxDigest samples
 	// of 32 dimensions) is about 20 KiB, DigestSize 16 in 8 dimensions
 	// under 2 KiB.
@@ -37,13 +33,6 @@ const (
 	// MaxMoveFrame caps a move frame; offers and acks carry no digest in
 	// practice, but a frame that does still fits.
 	MaxMoveFrame = MaxAnnounceSize
-	// AnnounceProtocol carries a holder's announcement, signed and with its
-	// client digest, to each other live holder (Piggyback dissemination):
-	// one pb.SignedToken frame per stream, unanswered.
-	AnnounceProtocol protocol.ID = "/superpeer/repel/announce/1.0.0"
-	// SurveyProtocol carries surveys (Config.SurveyInterval): one SURVEY or
-	// REPORT frame per stream, unanswered.
-	SurveyProtocol protocol.ID = "/superpeer/repel/survey/1.0.0"
 	// MaxSurveyFrame caps a survey frame: MaxSurveyClients peer IDs of up
 	// to 42 bytes are about 11 KiB.
 	MaxSurveyFrame = MaxAnnounceSize
@@ -52,6 +41,33 @@ const (
 	// MoveTimeout if that is longer (a dilated swarm's).
 	moveStreamTimeout = 10 * time.Second
 )
+
+// wireIDs are the protocol IDs and the topic of the token method under one
+// prefix (dht.Node.ProtocolPrefix); under dht.DefaultProtocolPrefix they
+// are /superpeer/repel/move/1.0.0, .../announce/1.0.0, .../survey/1.0.0 and
+// the topic /superpeer/repel/tokens/1.
+type wireIDs struct {
+	// move hands a token over: MOVE, answered by ACK or REFUSE.
+	move protocol.ID
+	// announce carries a holder's announcement, signed and with its client
+	// digest, to each other live holder (Piggyback dissemination): one
+	// pb.SignedToken frame per stream, unanswered.
+	announce protocol.ID
+	// survey carries surveys (Config.SurveyInterval): one SURVEY or REPORT
+	// frame per stream, unanswered.
+	survey protocol.ID
+	// topic is the GossipSub topic of token announcements.
+	topic string
+}
+
+func wireIDsUnder(prefix protocol.ID) wireIDs {
+	return wireIDs{
+		move:     prefix + "/repel/move/1.0.0",
+		announce: prefix + "/repel/announce/1.0.0",
+		survey:   prefix + "/repel/survey/1.0.0",
+		topic:    string(prefix) + "/repel/tokens/1",
+	}
+}
 
 // Reasons a gossip message or a move frame is refused, as counted in Drops.
 const (
@@ -226,7 +242,7 @@ func tokenReason(err error) string {
 	return DropDecode
 }
 
-// AnnounceValidator is the topic validator of Topic: it refuses (Reject, so
+// AnnounceValidator is the validator of the tokens topic: it refuses (Reject, so
 // GossipSub penalises the forwarder and never relays it) an announcement
 // that does not decode, whose signed author is not the holder it names,
 // whose token ID is out of range, or whose coordinates or digest are

@@ -160,7 +160,7 @@ type input struct {
 	closest map[uint32][]peer.ID
 	probe   *probeAnswer
 	gossip  []signedToken // from a piggyback, or one direct announcement
-	direct  peer.ID       // who sent gossip directly (AnnounceProtocol), or ""
+	direct  peer.ID       // who sent gossip directly (the announce protocol), or ""
 }
 
 // probeAnswer is a measured RTT the model asked for (Ready.Probes).
@@ -193,6 +193,7 @@ type Selector struct {
 	node   *dht.Node
 	viv    *vivaldi.Service
 	opts   SelectorOptions
+	ids    wireIDs // under the node's protocol prefix
 	attach *superpeer.Attach
 	note   superpeer.Notifier
 	topic  *pubsub.Topic
@@ -258,9 +259,12 @@ const (
 )
 
 // NewSelector makes a repel selector on node, with viv the peer's Vivaldi
-// service; with Dissemination GossipSub the node must run GossipSub
-// (dht.GossipSub), and NewSelector registers the topic's validator. Start
-// registers the move, survey and announce protocols and runs it.
+// service; with Dissemination GossipSub the node must have a pubsub router
+// (dht.GossipSub or dht.UsePubSub), and NewSelector registers the topic's
+// validator. Start registers the move, survey and announce protocols and
+// runs it. Every protocol ID and the topic derive from the node's protocol
+// prefix (dht.Node.ProtocolPrefix), which viv (vivaldi.WithProtocolPrefix)
+// and opts.Attach.ProtocolPrefix, if set, must share.
 func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
 	if node == nil || viv == nil {
 		return nil, errors.New("repel: NewSelector needs a dht.Node and a vivaldi.Service")
@@ -268,9 +272,19 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	prefix := node.ProtocolPrefix()
+	if viv.ProtocolPrefix() != prefix {
+		return nil, fmt.Errorf("repel: the Vivaldi service's protocol prefix %q is not the node's %q (vivaldi.WithProtocolPrefix)", viv.ProtocolPrefix(), prefix)
+	}
+	switch p := opts.Attach.ProtocolPrefix; {
+	case p == "":
+		opts.Attach.ProtocolPrefix = prefix
+	case p != prefix:
+		return nil, fmt.Errorf("%w: the attach protocol prefix %q is not the node's %q", ErrOptions, p, prefix)
+	}
 	ps := node.PubSub()
 	if ps == nil && opts.Dissemination == GossipSub {
-		return nil, errors.New("repel: the dht.Node runs no GossipSub (dht.GossipSub option)")
+		return nil, errors.New("repel: the dht.Node has no pubsub router (dht.GossipSub or dht.UsePubSub option)")
 	}
 	self := node.ID()
 	model, err := NewNode(string(self), Key(node.Key()), opts.Config, rand.New(rand.NewPCG(opts.Seed, uint64(len(self)))))
@@ -294,7 +308,7 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		return nil, fmt.Errorf("%w: attach TTL %v is under twice the View %v (a client renews at most once a View)", ErrOptions, att.TTL(), opts.View)
 	}
 	s := &Selector{
-		node: node, viv: viv, opts: opts, attach: att, model: model,
+		node: node, viv: viv, opts: opts, ids: wireIDsUnder(prefix), attach: att, model: model,
 		inbox:       make(chan input, 256),
 		kick:        make(chan struct{}, 1),
 		pub:         make(chan []byte, 1),
@@ -318,16 +332,16 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		s.digests = make([]Token, opts.Config.Tokens)
 		return s, nil
 	}
-	if err := ps.RegisterTopicValidator(Topic, AnnounceValidator(opts.Config, func(r string) { s.drops.Add(r, 1) })); err != nil {
+	if err := ps.RegisterTopicValidator(s.ids.topic, AnnounceValidator(opts.Config, func(r string) { s.drops.Add(r, 1) })); err != nil {
 		s.stopMetrics()
 		att.Close()
 		return nil, fmt.Errorf("repel: topic validator: %w", err)
 	}
-	if s.topic, err = ps.Join(Topic); err != nil {
-		_ = ps.UnregisterTopicValidator(Topic)
+	if s.topic, err = ps.Join(s.ids.topic); err != nil {
+		_ = ps.UnregisterTopicValidator(s.ids.topic)
 		s.stopMetrics()
 		att.Close()
-		return nil, fmt.Errorf("repel: join %s: %w", Topic, err)
+		return nil, fmt.Errorf("repel: join %s: %w", s.ids.topic, err)
 	}
 	return s, nil
 }
@@ -416,7 +430,7 @@ func (s *Selector) Start(ctx context.Context) error {
 	if s.topic != nil {
 		sub, err := s.topic.Subscribe()
 		if err != nil {
-			return fmt.Errorf("repel: subscribe %s: %w", Topic, err)
+			return fmt.Errorf("repel: subscribe %s: %w", s.ids.topic, err)
 		}
 		s.sub = sub
 	} else if err := s.viv.SetPiggyback(piggyback{s}); err != nil {
@@ -425,10 +439,10 @@ func (s *Selector) Start(ctx context.Context) error {
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	ctx = s.ctx
 	s.start = time.Now()
-	s.node.Host().SetStreamHandler(MoveProtocol, s.handleMove)
-	s.node.Host().SetStreamHandler(SurveyProtocol, s.handleSurvey)
+	s.node.Host().SetStreamHandler(s.ids.move, s.handleMove)
+	s.node.Host().SetStreamHandler(s.ids.survey, s.handleSurvey)
 	if s.table != nil {
-		s.node.Host().SetStreamHandler(AnnounceProtocol, s.handleAnnounce)
+		s.node.Host().SetStreamHandler(s.ids.announce, s.handleAnnounce)
 	}
 	s.note.Set(superpeer.Client, "", "started", s.start)
 	s.wg.Add(2)
@@ -445,10 +459,10 @@ func (s *Selector) Start(ctx context.Context) error {
 // Close stops the selector and its protocols.
 func (s *Selector) Close() error {
 	s.once.Do(func() {
-		s.node.Host().RemoveStreamHandler(MoveProtocol)
-		s.node.Host().RemoveStreamHandler(SurveyProtocol)
+		s.node.Host().RemoveStreamHandler(s.ids.move)
+		s.node.Host().RemoveStreamHandler(s.ids.survey)
 		if s.table != nil {
-			s.node.Host().RemoveStreamHandler(AnnounceProtocol)
+			s.node.Host().RemoveStreamHandler(s.ids.announce)
 			if s.cancel != nil {
 				_ = s.viv.SetPiggyback(nil)
 			}
@@ -463,7 +477,7 @@ func (s *Selector) Close() error {
 		if s.topic != nil {
 			_ = s.topic.Close()
 			if ps := s.node.PubSub(); ps != nil {
-				_ = ps.UnregisterTopicValidator(Topic)
+				_ = ps.UnregisterTopicValidator(s.ids.topic)
 			}
 		}
 		s.stopMetrics()

@@ -154,7 +154,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 // sendAnnounce sends one signed announcement, with its digest, to another
 // holder on a stream of its own, unanswered.
 func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
-	s.sendFrame(to, AnnounceProtocol, st, StatAnnounceLost, StatAnnounceSent, StatAnnounceBytes)
+	s.sendFrame(to, s.ids.announce, st, StatAnnounceLost, StatAnnounceSent, StatAnnounceBytes)
 }
 
 // handleAnnounce reads a holder's direct announcement and hands it to the

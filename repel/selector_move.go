@@ -129,7 +129,7 @@ func (s *Selector) sendMove(m Message) {
 		s.unreachable[to] = time.Now().Add(s.opts.Config.DeadAfter)
 		s.mu.Unlock()
 	}
-	st, err := s.node.Host().NewStream(ctx, to, MoveProtocol)
+	st, err := s.node.Host().NewStream(ctx, to, s.ids.move)
 	if err != nil {
 		fail()
 		return

@@ -47,5 +47,5 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 // candidate, a candidate's report is missed and the holder decides without
 // it.
 func (s *Selector) sendSurvey(m Message) {
-	s.sendFrame(peer.ID(m.To), SurveyProtocol, EncodeSurvey(m), StatSurveyLost, StatSurveySent, StatSurveyBytes)
+	s.sendFrame(peer.ID(m.To), s.ids.survey, EncodeSurvey(m), StatSurveyLost, StatSurveySent, StatSurveyBytes)
 }

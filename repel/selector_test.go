@@ -23,6 +23,9 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
+// testIDs are the wire's IDs under the tests' prefix (selectorNet's).
+var testIDs = wireIDsUnder("/test")
+
 type testPeerSet struct {
 	hosts []host.Host
 	nodes []*dht.Node
@@ -55,7 +58,7 @@ func selectorNetWith(t *testing.T, n, withSel int, cfg Config, d Dissemination) 
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
-		viv, err := vivaldi.NewService(h, vivaldi.WithInterval(20*time.Millisecond), vivaldi.WithSeed(int64(i+1)))
+		viv, err := vivaldi.NewService(h, vivaldi.WithInterval(20*time.Millisecond), vivaldi.WithSeed(int64(i+1)), vivaldi.WithProtocolPrefix("/test"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +156,7 @@ func TestSelector_SmallNetworkSettles(t *testing.T) {
 // sendRaw opens a move stream from h to p and writes b as is.
 func sendRaw(t *testing.T, h host.Host, p peer.ID, b []byte) {
 	t.Helper()
-	s, err := h.NewStream(context.Background(), p, MoveProtocol)
+	s, err := h.NewStream(context.Background(), p, testIDs.move)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +212,7 @@ func TestSelector_BadMoveFramesCounted(t *testing.T) {
 	})
 
 	// A good offer is still taken.
-	s, err := attacker.NewStream(context.Background(), target, MoveProtocol)
+	s, err := attacker.NewStream(context.Background(), target, testIDs.move)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +246,7 @@ func TestSelector_GossipRefusesLiars(t *testing.T) {
 	cfg.DeadAfter = time.Minute
 	ps := selectorNetWith(t, 3, 2, cfg, GossipSub)
 	liar := ps.nodes[2]
-	topic, err := liar.PubSub().Join(Topic)
+	topic, err := liar.PubSub().Join(testIDs.topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +292,7 @@ func TestSelector_GossipRefusesLiars(t *testing.T) {
 }
 
 // TestSelector_SurveysOverTheWire: with surveys on, a settled holder's
-// surveys reach its candidates over SurveyProtocol, they measure and
+// surveys reach its candidates over testIDs.survey, they measure and
 // report back, and the holder decides (keeps its place or hands the token
 // on); the swarm still has one superpeer serving everyone, and nothing is
 // refused between honest peers.
@@ -360,7 +363,7 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	victim, attacker := ps.sels[0], ps.hosts[1]
 	target := ps.hosts[0].ID()
 	send := func(b []byte) {
-		s, err := attacker.NewStream(context.Background(), target, SurveyProtocol)
+		s, err := attacker.NewStream(context.Background(), target, testIDs.survey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +393,7 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	})
 	// A good survey: the victim measures the attacker and reports.
 	got := make(chan Message, 1)
-	attacker.SetStreamHandler(SurveyProtocol, func(s lpnet.Stream) {
+	attacker.SetStreamHandler(testIDs.survey, func(s lpnet.Stream) {
 		defer s.Close()
 		var f pb.SurveyFrame
 		if err := pbio.NewDelimitedReader(s, MaxSurveyFrame).ReadMsg(&f); err != nil {
@@ -422,7 +425,7 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sendOn(t, attacker, target, AnnounceProtocol, frameOf(t, signed))
+	sendOn(t, attacker, target, testIDs.announce, frameOf(t, signed))
 	waitUntil(t, 10*time.Second, "the announcement taken", func() bool {
 		for _, tok := range victim.LiveTokens() {
 			if tok.ID == 0 && tok.Holder == mine.Holder {
@@ -500,8 +503,8 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 		}
 		return st
 	}
-	sendOn(t, liar, target, AnnounceProtocol, frameOf(t, sign(Token{ID: 0, Epoch: 9, Holder: other, HolderKey: PeerKey(other), Coord: coord, Seq: 1})))
-	sendOn(t, liar, target, AnnounceProtocol, frameOf(t, sign(Token{ID: 7, Epoch: 9, Holder: me, HolderKey: PeerKey(me), Coord: coord, Seq: 1})))
+	sendOn(t, liar, target, testIDs.announce, frameOf(t, sign(Token{ID: 0, Epoch: 9, Holder: other, HolderKey: PeerKey(other), Coord: coord, Seq: 1})))
+	sendOn(t, liar, target, testIDs.announce, frameOf(t, sign(Token{ID: 7, Epoch: 9, Holder: me, HolderKey: PeerKey(me), Coord: coord, Seq: 1})))
 	waitUntil(t, 5*time.Second, "both direct lies refused", func() bool {
 		d := victim.Drops()
 		return d[DropNotHolder] == 1 && d[DropOutOfRange] == 1
@@ -572,6 +575,7 @@ func TestNewSelector_RefusesBadOptions(t *testing.T) {
 		"ttl under two views":         {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: 300 * time.Millisecond}},
 		"switch under 1":              {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute}, Switch: 0.5},
 		"negative view":               {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute}, View: -time.Second},
+		"another attach prefix":       {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute, ProtocolPrefix: "/other"}},
 	} {
 		sel, err := NewSelector(node, viv, o)
 		if !errors.Is(err, ErrOptions) {

@@ -114,7 +114,7 @@ func announceFrameSize(m repel.Message) int {
 	if err != nil { // over the cap: the live peer would not send it, but count it
 		payload, _ = proto.Marshal(&rpb.Announce{Token: repel.TokenToPB(m.Token)})
 	}
-	topic := repel.Topic
+	topic := "/superpeer/repel/tokens/1" // the topic under the default protocol prefix
 	msg := &pubsubpb.Message{
 		From:      []byte(m.From),
 		Data:      payload,
