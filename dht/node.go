@@ -273,7 +273,9 @@ func (n *Node) routingEvent(p peer.ID, added bool) {
 
 // New starts a Node on h. It does not dial anyone: call Bootstrap. Create
 // it before h has connections of its own (see WatchRoutingTable), unless it
-// runs on the application's kad-dht (UseKad).
+// runs on the application's kad-dht (UseKad). ctx bounds the node's
+// background work: the GossipSub it builds, and its watch of an
+// application's kad-dht's routing table.
 func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 	cfg := config{
 		prefix:        DefaultProtocolPrefix,
