@@ -3,7 +3,6 @@ package repel
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -125,14 +124,8 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 		t.Error("no gossip bytes sent")
 	}
 
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "superpeer_") {
-			t.Errorf("%s registered on the default registry without a Registerer", mf.GetName())
-		}
+	if names, err := counters.Named(prometheus.DefaultGatherer, "superpeer_"); err != nil || len(names) > 0 {
+		t.Errorf("registered on the default registry without a Registerer: %v (%v)", names, err)
 	}
 	for _, s := range sels {
 		s.Close()

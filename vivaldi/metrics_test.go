@@ -27,16 +27,12 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	waitFor(t, 5*time.Second, "3 requests served", func() bool { return a.Stats().Served == 3 })
 	check := func(reg prometheus.Gatherer, want map[string]map[string]float64) {
 		t.Helper()
-		got, err := counters.Values(reg)
+		bad, err := counters.Mismatches(reg, want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, w := range want {
-			for label, v := range w {
-				if g, ok := got[name][label]; !ok || g != v {
-					t.Errorf("%s{%q} = %v (present %v), want %v", name, label, g, ok, v)
-				}
-			}
+		for _, b := range bad {
+			t.Error(b)
 		}
 	}
 	check(regA, map[string]map[string]float64{
@@ -77,14 +73,8 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	if _, err := d.Sample(context.Background(), hs[0].ID()); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := prometheus.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "superpeer_") {
-			t.Errorf("%s registered on the default registry without the option", mf.GetName())
-		}
+	if names, err := counters.Named(prometheus.DefaultGatherer, "superpeer_"); err != nil || len(names) > 0 {
+		t.Errorf("registered on the default registry without the option: %v (%v)", names, err)
 	}
 	if _, err := NewService(hs[2], WithRegisterer(nil)); err == nil || !strings.Contains(err.Error(), "WithRegisterer") {
 		t.Errorf("WithRegisterer(nil): err = %v, want one naming the option", err)

@@ -203,3 +203,36 @@ func checkValues(t *testing.T, g prometheus.Gatherer, want map[string]map[string
 		t.Errorf("gathered %v, want %v", got, want)
 	}
 }
+
+// Mismatches names every missing or different series, and nothing for a
+// subset of what is exported; Named lists the families under a prefix.
+func TestMismatchesAndNamed(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	var d Set
+	d.Add("decode", 2)
+	stop, err := Register(reg, testFams, reporter(3, &d, 4, 0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if bad, err := Mismatches(reg, map[string]map[string]float64{"superpeer_test_drops_total": {"decode": 2}, "superpeer_test_load": {"": 4}}); err != nil || bad != nil {
+		t.Errorf("a subset of what is exported: %v, %v", bad, err)
+	}
+	bad, err := Mismatches(reg, map[string]map[string]float64{
+		"superpeer_test_drops_total": {"decode": 3, "bad": 0},
+		"superpeer_test_missing":     {"": 1},
+	})
+	if err != nil || len(bad) != 2 {
+		t.Fatalf("%d mismatches (%v), want 2: %v", len(bad), err, bad)
+	}
+	if want := `superpeer_test_drops_total{"decode"} = 2 (present true), want 3`; bad[0] != want {
+		t.Errorf("first mismatch %q, want %q", bad[0], want)
+	}
+	names, err := Named(reg, "superpeer_test_")
+	if err != nil || len(names) != 4 {
+		t.Errorf("Named: %v, %v; want the 4 test families", names, err)
+	}
+	if names, _ := Named(reg, "superpeer_other_"); len(names) != 0 {
+		t.Errorf("Named under another prefix: %v", names)
+	}
+}

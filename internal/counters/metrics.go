@@ -3,7 +3,10 @@ package counters
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -241,6 +244,41 @@ func Values(g prometheus.Gatherer) (map[string]map[string]float64, error) {
 			}
 		}
 		out[mf.GetName()] = m
+	}
+	return out, nil
+}
+
+// Mismatches compares what g exports with want (metric name → value of its
+// first label, "" when unlabelled → value) and describes each series that
+// is missing or differs, in the order of the names and labels; none is
+// nil. Tests of the components' metrics share it.
+func Mismatches(g prometheus.Gatherer, want map[string]map[string]float64) ([]string, error) {
+	got, err := Values(g)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		for _, label := range slices.Sorted(maps.Keys(want[name])) {
+			if v, ok := got[name][label]; !ok || v != want[name][label] {
+				out = append(out, fmt.Sprintf("%s{%q} = %v (present %v), want %v", name, label, v, ok, want[name][label]))
+			}
+		}
+	}
+	return out, nil
+}
+
+// Named lists the metric families g exports whose names start with prefix.
+func Named(g prometheus.Gatherer, prefix string) ([]string, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), prefix) {
+			out = append(out, mf.GetName())
+		}
 	}
 	return out, nil
 }
