@@ -37,19 +37,7 @@ func testNetwork(t *testing.T, n int, opts ...Option) []*Node {
 		t.Cleanup(func() { node.Close() })
 		nodes = append(nodes, node)
 	}
-	rng := rand.New(rand.NewSource(1))
-	for i := 1; i < n; i++ {
-		b := nodes[rng.Intn(i)]
-		if err := nodes[i].Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
-			t.Fatalf("node %d join: %v", i, err)
-		}
-	}
-	// A second round of self-lookups lets the early joiners meet the late.
-	for _, node := range nodes {
-		if err := node.SelfLookup(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	joinAll(t, ctx, nodes)
 	return nodes
 }
 
@@ -244,5 +232,23 @@ func TestNode_ClosestAsksAFailedPeerAgain(t *testing.T) {
 			t.Errorf("lookup %d: closest %s, want %s (its first request dropped)", i, got[0], want.ID())
 		}
 		want.Host().SetStreamHandler(want.closestProtocol(), want.handleClosest)
+	}
+}
+
+// joinAll joins node i through a seeded random node before it, then has
+// every node look itself up again so that the early joiners meet the late.
+func joinAll(t *testing.T, ctx context.Context, nodes []*Node) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(1))
+	for i := 1; i < len(nodes); i++ {
+		b := nodes[rng.Intn(i)]
+		if err := nodes[i].Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+			t.Fatalf("node %d join: %v", i, err)
+		}
+	}
+	for _, node := range nodes {
+		if err := node.SelfLookup(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -76,18 +76,8 @@ func TestNode_UseKadAndPubSub(t *testing.T) {
 	events, stop := nodes[1].WatchRoutingTable()
 	defer stop()
 
-	rng := rand.New(rand.NewSource(1))
-	for i := 1; i < n; i++ {
-		b := nodes[rng.Intn(i)]
-		if err := nodes[i].Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
-			t.Fatalf("node %d join: %v", i, err)
-		}
-	}
-	for _, node := range nodes {
-		if err := node.SelfLookup(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	joinAll(t, ctx, nodes)
+	rng := rand.New(rand.NewSource(2))
 	for i := 0; i < 12; i++ {
 		var target Key
 		rng.Read(target[:])
