@@ -117,7 +117,9 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	if n := len(got["superpeer_repel_token_events_total"]); n != int(EventSurveyKept) {
 		t.Errorf("%d token event series, want one per EventKind (%d)", n, EventSurveyKept)
 	}
-	if g := got["superpeer_repel_token_lookups_total"][""]; g < lookups || g == 0 {
+	// Which peers look token names up depends on who minted: the five
+	// together looked up at least once.
+	if g := got["superpeer_repel_token_lookups_total"][""]; g < lookups || g+float64(sels[4].Stats()[StatLookups]) < 1 {
 		t.Errorf("token lookups %v, the selectors' Stats said %v before", g, lookups)
 	}
 	if g := got["superpeer_repel_sent_bytes_total"]["gossip"]; g == 0 {
