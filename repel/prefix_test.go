@@ -10,7 +10,6 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/repel/pb"
@@ -96,18 +95,7 @@ func TestSelector_TwoPrefixesShareAHostAndItsPubSub(t *testing.T) {
 	}
 	target := h.ID()
 	offer := Token{ID: 0, Epoch: 100, Holder: string(target), HolderKey: PeerKey(string(target)), Coord: vivaldi.Coord{Vec: make([]float64, 8)}}
-	s, err := attacker.NewStream(ctx, target, wireIDsUnder("/b").move)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pbio.NewDelimitedWriter(s).WriteMsg(EncodeMove(Message{Type: MsgMove, Token: offer})); err != nil {
-		t.Fatal(err)
-	}
-	var ans pb.MoveFrame
-	if err := pbio.NewDelimitedReader(s, MaxMoveFrame).ReadMsg(&ans); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Close()
+	ans := offerMove(t, attacker, target, wireIDsUnder("/b").move, offer)
 	if ans.Type != pb.MoveFrame_ACK {
 		t.Fatalf("answer to a /b offer: %v", &ans)
 	}

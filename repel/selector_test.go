@@ -212,18 +212,7 @@ func TestSelector_BadMoveFramesCounted(t *testing.T) {
 	})
 
 	// A good offer is still taken.
-	s, err := attacker.NewStream(context.Background(), target, testIDs.move)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pbio.NewDelimitedWriter(s).WriteMsg(EncodeMove(Message{Type: MsgMove, Token: offer})); err != nil {
-		t.Fatal(err)
-	}
-	var ans pb.MoveFrame
-	if err := pbio.NewDelimitedReader(s, MaxMoveFrame).ReadMsg(&ans); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Close()
+	ans := offerMove(t, attacker, target, testIDs.move, offer)
 	if ans.Type != pb.MoveFrame_ACK || ans.Token.Epoch != 100 {
 		t.Fatalf("answer to a good offer: %v", &ans)
 	}
@@ -593,4 +582,23 @@ func TestNewSelector_RefusesBadOptions(t *testing.T) {
 	if got := sel.opts.Config; got.Tokens != DefaultConfig().Tokens || got.MoveInterval != DefaultConfig().MoveInterval {
 		t.Errorf("the zero Config became %+v, want DefaultConfig", got)
 	}
+}
+
+// offerMove offers tok to target on the move protocol id, as its holder
+// would, and returns the answer.
+func offerMove(t *testing.T, from host.Host, target peer.ID, id protocol.ID, tok Token) *pb.MoveFrame {
+	t.Helper()
+	s, err := from.NewStream(context.Background(), target, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(EncodeMove(Message{Type: MsgMove, Token: tok})); err != nil {
+		t.Fatal(err)
+	}
+	var ans pb.MoveFrame
+	if err := pbio.NewDelimitedReader(s, MaxMoveFrame).ReadMsg(&ans); err != nil {
+		t.Fatal(err)
+	}
+	return &ans
 }

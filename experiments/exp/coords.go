@@ -139,13 +139,13 @@ func runCoords(o Options, r *report.Run) error {
 	series := map[string]*report.Series{}
 	for _, key := range order {
 		row := rows[key]
-		row.Mean, row.Worst = mean(row.Ratios), slices.Max(row.Ratios)
+		row.Mean, row.Worst = metrics.Mean(row.Ratios), slices.Max(row.Ratios)
 		out = append(out, *row)
 		per := ""
 		for _, x := range row.Ratios {
 			per += fmt.Sprintf(" %.3f", x)
 		}
-		t.Add(row.Config, row.Rounds, row.MedianError, row.Mean, row.Worst, mean(row.Placement), per[1:])
+		t.Add(row.Config, row.Rounds, row.MedianError, row.Mean, row.Worst, metrics.Mean(row.Placement), per[1:])
 		for _, s := range []struct {
 			name string
 			y    float64
@@ -172,12 +172,4 @@ func runCoords(o Options, r *report.Run) error {
 		return err
 	}
 	return r.WriteResults(p, map[string]any{"rows": out})
-}
-
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(max(len(xs), 1))
 }

@@ -273,7 +273,18 @@ func (s *Swarm) liveSpace() *liveRTT {
 	return l
 }
 
-func (l *liveRTT) Len() int             { return len(l.idx) }
+func (l *liveRTT) Len() int { return len(l.idx) }
+
+// local maps swarm indices to the live space's, leaving out the dead.
+func (l *liveRTT) local(idx []int) []int {
+	out := make([]int, 0, len(idx))
+	for _, i := range idx {
+		if j, ok := l.back[i]; ok {
+			out = append(out, j)
+		}
+	}
+	return out
+}
 func (l *liveRTT) RTT(i, j int) float64 { return l.s.RTT(l.idx[i], l.idx[j]) }
 
 // Evaluate scores an assignment over the live peers with Lo et al.'s
@@ -289,13 +300,7 @@ func (s *Swarm) Evaluate(a metrics.Assignment, sps []int, capacity, target int) 
 			}
 		}
 	}
-	lsp := make([]int, 0, len(sps))
-	for _, i := range sps {
-		if j, ok := l.back[i]; ok {
-			lsp = append(lsp, j)
-		}
-	}
-	ev, err := metrics.Evaluate(l, la, lsp, capacity)
+	ev, err := metrics.Evaluate(l, la, l.local(sps), capacity)
 	if err != nil {
 		return ev, err
 	}
@@ -308,12 +313,7 @@ func (s *Swarm) Evaluate(a metrics.Assignment, sps []int, capacity, target int) 
 // RTTs): what that placement gives with a perfect attach.
 func (s *Swarm) idealAttach(sps []int, capacity int) (metrics.Evaluation, error) {
 	l := s.liveSpace()
-	lsp := make([]int, 0, len(sps))
-	for _, i := range sps {
-		if j, ok := l.back[i]; ok {
-			lsp = append(lsp, j)
-		}
-	}
+	lsp := l.local(sps)
 	return metrics.Evaluate(l, metrics.AssignWithCapacity(l, lsp, capacity), lsp, capacity)
 }
 
