@@ -192,6 +192,7 @@ type snapshot struct {
 type Selector struct {
 	node   *dht.Node
 	viv    *vivaldi.Service
+	ownViv bool // made by NewSelector, closed by Close
 	opts   SelectorOptions
 	ids    wireIDs // under the node's protocol prefix
 	attach *superpeer.Attach
@@ -259,19 +260,59 @@ const (
 )
 
 // NewSelector makes a repel selector on node, with viv the peer's Vivaldi
-// service; with Dissemination GossipSub the node must have a pubsub router
+// service, or with viv nil one of its own (sampling the node's routing table
+// every DefaultVivaldiInterval; Close closes it); with Dissemination GossipSub the node must have a pubsub router
 // (dht.GossipSub or dht.UsePubSub), and NewSelector registers the topic's
 // validator. Start registers the move, survey and announce protocols and
 // runs it. Every protocol ID and the topic derive from the node's protocol
 // prefix (dht.Node.ProtocolPrefix), which viv (vivaldi.WithProtocolPrefix)
 // and opts.Attach.ProtocolPrefix, if set, must share.
 func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
-	if node == nil || viv == nil {
-		return nil, errors.New("repel: NewSelector needs a dht.Node and a vivaldi.Service")
+	if node == nil {
+		return nil, errors.New("repel: NewSelector needs a dht.Node")
 	}
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	ownViv := viv == nil
+	if ownViv {
+		var err error
+		if viv, err = ownVivaldi(node, opts); err != nil {
+			return nil, err
+		}
+	}
+	s, err := newSelector(node, viv, opts)
+	if err != nil {
+		if ownViv {
+			viv.Close()
+		}
+		return nil, err
+	}
+	s.ownViv = ownViv
+	return s, nil
+}
+
+// ownVivaldi is the Vivaldi service a selector makes when given none: it
+// samples the node's routing table, under the node's protocol prefix, every
+// DefaultVivaldiInterval, and reports its metrics where the selector does.
+func ownVivaldi(node *dht.Node, opts SelectorOptions) (*vivaldi.Service, error) {
+	vo := []vivaldi.Option{
+		vivaldi.WithProtocolPrefix(node.ProtocolPrefix()),
+		vivaldi.WithInterval(DefaultVivaldiInterval),
+		vivaldi.WithPeerSource(func() []peer.ID { return node.RoutingTable().ListPeers() }),
+		vivaldi.WithSeed(int64(opts.Seed)),
+	}
+	if opts.Registerer != nil {
+		vo = append(vo, vivaldi.WithRegisterer(opts.Registerer))
+	}
+	return vivaldi.NewService(node.Host(), vo...)
+}
+
+// DefaultVivaldiInterval is how often the Vivaldi service a selector makes
+// for itself (NewSelector with no service) samples a peer.
+const DefaultVivaldiInterval = 2 * time.Second
+
+func newSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
 	prefix := node.ProtocolPrefix()
 	if viv.ProtocolPrefix() != prefix {
 		return nil, fmt.Errorf("repel: the Vivaldi service's protocol prefix %q is not the node's %q (vivaldi.WithProtocolPrefix)", viv.ProtocolPrefix(), prefix)
@@ -482,6 +523,9 @@ func (s *Selector) Close() error {
 		}
 		s.stopMetrics()
 		s.attach.Close()
+		if s.ownViv {
+			s.viv.Close()
+		}
 	})
 	return nil
 }
@@ -906,4 +950,38 @@ func (s *Selector) probeHolder(p peer.ID) {
 		s.stats.Add(StatProbesFailed, 1)
 	}
 	s.post(s.ctx, input{probe: &probeAnswer{id: p, rtt: rtt, ok: err == nil}})
+}
+
+func init() {
+	superpeer.Register(superpeer.Method{
+		Name:        "repel",
+		Summary:     "S tokens repel each other in Vivaldi space; a peer that keeps one long enough is a superpeer, and clients attach to the nearest",
+		Coordinates: true,
+		New: func(node *dht.Node, env superpeer.Env) (superpeer.Selector, error) {
+			var opts SelectorOptions
+			switch o := env.Options.(type) {
+			case nil:
+			case SelectorOptions:
+				opts = o
+			case *SelectorOptions:
+				opts = *o
+			default:
+				return nil, fmt.Errorf("%w: repel takes repel.SelectorOptions, not %T", superpeer.ErrMethodOptions, env.Options)
+			}
+			if env.Superpeers != 0 {
+				if opts.Config.Tokens == 0 {
+					opts.Config = DefaultConfig()
+				}
+				opts.Config.Tokens = env.Superpeers
+			}
+			if env.Seed != 0 {
+				opts.Seed = env.Seed
+			}
+			if env.Registerer != nil {
+				opts.Registerer = env.Registerer
+			}
+			opts.Attach = env.AttachOver(opts.Attach)
+			return NewSelector(node, env.Vivaldi, opts)
+		},
+	})
 }

@@ -42,9 +42,9 @@ type Change struct {
 	Reason string
 }
 
-// Selector is a superpeer selection method running on one peer. Both
-// methods (prefix and repel) implement it, so an application can embed
-// either on its own host and DHT.
+// Selector is a superpeer selection method running on one peer. Every
+// method implements it (Method.New builds one), so an application can embed
+// any on its own host and DHT.
 type Selector interface {
 	// Start begins selecting; it returns once the selector runs (the first
 	// decision arrives as a Change).
@@ -57,6 +57,9 @@ type Selector interface {
 	// Subscribe delivers every change from now on; cancel stops it. A slow
 	// subscriber loses intermediate changes, never the latest.
 	Subscribe() (changes <-chan Change, cancel func())
+	// Attach is the peer's attach protocol: its clients while it is a
+	// superpeer, its capacity and counters.
+	Attach() *Attach
 	// Close stops the selector.
 	Close() error
 }

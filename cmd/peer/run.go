@@ -94,7 +94,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	httpAddr := fs.String("http", "", "serve status as JSON on this address, e.g. 127.0.0.1:8080")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address at "+metricsPath+", e.g. 127.0.0.1:9090: the peer's superpeer_*, go-libp2p's libp2p_*, the Go runtime's and the process's")
 	refresh := fs.Duration("refresh", 10*time.Minute, "routing-table refresh interval")
-	method := fs.String("method", "none", "superpeer selection: prefix (reserved key bits), repel (repelling tokens in Vivaldi space), or none (the DHT only)")
+	method := fs.String("method", "none", "superpeer selection: "+methodList()+"; or none (the DHT only)")
 	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted (with --method prefix or repel)")
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 64, "C, the most clients this peer serves as a superpeer (0: unbounded)")
@@ -137,8 +137,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *refresh <= 0:
 		return fmt.Errorf("%w: --refresh %v must be positive", errUsage, *refresh)
-	case *method != "prefix" && *method != "repel" && *method != "none":
-		return fmt.Errorf("%w: --method %q: want prefix, repel or none", errUsage, *method)
+	case *method != "none" && !registered(*method):
+		return fmt.Errorf("%w: --method %q: want %s or none", errUsage, *method, strings.Join(superpeer.MethodNames(), ", "))
 	case *superpeers < 1:
 		return fmt.Errorf("%w: --superpeers %d must be at least 1", errUsage, *superpeers)
 	case *capacity < 0:
@@ -219,48 +219,53 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer node.Close()
-	attach := superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Registerer: metricsReg}
-	if *method == "repel" {
-		attach.Displace = displaceOption(*displace)
-	}
 	var (
-		sel     runSelector
-		prefix  *superpeer.PrefixSelector
+		sel     superpeer.Selector
 		rsel    *repel.Selector
 		started string // logged once the selector runs
 	)
-	switch *method {
-	case "prefix":
-		prefix, err = superpeer.NewPrefix(node, superpeer.PrefixOptions{Superpeers: *superpeers, Pow2: *pow2, Attach: attach})
+	if *method != "none" {
+		m, err := superpeer.Lookup(*method)
 		if err != nil {
 			return err
 		}
-		defer prefix.Close()
-		sel = prefix
-		started = fmt.Sprintf("selecting superpeers by prefix: S = %d, group %d of %d", *superpeers, prefix.Scheme().Group(node.Key()), prefix.Scheme().Groups())
-	case "repel":
-		// Vivaldi samples the routing table's peers (or, while it is
-		// empty, the connected ones), half of the time one of the 16
-		// nearest by coordinate, as the swarm's peers do.
-		vivOpts := []vivaldi.Option{vivaldi.WithInterval(*vivInterval), vivaldi.WithPeerSource(func() []peer.ID {
-			return node.RoutingTable().ListPeers()
-		})}
-		if metricsReg != nil {
-			vivOpts = append(vivOpts, vivaldi.WithRegisterer(metricsReg))
+		env := superpeer.Env{Superpeers: *superpeers, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl}, Registerer: metricsReg}
+		started = fmt.Sprintf("selecting superpeers by %s: S = %d", m.Name, *superpeers)
+		switch m.Name {
+		case "prefix":
+			env.Options = superpeer.PrefixOptions{Pow2: *pow2}
+		case "repel":
+			env.Attach.Displace = displaceOption(*displace)
+			env.Options = repel.SelectorOptions{Config: rcfg, Dissemination: dissemination}
+			started += fmt.Sprintf(", force %s, T_settle %v, T_dead %v, announce every %v by %s",
+				rcfg.Model, rcfg.SettleAfter, rcfg.DeadAfter, rcfg.AnnounceInterval, dissemination)
 		}
-		viv, err := vivaldi.NewService(h, vivOpts...)
-		if err != nil {
+		if m.Coordinates {
+			// Vivaldi samples the routing table's peers, half of the
+			// time one of the 16 nearest by coordinate, as the swarm's
+			// peers do.
+			vivOpts := []vivaldi.Option{vivaldi.WithInterval(*vivInterval), vivaldi.WithPeerSource(func() []peer.ID {
+				return node.RoutingTable().ListPeers()
+			})}
+			if metricsReg != nil {
+				vivOpts = append(vivOpts, vivaldi.WithRegisterer(metricsReg))
+			}
+			viv, err := vivaldi.NewService(h, vivOpts...)
+			if err != nil {
+				return err
+			}
+			defer viv.Close()
+			env.Vivaldi = viv
+			started += fmt.Sprintf(", Vivaldi sample every %v", *vivInterval)
+		}
+		if sel, err = m.New(node, env); err != nil {
 			return err
 		}
-		defer viv.Close()
-		rsel, err = repel.NewSelector(node, viv, repel.SelectorOptions{Config: rcfg, Attach: attach, Dissemination: dissemination, Registerer: metricsReg})
-		if err != nil {
-			return err
+		defer sel.Close()
+		if ps, ok := sel.(*superpeer.PrefixSelector); ok {
+			started += fmt.Sprintf(", group %d of %d", ps.Scheme().Group(node.Key()), ps.Scheme().Groups())
 		}
-		defer rsel.Close()
-		sel = rsel
-		started = fmt.Sprintf("selecting superpeers by repel: S = %d, force %s, T_settle %v, T_dead %v, announce every %v by %s, Vivaldi sample every %v",
-			*superpeers, rcfg.Model, rcfg.SettleAfter, rcfg.DeadAfter, rcfg.AnnounceInterval, dissemination, *vivInterval)
+		rsel, _ = sel.(*repel.Selector)
 	}
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
@@ -321,11 +326,19 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// runSelector is what `peer run` needs of a selection method: both
-// superpeer.PrefixSelector and repel.Selector.
-type runSelector interface {
-	superpeer.Selector
-	Attach() *superpeer.Attach
+// methodList describes the registered methods for --method's help.
+func methodList() string {
+	var parts []string
+	for _, m := range superpeer.Methods() {
+		parts = append(parts, m.Name+" — "+m.Summary)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// registered is whether a method of that name is registered.
+func registered(name string) bool {
+	_, err := superpeer.Lookup(name)
+	return err == nil
 }
 
 // watchToken logs the repel tokens this peer takes and gives up (minted,
@@ -442,7 +455,7 @@ type surveyStatus struct {
 
 // statusHandler serves /status; sel is nil without a selection method,
 // rsel non-nil (and sel too) with the repel method.
-func statusHandler(node *dht.Node, sel runSelector, rsel *repel.Selector) http.Handler {
+func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		st := status{ID: node.ID().String(), Key: node.Key().Hex(), NetworkSize: node.NetworkSize(), Drops: node.Stats().Drops()}
