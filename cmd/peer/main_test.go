@@ -226,6 +226,13 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--conns", "many"}, 2, "--conns"},
 		{[]string{"swarm", "--pprof", "nowhere:port"}, 2, "--pprof"},
 		{[]string{"swarm", "--displace", "-1ms"}, 2, "--displace"},
+		{[]string{"swarm", "--method", "prefix,bogus"}, 2, `unknown method "bogus" (registered: prefix, repel`},
+		{[]string{"swarm", "--method", "prefix,repel", "--kill", "0.1"}, 2, "need one --method"},
+		{[]string{"swarm", "--method", "all", "--dilate", "2"}, 2, "--dilate is for --method repel"},
+		{[]string{"swarm", "--method", "repel", "--vivaldi=false"}, 2, "needs --vivaldi"},
+		{[]string{"sim", "--method", "none"}, 2, "nothing to simulate"},
+		{[]string{"sim", "--superpeers", "0"}, 2, "--superpeers 0"},
+		{[]string{"sim", "--latency", bad}, 1, "line 2"},
 		{[]string{"swarm", "--survey", "-1s"}, 2, "--survey"},
 		{[]string{"swarm", "--method", "repel", "--hold", "-1s"}, 2, "--hold"},
 		{[]string{"swarm", "--method", "repel", "--probe", "0"}, 2, "--probe"},
@@ -257,7 +264,7 @@ func lastLine(s string) string {
 func TestSwarm_SmallRunWritesReport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.json")
 	var out, errb bytes.Buffer
-	if code := run([]string{"swarm", "--n", "40", "--seed", "5", "--latency", "synthetic", "--lookups", "20", "--json", path}, &out, &errb); code != 0 {
+	if code := run([]string{"swarm", "--method", "prefix", "--n", "40", "--seed", "5", "--latency", "synthetic", "--lookups", "20", "--json", path}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	b, err := os.ReadFile(path)

@@ -177,7 +177,7 @@ func TestRun_RepelBadFlagsAreUsageErrors(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"run", "--method", "bogus"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want prefix, repel or none") {
+	if code := run([]string{"run", "--method", "bogus"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "want prefix, repel") || !strings.Contains(errb.String(), "or none") {
 		t.Errorf("--method bogus: exit %d, stderr %q", code, errb.String())
 	}
 }

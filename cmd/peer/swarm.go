@@ -59,23 +59,26 @@ type swarmReport struct {
 	StuckIdentifies int               `json:"stuck_identifies"`
 	Lookup          swarm.LookupCheck `json:"lookup"`
 	RawLookup       swarm.LookupCheck `json:"raw_lookup"`
-	Method          string            `json:"method"`
 	Peers           []peerReport      `json:"peers"`
-	// Superpeers summarises the selection after convergence.
-	Superpeers *swarm.SelectionSummary `json:"superpeers,omitempty"`
-	// Kill, when peers were killed after convergence.
-	Kill *killReport `json:"kill,omitempty"`
-	// Hold (repel, --hold) is the selection again after the swarm kept
-	// running for a while past its first convergence.
-	Hold *holdReport `json:"hold,omitempty"`
 	// Vivaldi is the live coordinates' median and p90 relative error
-	// against the latency matrix, over all pairs of live peers.
+	// against the latency matrix, over all pairs of live peers, when the
+	// selection started.
 	Vivaldi *swarm.VivaldiSummary `json:"vivaldi,omitempty"`
-	// VivaldiAfter is the coordinates' error once selection converged: the
-	// selection runs on them, and a loaded machine can spoil them.
-	VivaldiAfter *vivaldiError `json:"vivaldi_after_selection,omitempty"`
-	// Repel is what the tokens did (method repel).
-	Repel *swarm.RepelSummary `json:"repel,omitempty"`
+	// Method names the methods run, separated by commas (none: the DHT
+	// alone).
+	Method string `json:"method"`
+	// Methods are the selection methods run, one after another on the
+	// same peers (--method).
+	Methods []*methodReport `json:"methods"`
+	// With one method, its block's fields also stand here, where they
+	// stood before several methods could run: the selection after
+	// convergence, the kill, the hold, the coordinates' error once it
+	// converged and what the tokens did (repel).
+	Superpeers   *swarm.SelectionSummary `json:"superpeers,omitempty"`
+	Kill         *killReport             `json:"kill,omitempty"`
+	Hold         *holdReport             `json:"hold,omitempty"`
+	VivaldiAfter *vivaldiError           `json:"vivaldi_after_selection,omitempty"`
+	Repel        *swarm.RepelSummary     `json:"repel,omitempty"`
 }
 
 // coordReport is a peer's Vivaldi coordinate (seconds).
@@ -115,10 +118,12 @@ type peerReport struct {
 	ID   string `json:"id"`
 	Key  string `json:"key"`
 	Host int    `json:"host"`
-	// Role is client or superpeer (after any kill: the survivors' roles;
-	// a killed peer is "dead").
-	Role string `json:"role,omitempty"`
-	// Superpeer is the peer ID it is attached to, or its own ID.
+	// Dead is set for a peer killed by --kill.
+	Dead bool `json:"dead,omitempty"`
+	// Role (with one method) is client or superpeer at the end of the
+	// run, "dead" for a killed peer; Superpeer is the peer ID it is
+	// attached to, or its own. Every method's are in methods[].superpeer_of.
+	Role      string `json:"role,omitempty"`
 	Superpeer string `json:"superpeer,omitempty"`
 	// Coord is its Vivaldi coordinate at the end of the run.
 	Coord *coordReport `json:"coord,omitempty"`
@@ -155,7 +160,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
-	method := fs.String("method", "prefix", "selection method: prefix, repel, or none (the DHT only)")
+	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(superpeer.MethodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (the seed) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
 	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good (0: 300ms, or n×1.25ms above 240 peers, so the swarm takes at most 800 samples a second)")
@@ -214,16 +219,23 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if *n < 2 {
 		return fmt.Errorf("%w: --n %d: need at least 2 peers", errUsage, *n)
 	}
+	methods, err := parseMethods(*method)
+	if err != nil {
+		return err
+	}
+	coords, repelRuns := false, false
+	for _, m := range methods {
+		coords = coords || m.Coordinates
+		repelRuns = repelRuns || m.Name == "repel"
+	}
 	if *lookups < 0 || *rounds < 0 || *timeout <= 0 {
 		return fmt.Errorf("%w: --lookups, --max-rounds and --timeout must not be negative", errUsage)
 	}
 	switch {
-	case *method != "prefix" && *method != "repel" && *method != "none":
-		return fmt.Errorf("%w: --method %q: want prefix, repel or none", errUsage, *method)
 	case *force != "attract" && *force != "repulsion":
 		return fmt.Errorf("%w: --force %q: want repulsion or attract", errUsage, *force)
-	case *method == "repel" && !*viv:
-		return fmt.Errorf("%w: --method repel needs --vivaldi", errUsage)
+	case coords && !*viv:
+		return fmt.Errorf("%w: --method %s needs --vivaldi (it places superpeers by coordinates)", errUsage, *method)
 	case *vivInterval < 0:
 		return fmt.Errorf("%w: --vivaldi-interval %v is negative", errUsage, *vivInterval)
 	case !(*vivBound >= 0):
@@ -248,10 +260,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --hold %v is negative", errUsage, *hold)
 	case !(*dilate >= 1) || *dilate > 1000:
 		return fmt.Errorf("%w: --dilate %v must be in [1, 1000]", errUsage, *dilate)
-	case *dilate != 1 && *method == "prefix":
-		return fmt.Errorf("%w: --dilate is for --method repel or none (the prefix selector's timers do not follow it)", errUsage)
-	case *hold > 0 && *method != "repel":
+	case *dilate != 1 && len(methods) > 0 && (len(methods) > 1 || methods[0].Name != "repel"):
+		return fmt.Errorf("%w: --dilate is for --method repel or none (the other selectors' timers do not follow it)", errUsage)
+	case *hold > 0 && (len(methods) != 1 || methods[0].Name != "repel"):
 		return fmt.Errorf("%w: --hold is for --method repel", errUsage)
+	case (*kill > 0 || *killSP) && len(methods) != 1:
+		return fmt.Errorf("%w: --kill and --kill-superpeers need one --method (a kill is for good: the next method would start on fewer peers)", errUsage)
 	}
 	if *capacity == 0 {
 		*capacity = 2 * ((*n + *superpeers - 1) / *superpeers)
@@ -273,7 +287,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	bar := newProgress(stderr)
 	var nodeOpts []dht.Option
 	var gossip *swarm.GossipCounter
-	if *method == "repel" && dissemination == repel.GossipSub {
+	if repelRuns && dissemination == repel.GossipSub {
 		nodeOpts, gossip = swarm.RepelNodeOptions()
 	}
 	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
@@ -293,7 +307,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	rng := rand.New(rand.NewSource(*seed + 2))
 	rep := swarmReport{
-		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Method: *method, Args: args,
+		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Args: args,
 		GCPercent:          gcPercent(),
 		BuildSeconds:       s.BuildTime.Seconds(),
 		JoinRetries:        s.JoinRetries.Load(),
@@ -328,115 +342,27 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		// the selection.
 		vr.SetInterval(2 * time.Second)
 	}
-	var rr *swarm.RepelRun
-	if *method == "repel" {
-		model := repel.Attract
-		if *force == "repulsion" {
-			model = repel.Repulsion
-		}
-		cfg := swarm.RepelSwarmConfig(*superpeers, model)
-		cfg.SurveyInterval = *survey
-		if rr, err = s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl, Displace: displaceOption(*displace)}, Probe: *probe, Dissemination: dissemination}, gossip); err != nil {
-			return err
-		}
-		defer rr.Close()
-		took, err := rr.WaitConverged(ctx, rr.Start())
+	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, killSP: *killSP,
+		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
+	for _, m := range methods {
+		bar.log(fmt.Sprintf("method %s", m.Name))
+		mr, err := runMethod(ctx, s, vr, gossip, m, f)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
-		sum, rs, err := rr.Summary(took, rand.New(rand.NewSource(*seed+3)))
-		if err != nil {
-			return err
-		}
-		rep.Superpeers, rep.Repel = &sum, &rs
-		rep.VivaldiAfter = vivaldiErrorOf(vr)
-		if *hold > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(s.Wall(*hold)):
-			}
-			start := time.Now()
-			waited, err := rr.WaitConverged(ctx, start)
-			if err != nil {
-				return err
-			}
-			after, rs, err := rr.Summary(s.Elapsed(rr.Start()), rand.New(rand.NewSource(*seed+3)))
-			if err != nil {
-				return err
-			}
-			rep.Hold = &holdReport{HeldSeconds: hold.Seconds(), WaitedSeconds: waited.Seconds(), After: &after, RepelAfter: &rs, VivaldiAfter: vivaldiErrorOf(vr)}
-		}
-		if *kill > 0 || *killSP {
-			holders := 0.5
-			if *killSP {
-				holders = 1
-			}
-			victims := rr.PickKill(*kill, holders, rand.New(rand.NewSource(*seed+4)))
-			kr := &killReport{Fraction: *kill, Superpeers: *killSP, Killed: len(victims), BoundSeconds: (cfg.DeadAfter + cfg.SettleAfter).Seconds()}
-			for _, i := range victims {
-				if rr.Selector(i).Role() == superpeer.Superpeer {
-					kr.KilledSuper++
-				}
-			}
-			start := time.Now()
-			rr.Kill(victims)
-			back, err := rr.Wait(ctx, start, swarm.RepelState.TokensBack)
-			if err != nil {
-				return err
-			}
-			kr.TokensBackSeconds = back.Seconds()
-			took, err := rr.WaitConverged(ctx, start)
-			if err != nil {
-				return err
-			}
-			kr.RecoverSeconds = took.Seconds()
-			after, rs, err := rr.Summary(took, rand.New(rand.NewSource(*seed+3)))
-			if err != nil {
-				return err
-			}
-			kr.After, kr.RepelAfter = &after, &rs
-			rep.Kill = kr
-		}
+		rep.Methods = append(rep.Methods, mr)
 	}
-	if *method == "prefix" {
-		opts := superpeer.PrefixOptions{
-			Superpeers: *superpeers, Pow2: *pow2,
-			Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl},
-		}
-		if err := s.StartPrefix(ctx, opts); err != nil {
-			return err
-		}
-		took, err := s.WaitPrefix(ctx, s.SelectionStart())
-		if err != nil {
-			return err
-		}
-		sum, err := s.Summary(took, rand.New(rand.NewSource(*seed+3)))
-		if err != nil {
-			return err
-		}
-		rep.Superpeers = &sum
-		if *kill > 0 || *killSP {
-			victims := s.PickKill(*kill, *killSP, rand.New(rand.NewSource(*seed+4)))
-			kr := &killReport{Fraction: *kill, Superpeers: *killSP, Killed: len(victims)}
-			for _, i := range victims {
-				if s.Selector(i).Role() == superpeer.Superpeer {
-					kr.KilledSuper++
-				}
-			}
-			s.Kill(victims)
-			took, err := s.WaitPrefix(ctx, time.Now())
-			if err != nil {
-				return err
-			}
-			kr.RecoverSeconds = took.Seconds()
-			after, err := s.Summary(took, rand.New(rand.NewSource(*seed+3)))
-			if err != nil {
-				return err
-			}
-			kr.After = &after
-			rep.Kill = kr
-		}
+	names := make([]string, len(methods))
+	for i, m := range methods {
+		names[i] = m.Name
+	}
+	rep.Method = strings.Join(names, ",")
+	if len(methods) == 0 {
+		rep.Method = "none"
+	}
+	if len(rep.Methods) == 1 {
+		m := rep.Methods[0]
+		rep.Superpeers, rep.Kill, rep.Hold, rep.VivaldiAfter, rep.Repel = m.Superpeers, m.Kill, m.Hold, m.VivaldiAfter, m.Repel
 	}
 	bar.done()
 	rep.RSSBytes, rep.Goroutines = swarm.RSS(), swarm.Goroutines()
@@ -446,16 +372,18 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		live[i] = true
 	}
 	for _, p := range s.Peers {
-		pr := peerReport{ID: p.Host.ID().String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index)}
-		if sel := s.Selector(p.Index); sel != nil {
-			pr.Role, pr.Superpeer = sel.Role().String(), sel.Superpeer().String()
-		}
-		if rr != nil && rr.Selector(p.Index) != nil {
-			sel := rr.Selector(p.Index)
-			pr.Role, pr.Superpeer = sel.Role().String(), sel.Superpeer().String()
-		}
-		if pr.Role != "" && !live[p.Index] {
-			pr.Role, pr.Superpeer = "dead", ""
+		pr := peerReport{ID: p.Host.ID().String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index), Dead: !live[p.Index]}
+		if len(rep.Methods) == 1 {
+			switch j := rep.Methods[0].SuperpeerOf[p.Index]; {
+			case pr.Dead:
+				pr.Role = "dead"
+			case j == p.Index:
+				pr.Role, pr.Superpeer = superpeer.Superpeer.String(), pr.ID
+			case j >= 0:
+				pr.Role, pr.Superpeer = superpeer.Client.String(), s.Peers[j].Host.ID().String()
+			default:
+				pr.Role = superpeer.Client.String()
+			}
 		}
 		if vr != nil && live[p.Index] {
 			if c := vr.Coord(p.Index); len(c.Vec) > 0 {
@@ -477,34 +405,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if rep.Vivaldi != nil {
 		fmt.Fprintf(stdout, "vivaldi          median %.3f  p90 %.3f relative error after %.1f s (%.0f samples per peer, %s); samples %.1f / %.1f ms over the true RTT (median / p90)\n",
 			rep.Vivaldi.Median, rep.Vivaldi.P90, rep.Vivaldi.Seconds, rep.Vivaldi.Samples, rep.Vivaldi.Stopped, rep.Vivaldi.RTTExcessMs[0], rep.Vivaldi.RTTExcessMs[1])
-		if a := rep.VivaldiAfter; a != nil {
-			fmt.Fprintf(stdout, "                 median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])
-			if a.RTTExcessMs[0] > slowMachineExcessMs {
-				fmt.Fprintf(stdout, "warning          the machine is not keeping up: samples measured %.0f ms over the true RTT (median); coordinates and client RTTs are distorted (a larger --dilate, fewer peers, or a larger --gogc)\n", a.RTTExcessMs[0])
-			}
-		}
 	}
-	if rep.Superpeers != nil {
-		printSelection(stdout, "selection", rep.Superpeers)
+	for _, mr := range rep.Methods {
+		printMethod(stdout, mr)
 	}
-	if rep.Repel != nil {
-		printRepel(stdout, rep.Repel, rep.Superpeers)
-	}
-	if h := rep.Hold; h != nil {
-		fmt.Fprintf(stdout, "held             %.0f s more (converged again %.1f s later); Vivaldi median %.3f p90 %.3f, samples %.1f / %.1f ms over the true RTT\n",
-			h.HeldSeconds, h.WaitedSeconds, h.VivaldiAfter.Median, h.VivaldiAfter.P90, h.VivaldiAfter.RTTExcessMs[0], h.VivaldiAfter.RTTExcessMs[1])
-		printSelection(stdout, "after the hold", h.After)
-		printRepel(stdout, h.RepelAfter, h.After)
-	}
-	if rep.Kill != nil {
-		fmt.Fprintf(stdout, "killed           %d peers (%d superpeers); recovered in %.1f s\n", rep.Kill.Killed, rep.Kill.KilledSuper, rep.Kill.RecoverSeconds)
-		if rep.Kill.RepelAfter != nil {
-			fmt.Fprintf(stdout, "  tokens back     %.1f s (bound T_dead + T_settle = %.1f s)\n", rep.Kill.TokensBackSeconds, rep.Kill.BoundSeconds)
-		}
-		printSelection(stdout, "after the kill", rep.Kill.After)
-		if rep.Kill.RepelAfter != nil {
-			printRepel(stdout, rep.Kill.RepelAfter, rep.Kill.After)
-		}
+	if len(rep.Methods) > 1 {
+		printMethods(stdout, rep.Methods)
 	}
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, rep); err != nil {
@@ -515,13 +421,51 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// printMethod prints one method's run.
+func printMethod(w io.Writer, mr *methodReport) {
+	fmt.Fprintln(w)
+	printSelection(w, "selection", mr.Superpeers)
+	if a := mr.VivaldiAfter; a != nil {
+		fmt.Fprintf(w, "  vivaldi          median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])
+		if a.RTTExcessMs[0] > slowMachineExcessMs {
+			fmt.Fprintf(w, "warning          the machine is not keeping up: samples measured %.0f ms over the true RTT (median); coordinates and client RTTs are distorted (a larger --dilate, fewer peers, or a larger --gogc)\n", a.RTTExcessMs[0])
+		}
+	}
+	if mr.Repel != nil {
+		printRepel(w, mr.Repel, mr.Superpeers)
+	}
+	if h := mr.Hold; h != nil {
+		fmt.Fprintf(w, "held             %.0f s more (converged again %.1f s later); Vivaldi median %.3f p90 %.3f, samples %.1f / %.1f ms over the true RTT\n",
+			h.HeldSeconds, h.WaitedSeconds, h.VivaldiAfter.Median, h.VivaldiAfter.P90, h.VivaldiAfter.RTTExcessMs[0], h.VivaldiAfter.RTTExcessMs[1])
+		printSelection(w, "after the hold", h.After)
+		printRepel(w, h.RepelAfter, h.After)
+	}
+	if k := mr.Kill; k != nil {
+		fmt.Fprintf(w, "killed           %d peers (%d superpeers); recovered in %.1f s\n", k.Killed, k.KilledSuper, k.RecoverSeconds)
+		if k.RepelAfter != nil {
+			fmt.Fprintf(w, "  tokens back     %.1f s (bound T_dead + T_settle = %.1f s)\n", k.TokensBackSeconds, k.BoundSeconds)
+		}
+		printSelection(w, "after the kill", k.After)
+		if k.RepelAfter != nil {
+			printRepel(w, k.RepelAfter, k.After)
+		}
+	}
+}
+
 func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
-	fmt.Fprintf(w, "%s (%s, S = %d in %d groups of up to %d bits, capacity %d):\n", title, sum.Method, sum.Target, sum.Groups, sum.Bits, sum.Capacity)
-	fmt.Fprintf(w, "  superpeers       %d (expected %.2f; book 2^(k-m)·N = %.3g)\n", sum.Count, sum.Expected, sum.Book)
+	if sum.Bits > 0 {
+		fmt.Fprintf(w, "%s (%s, S = %d in %d groups of up to %d bits, capacity %d):\n", title, sum.Method, sum.Target, sum.Groups, sum.Bits, sum.Capacity)
+		fmt.Fprintf(w, "  superpeers       %d (expected %.2f; book 2^(k-m)·N = %.3g)\n", sum.Count, sum.Expected, sum.Book)
+	} else {
+		fmt.Fprintf(w, "%s (%s, S = %d, capacity %d):\n", title, sum.Method, sum.Target, sum.Capacity)
+		fmt.Fprintf(w, "  superpeers       %d\n", sum.Count)
+	}
 	fmt.Fprintf(w, "  converged in     %.1f s\n", sum.ConvergeSeconds)
 	fmt.Fprintf(w, "  clients/superpeer max %d, mean %.1f, Gini %.3f; unserved %d\n", sum.ClientsPerSuperpeer.Max, sum.ClientsPerSuperpeer.Mean, sum.ClientsPerSuperpeer.Gini, sum.Unserved)
 	fmt.Fprintf(w, "  client RTT ms    mean %.1f  p50 %.1f  p90 %.1f   (S random superpeers: mean %.1f  p50 %.1f  p90 %.1f)\n",
 		sum.ClientRTT.Mean, sum.ClientRTT.P50, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.RandomClientRTT.P50, sum.RandomClientRTT.P90)
+	fmt.Fprintf(w, "  k-median RTT ms  mean %.1f  p50 %.1f  p90 %.1f (centralised, true RTTs)\n", sum.KMedianClientRTT.Mean, sum.KMedianClientRTT.P50, sum.KMedianClientRTT.P90)
+	fmt.Fprintf(w, "  placement RTT ms mean %.1f  p50 %.1f  p90 %.1f (these superpeers, clients attached as the k-median's)\n", sum.PlacementClientRTT.Mean, sum.PlacementClientRTT.P50, sum.PlacementClientRTT.P90)
 	fmt.Fprintf(w, "  per peer per s   kad %.2f  closest %.2f  attach %.2f msgs, %.1f attach bytes\n",
 		sum.PerPeerPerSecond["kad_requests"], sum.PerPeerPerSecond["closest_requests"], sum.PerPeerPerSecond["attach_requests"], sum.PerPeerPerSecond["attach_bytes"])
 }
@@ -529,8 +473,6 @@ func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
 func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary) {
 	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints, %d fenced; surveys %d (%d moved, %d kept); attach: %d refused full, %d displaced\n",
 		rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced, rs.Surveys, rs.SurveyMoves, rs.SurveyKept, rs.RefusedFull, rs.Displaced)
-	fmt.Fprintf(w, "  k-median RTT ms  mean %.1f  p50 %.1f  p90 %.1f (centralised, true RTTs)\n", rs.KMedianClientRTT.Mean, rs.KMedianClientRTT.P50, rs.KMedianClientRTT.P90)
-	fmt.Fprintf(w, "  placement RTT ms mean %.1f  p50 %.1f  p90 %.1f (these superpeers, clients attached as the k-median's)\n", rs.PlacementClientRTT.Mean, rs.PlacementClientRTT.P50, rs.PlacementClientRTT.P90)
 	pp := sum.PerPeerPerSecond
 	if l := rs.LagSeconds; l != nil {
 		fmt.Fprintf(w, "  news of tokens   behind the holder p50 %.2f s  p90 %.2f s  p99 %.2f s (%s, %d readings)\n", l.P50, l.P90, l.P99, rs.Dissemination, l.Readings)

@@ -142,6 +142,7 @@ type RepelOptions struct {
 // Vivaldi services.
 type RepelRun struct {
 	s      *Swarm
+	run    *Run // the method's selectors, as sels
 	v      *VivaldiRun
 	opts   RepelOptions
 	sels   []*repel.Selector
@@ -166,39 +167,32 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 		opts.Seed = s.cfg.Seed + 11
 	}
 	r := &RepelRun{s: s, v: v, opts: opts, sels: make([]*repel.Selector, len(s.Peers)), gossip: gossip}
-	live := s.Live()
-	// With the swarm dilated every timer runs that much slower (the
-	// measured RTTs are divided by it already).
-	cfg, att := opts.Config.Dilated(s.Dilation()), opts.Attach
-	att.TTL = s.Wall(att.TTL)
-	for _, i := range live {
-		sel, err := repel.NewSelector(s.Peers[i].Node, v.Service(i), repel.SelectorOptions{
-			Config:        cfg,
-			Attach:        att,
-			Seed:          uint64(opts.Seed)*1_000_003 + uint64(i) + 1,
-			Probe:         opts.Probe,
-			Dissemination: opts.Dissemination,
-		})
-		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
-		}
-		r.sels[i] = sel
-	}
-	r.start = time.Now()
 	if gossip != nil {
 		r.g0 = [2]uint64{gossip.Messages.Load(), gossip.Bytes.Load()}
 	}
 	r.v0 = make([]uint64, len(s.Peers))
-	for _, i := range live {
+	for _, i := range s.Live() {
 		r.v0[i] = v.Service(i).Stats().Samples
 	}
-	for _, i := range live {
-		if err := r.sels[i].Start(ctx); err != nil {
-			r.Close()
-			return nil, err
+	// With the swarm dilated every timer runs that much slower (the
+	// measured RTTs are divided by it already).
+	cfg, att := opts.Config.Dilated(s.Dilation()), opts.Attach
+	att.TTL = s.Wall(att.TTL)
+	run, err := s.StartMethod(ctx, "repel", MethodOptions{
+		Env:     superpeer.Env{Options: repel.SelectorOptions{Config: cfg, Attach: att, Probe: opts.Probe, Dissemination: opts.Dissemination}},
+		Seed:    opts.Seed,
+		Vivaldi: v,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.run = run
+	for i, sel := range run.sels {
+		if sel != nil {
+			r.sels[i] = sel.(*repel.Selector)
 		}
 	}
+	r.start = run.start
 	if opts.Dissemination == repel.Piggyback {
 		r.lagStop, r.lagDone = make(chan struct{}), make(chan struct{})
 		go r.sampleLag()
@@ -542,15 +536,6 @@ type RepelSummary struct {
 	// LagSeconds is, with Piggyback, how far behind their holders the
 	// peers' news of the tokens was (LagSummary).
 	LagSeconds *LagSummary `json:"lag_seconds,omitempty"`
-	// KMedianClientRTT is the client RTT with a centralised greedy k-median
-	// over the true RTTs of the live peers (capacity applied): the
-	// near-optimal reference.
-	KMedianClientRTT RTTSummary `json:"kmedian_client_rtt_ms"`
-	// PlacementClientRTT is the client RTT the live superpeers would give
-	// if every client were attached as the k-median's are (true RTTs,
-	// capacity applied): the placement's share of the gap to the k-median;
-	// the rest of ClientRTT's gap is the clients' attach.
-	PlacementClientRTT RTTSummary `json:"placement_client_rtt_ms"`
 	// Drops are refused announcements and frames, by reason.
 	Drops map[string]uint64 `json:"drops,omitempty"`
 }
@@ -578,17 +563,6 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 	S := r.opts.Config.Tokens
 	capacity := r.opts.Attach.Capacity
 	live := r.s.Live()
-	sum := SelectionSummary{
-		Method:          "repel",
-		Target:          S,
-		Groups:          S,
-		Count:           len(st.Superpeers),
-		Expected:        float64(S),
-		Capacity:        capacity,
-		Unserved:        st.Unserved,
-		Wrong:           st.Wrong,
-		ConvergeSeconds: converge.Seconds(),
-	}
 	stats, drops := r.counts()
 	rs := RepelSummary{
 		Force:         r.opts.Config.Model.String(),
@@ -602,54 +576,33 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		Drops:         drops,
 		Dissemination: r.opts.Dissemination.String(),
 	}
-	ev, err := r.s.Evaluate(st.Assignment, st.Superpeers, capacity, S)
+	sum, err := r.s.summarize("repel", st.Assignment, st.Superpeers, st.Unserved, st.Wrong, S, capacity, converge, r.run.start, r.run.t0, rng)
 	if err != nil {
 		return sum, rs, err
 	}
-	sum.ClientsPerSuperpeer = LoadSummary{Max: ev.Load.Max, Mean: ev.Load.Mean, Gini: ev.Load.Gini}
-	sum.ClientRTT = RTTSummary{ev.ClientRTT.Mean, ev.ClientRTT.P50, ev.ClientRTT.P90}
-	rb, err := r.s.RandomBaseline(S, capacity, rng)
-	if err != nil {
-		return sum, rs, err
-	}
-	sum.RandomClientRTT = RTTSummary{rb.ClientRTT.Mean, rb.ClientRTT.P50, rb.ClientRTT.P90}
-	l := r.s.liveSpace()
-	km := metrics.GreedyKMedian(l, S)
-	if kev, err := metrics.Evaluate(l, metrics.AssignWithCapacity(l, km, capacity), km, capacity); err == nil {
-		rs.KMedianClientRTT = RTTSummary{kev.ClientRTT.Mean, kev.ClientRTT.P50, kev.ClientRTT.P90}
-	}
-	if pl, err := r.s.idealAttach(st.Superpeers, capacity); err == nil {
-		rs.PlacementClientRTT = RTTSummary{pl.ClientRTT.Mean, pl.ClientRTT.P50, pl.ClientRTT.P90}
-	}
-
 	secs := r.s.Elapsed(r.start).Seconds()
 	per := func(x uint64) float64 { return float64(x) / float64(max(len(live), 1)) / secs }
-	t := r.s.Traffic()
-	var attachReq, attachBytes, samples uint64
+	var samples uint64
 	for _, i := range live {
 		if sel := r.sels[i]; sel != nil {
-			attachReq += sel.Attach().Stats.Sent.Load()
 			rs.RefusedFull += sel.Attach().Stats.RefusedFull.Load()
 			rs.Displaced += sel.Attach().Stats.Displaced.Load()
-			attachBytes += sel.Attach().Stats.BytesOut.Load()
 			// Since selection started: the coordinate wait before it
 			// is not the selection's.
 			samples += sel.Vivaldi().Stats().Samples - r.v0[i]
 		}
 	}
-	sum.PerPeerPerSecond = map[string]float64{
-		"kad_requests":     per(t.KadRequests),
-		"closest_requests": per(t.ClosestRequests),
-		"attach_requests":  per(attachReq),
-		"attach_bytes":     per(attachBytes),
-		"announce_sent":    per(stats[repel.StatAnnounceSent]),
-		"announce_bytes":   per(stats[repel.StatAnnounceBytes]),
-		"move_frames":      per(stats[repel.StatMoveSent]),
-		"move_bytes":       per(stats[repel.StatMoveBytes]),
-		"survey_frames":    per(stats[repel.StatSurveySent]),
-		"survey_bytes":     per(stats[repel.StatSurveyBytes]),
-		"holder_probes":    per(stats[repel.StatHolderProbes]),
-		"vivaldi_samples":  per(samples),
+	for k, v := range map[string]float64{
+		"announce_sent":   per(stats[repel.StatAnnounceSent]),
+		"announce_bytes":  per(stats[repel.StatAnnounceBytes]),
+		"move_frames":     per(stats[repel.StatMoveSent]),
+		"move_bytes":      per(stats[repel.StatMoveBytes]),
+		"survey_frames":   per(stats[repel.StatSurveySent]),
+		"survey_bytes":    per(stats[repel.StatSurveyBytes]),
+		"holder_probes":   per(stats[repel.StatHolderProbes]),
+		"vivaldi_samples": per(samples),
+	} {
+		sum.PerPeerPerSecond[k] = v
 	}
 	switch {
 	case r.opts.Dissemination == repel.Piggyback:
@@ -696,18 +649,7 @@ func (r *RepelRun) PickKill(fraction, holderFraction float64, rng *rand.Rand) []
 
 // Kill crashes the given peers: selector, Vivaldi service, DHT node and
 // host.
-func (r *RepelRun) Kill(idx []int) {
-	var wg sync.WaitGroup
-	for _, i := range idx {
-		if r.sels[i] != nil {
-			wg.Add(1)
-			go func(sel *repel.Selector) { defer wg.Done(); _ = sel.Close() }(r.sels[i])
-		}
-	}
-	wg.Wait()
-	r.v.Kill(idx)
-	r.s.Kill(idx)
-}
+func (r *RepelRun) Kill(idx []int) { r.run.Kill(idx) }
 
 // Close stops every selector (the swarm and the Vivaldi services stay up).
 func (r *RepelRun) Close() {
@@ -716,18 +658,7 @@ func (r *RepelRun) Close() {
 		<-r.lagDone
 		r.lagStop = nil
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i, sel := range r.sels {
-		if sel != nil && !r.s.dead[i] {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				_ = sel.Close()
-			}()
-		}
+	if r.run != nil {
+		r.run.Close()
 	}
-	wg.Wait()
 }

@@ -75,7 +75,7 @@ func logSummary(t *testing.T, r *RepelRun, took time.Duration) {
 	}
 	t.Logf("%d superpeers in %.1f s; client RTT mean %.1f p90 %.1f ms (random %.1f / %.1f, k-median %.1f / %.1f); load max %d; %d moves, %d mints, %d fenced; gossip %.1f msgs %.0f B per peer per s",
 		sum.Count, took.Seconds(), sum.ClientRTT.Mean, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.RandomClientRTT.P90,
-		rs.KMedianClientRTT.Mean, rs.KMedianClientRTT.P90, sum.ClientsPerSuperpeer.Max, rs.Moves, rs.Minted, rs.Fenced,
+		sum.KMedianClientRTT.Mean, sum.KMedianClientRTT.P90, sum.ClientsPerSuperpeer.Max, rs.Moves, rs.Minted, rs.Fenced,
 		sum.PerPeerPerSecond["gossip_messages"], sum.PerPeerPerSecond["gossip_bytes"])
 	if len(rs.Drops) > 0 {
 		t.Logf("drops between honest peers: %v", rs.Drops)

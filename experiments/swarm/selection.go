@@ -15,42 +15,38 @@ import (
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
-// StartPrefix runs the prefix selector on every live peer. Unless opts set
-// it, the first lookups of the n peers are spread over n × 20 ms (at least
-// one second): all of them start at once here, which no real network does,
-// and the machine answers some 50–100 raw lookups a second in a swarm of
-// thousands, so a burst beyond that only makes lookups time out and repeat.
+// StartPrefix runs the prefix selector on every live peer (the registered
+// method "prefix" through StartMethod). Unless opts set it, the first
+// lookups of the n peers are spread over n × 20 ms (at least one second):
+// all of them start at once here, which no real network does, and the
+// machine answers some 50–100 raw lookups a second in a swarm of thousands,
+// so a burst beyond that only makes lookups time out and repeat.
 func (s *Swarm) StartPrefix(ctx context.Context, opts superpeer.PrefixOptions) error {
 	if opts.StartSpread == 0 {
 		opts.StartSpread = max(time.Second, time.Duration(len(s.Peers))*20*time.Millisecond)
 	}
-	s.selectors = make([]*superpeer.PrefixSelector, len(s.Peers))
-	for _, p := range s.Peers {
-		sel, err := superpeer.NewPrefix(p.Node, opts)
-		if err != nil {
-			return err
-		}
-		s.selectors[p.Index] = sel
+	_, err := s.StartMethod(ctx, "prefix", MethodOptions{Env: superpeer.Env{Options: opts}})
+	return err
+}
+
+// Selector is peer i's prefix selector (nil unless StartPrefix runs).
+func (s *Swarm) Selector(i int) *superpeer.PrefixSelector {
+	if s.active == nil {
+		return nil
 	}
-	s.selStart = time.Now()
-	s.selTraffic = s.Traffic()
-	for i, sel := range s.selectors {
-		if s.dead[i] || s.held[i] {
-			continue
-		}
-		if err := sel.Start(ctx); err != nil {
-			return err
+	p, _ := s.active.sels[i].(*superpeer.PrefixSelector)
+	return p
+}
+
+// prefixSelector is any live peer's prefix selector, for the scheme and
+// capacity they share.
+func (s *Swarm) prefixSelector() *superpeer.PrefixSelector {
+	for _, i := range s.Live() {
+		if p := s.Selector(i); p != nil {
+			return p
 		}
 	}
 	return nil
-}
-
-// Selector is peer i's selector (nil before StartPrefix).
-func (s *Swarm) Selector(i int) *superpeer.PrefixSelector {
-	if s.selectors == nil {
-		return nil
-	}
-	return s.selectors[i]
 }
 
 // Live lists the indices of the peers that have not been killed.
@@ -120,8 +116,8 @@ func (st PrefixState) Converged() bool {
 
 // PrefixState reads every live selector and checks it.
 func (s *Swarm) PrefixState() PrefixState {
-	scheme := s.selectors[0].Scheme()
-	capacity := s.selectors[0].Attach().Capacity()
+	scheme := s.prefixSelector().Scheme()
+	capacity := s.prefixSelector().Attach().Capacity()
 	expected := s.ExpectedSuperpeers(scheme)
 	isExpected := map[int]bool{}
 	var st PrefixState
@@ -137,14 +133,14 @@ func (s *Swarm) PrefixState() PrefixState {
 	clients := map[int]map[peer.ID]bool{}
 	for _, i := range st.Expected {
 		set := map[peer.ID]bool{}
-		for _, c := range s.selectors[i].Attach().Clients() {
+		for _, c := range s.Selector(i).Attach().Clients() {
 			set[c] = true
 		}
 		clients[i] = set
 	}
 	served := map[int]int{}
 	for _, i := range s.Live() {
-		sel := s.selectors[i]
+		sel := s.Selector(i)
 		role, sp := sel.Role(), sel.Superpeer()
 		if role == superpeer.Superpeer {
 			st.Superpeers = append(st.Superpeers, i)
@@ -207,8 +203,13 @@ func (s *Swarm) WaitPrefix(ctx context.Context, since time.Time) (time.Duration,
 	}
 }
 
-// SelectionStart is when the selectors started.
-func (s *Swarm) SelectionStart() time.Time { return s.selStart }
+// SelectionStart is when the running method's selectors started.
+func (s *Swarm) SelectionStart() time.Time {
+	if s.active == nil {
+		return time.Time{}
+	}
+	return s.active.start
+}
 
 // Kill stops the given peers at once: selector, DHT node and host, and cuts
 // their links, as a crash would.
@@ -223,8 +224,8 @@ func (s *Swarm) Kill(idx []int) {
 		wg.Add(1)
 		go func(p *Peer) {
 			defer wg.Done()
-			if s.selectors != nil {
-				s.selectors[p.Index].Close()
+			if sel := s.activeSelector(p.Index); sel != nil {
+				sel.Close()
 			}
 			p.Node.Close()
 			p.Host.Close()
@@ -234,28 +235,17 @@ func (s *Swarm) Kill(idx []int) {
 }
 
 // PickKill chooses a fraction of the live peers at random, plus (with
-// superpeers) every current superpeer.
+// superpeers) every current superpeer of the running method.
 func (s *Swarm) PickKill(fraction float64, superpeers bool, rng *rand.Rand) []int {
-	live := s.Live()
-	rng.Shuffle(len(live), func(a, b int) { live[a], live[b] = live[b], live[a] })
-	n := int(fraction*float64(len(live)) + 0.5)
-	chosen := map[int]bool{}
-	for _, i := range live[:min(n, len(live))] {
-		chosen[i] = true
+	return s.active.PickKill(fraction, superpeers, rng)
+}
+
+// activeSelector is peer i's selector of the running method, if any.
+func (s *Swarm) activeSelector(i int) superpeer.Selector {
+	if s.active == nil {
+		return nil
 	}
-	if superpeers {
-		for _, i := range live {
-			if s.selectors[i].Role() == superpeer.Superpeer {
-				chosen[i] = true
-			}
-		}
-	}
-	out := make([]int, 0, len(chosen))
-	for i := range chosen {
-		out = append(out, i)
-	}
-	sort.Ints(out)
-	return out
+	return s.active.sels[i]
 }
 
 // liveRTT is the RTT space restricted to live peers, with the index maps.
@@ -344,11 +334,13 @@ func (s *Swarm) Traffic() Traffic {
 		st := s.Peers[i].Node.Stats()
 		t.KadRequests += st.KadSent.Load()
 		t.ClosestRequests += st.ClosestSent.Load()
-		if s.selectors != nil {
-			a := s.selectors[i].Attach()
+		if sel := s.activeSelector(i); sel != nil {
+			a := sel.Attach()
 			t.AttachRequests += a.Stats.Sent.Load()
 			t.AttachBytes += a.Stats.BytesOut.Load()
-			t.Lookups += s.selectors[i].Lookups()
+			if p, ok := sel.(*superpeer.PrefixSelector); ok {
+				t.Lookups += p.Lookups()
+			}
 		}
 	}
 	return t
@@ -387,54 +379,36 @@ type SelectionSummary struct {
 	// RandomClientRTT is the same for S random superpeers (seeded), each
 	// client with its nearest that has room: the yardstick.
 	RandomClientRTT RTTSummary `json:"random_client_rtt_ms"`
-	Unserved        int        `json:"unserved"`
-	Wrong           int        `json:"wrong"`
-	ConvergeSeconds float64    `json:"converge_seconds"`
+	// KMedianClientRTT is the client RTT with a centralised greedy
+	// k-median over the live peers' true RTTs (S superpeers, capacity
+	// applied): the other yardstick.
+	KMedianClientRTT RTTSummary `json:"kmedian_client_rtt_ms"`
+	// PlacementClientRTT is the client RTT these superpeers would give
+	// with every client attached as the k-median's are (true RTTs,
+	// capacity applied): the placement alone, without the clients'
+	// choice.
+	PlacementClientRTT RTTSummary `json:"placement_client_rtt_ms"`
+	Unserved           int        `json:"unserved"`
+	Wrong              int        `json:"wrong"`
+	ConvergeSeconds    float64    `json:"converge_seconds"`
 	// PerPeerPerSecond is messages (and attach bytes) each live peer sent
 	// per second since selection started, by protocol (after a kill the
 	// dead peers' messages drop out of the sums).
 	PerPeerPerSecond map[string]float64 `json:"per_peer_per_second"`
 }
 
-// Summary scores the current selection.
+// Summary scores the current prefix selection (StartPrefix): PrefixState's
+// superpeers and assignment, against what a prefix scheme leads one to
+// expect.
 func (s *Swarm) Summary(converge time.Duration, rng *rand.Rand) (SelectionSummary, error) {
 	st := s.PrefixState()
-	sel := s.selectors[0]
+	sel := s.prefixSelector()
 	scheme := sel.Scheme()
 	capacity := sel.Attach().Capacity()
 	live := len(s.Live())
-	sum := SelectionSummary{
-		Method:          "prefix",
-		Target:          scheme.Groups(),
-		Groups:          scheme.Groups(),
-		Bits:            scheme.Bits(),
-		Count:           len(st.Superpeers),
-		Expected:        scheme.ExpectedCount(live),
-		Book:            metrics.BookPrefixCount(float64(live), scheme.Bits(), dht.KeyBits),
-		Capacity:        capacity,
-		Unserved:        st.Unserved,
-		Wrong:           st.Wrong,
-		ConvergeSeconds: converge.Seconds(),
-	}
-	ev, err := s.Evaluate(st.Assignment, st.Superpeers, capacity, scheme.Groups())
-	if err != nil {
-		return sum, err
-	}
-	sum.ClientsPerSuperpeer = LoadSummary{Max: ev.Load.Max, Mean: ev.Load.Mean, Gini: ev.Load.Gini}
-	sum.ClientRTT = RTTSummary{ev.ClientRTT.Mean, ev.ClientRTT.P50, ev.ClientRTT.P90}
-	rb, err := s.RandomBaseline(scheme.Groups(), capacity, rng)
-	if err != nil {
-		return sum, err
-	}
-	sum.RandomClientRTT = RTTSummary{rb.ClientRTT.Mean, rb.ClientRTT.P50, rb.ClientRTT.P90}
-	secs := time.Since(s.selStart).Seconds()
-	t, t0 := s.Traffic(), s.selTraffic
-	per := func(x uint64) float64 { return float64(x) / float64(max(live, 1)) / secs }
-	sum.PerPeerPerSecond = map[string]float64{
-		"kad_requests":     per(t.KadRequests - min(t.KadRequests, t0.KadRequests)),
-		"closest_requests": per(t.ClosestRequests - min(t.ClosestRequests, t0.ClosestRequests)),
-		"attach_requests":  per(t.AttachRequests),
-		"attach_bytes":     per(t.AttachBytes),
-	}
-	return sum, nil
+	sum, err := s.summarize("prefix", st.Assignment, st.Superpeers, st.Unserved, st.Wrong, scheme.Groups(), capacity, converge, s.active.start, s.active.t0, rng)
+	sum.Bits = scheme.Bits()
+	sum.Expected = scheme.ExpectedCount(live)
+	sum.Book = metrics.BookPrefixCount(float64(live), scheme.Bits(), dht.KeyBits)
+	return sum, err
 }

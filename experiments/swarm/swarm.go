@@ -24,7 +24,6 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
-	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 // Config describes a swarm.
@@ -97,14 +96,11 @@ type Swarm struct {
 
 	BuildTime    time.Duration
 	ConvergeTime time.Duration
-	selectors    []*superpeer.PrefixSelector
-	selStart     time.Time
-	// selTraffic is the traffic when selection started, so that rates
-	// leave the join out.
-	selTraffic Traffic
-	dead       []bool
-	held       []bool
-	dilation   float64 // Dilate's factor; 0 means 1
+	// active is the method running (StartMethod), nil before and after.
+	active   *Run
+	dead     []bool
+	held     []bool
+	dilation float64 // Dilate's factor; 0 means 1
 
 	// JoinLookupFailures counts joins whose self-lookup failed after the
 	// peer had connected (left to WaitConverged to mend).
@@ -367,8 +363,8 @@ func (s *Swarm) JoinLate(ctx context.Context, i int) error {
 	if err := s.Peers[i].Node.Join(ctx, boot); err != nil {
 		return err
 	}
-	if s.selectors != nil {
-		return s.selectors[i].Start(ctx)
+	if sel := s.activeSelector(i); sel != nil {
+		return sel.Start(ctx)
 	}
 	return nil
 }
@@ -608,8 +604,8 @@ func (s *Swarm) Close() {
 		go func(p *Peer) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if s.selectors != nil {
-				s.selectors[p.Index].Close()
+			if sel := s.activeSelector(p.Index); sel != nil {
+				sel.Close()
 			}
 			p.Node.Close()
 			p.Host.Close()
