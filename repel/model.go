@@ -601,7 +601,7 @@ func (n *Node) maybeMint(now time.Time) {
 			if p.ID == n.id || holders[p.ID] || (e.known && p.ID == e.tok.Holder) {
 				continue
 			}
-			if closer(p.Key, n.key, target) {
+			if target.Closer(p.Key, n.key) {
 				rank++
 			}
 		}

@@ -307,7 +307,7 @@ func TestCluster_MintsAtClosest(t *testing.T) {
 			if taken[p] {
 				continue
 			}
-			if best == "" || closer(PeerKey(p), PeerKey(best), TokenKey(id)) {
+			if best == "" || TokenKey(id).Closer(PeerKey(p), PeerKey(best)) {
 				best = p
 			}
 		}

@@ -7,16 +7,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
-// Key is a point in the 256-bit kad-dht key space. A peer's key is the
-// SHA-256 of its peer ID bytes (what kbucket.ConvertPeerID computes); distance
-// is XOR.
-type Key [32]byte
+// Key is the DHT's key (dht.Key): a point of the 256-bit kad key space,
+// distance XOR. One type serves the DHT, the prefix method and the tokens.
+type Key = dht.Key
 
 // PeerKey is the kad-dht key of a peer ID given as its raw bytes (the string
-// form of a libp2p peer.ID).
+// form of a libp2p peer.ID): dht.KeyOf of that ID.
 func PeerKey(id string) Key { return sha256.Sum256([]byte(id)) }
 
 // TokenKey is the name of token i in the key space, sha256("repel-token/"+i).
@@ -26,16 +26,6 @@ func TokenKey(i uint32) Key {
 	return sha256.Sum256([]byte("repel-token/" + strconv.FormatUint(uint64(i), 10)))
 }
 
-// closer reports whether a is XOR-closer to target than b.
-func closer(a, b, target Key) bool {
-	for i := range target {
-		da, db := a[i]^target[i], b[i]^target[i]
-		if da != db {
-			return da < db
-		}
-	}
-	return false
-}
 
 // Token is one version of a repelling token. A version is named by (ID,
 // Epoch, HolderKey); every move and every re-mint makes a new version with a

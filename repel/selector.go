@@ -328,7 +328,7 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		return nil, errors.New("repel: the dht.Node has no pubsub router (dht.GossipSub or dht.UsePubSub option)")
 	}
 	self := node.ID()
-	model, err := NewNode(string(self), Key(node.Key()), opts.Config, rand.New(rand.NewPCG(opts.Seed, uint64(len(self)))))
+	model, err := NewNode(string(self), node.Key(), opts.Config, rand.New(rand.NewPCG(opts.Seed, uint64(len(self)))))
 	if err != nil {
 		return nil, err
 	}
@@ -647,7 +647,7 @@ func (s *Selector) mayMint(id uint32) bool {
 	for _, p := range s.rtNear[id] {
 		// A peer we are not connected to may be dead (its routing-table
 		// entry outlives it until a query to it fails).
-		if net.Connectedness(p) == lpnet.Connected && dht.Key(key).Closer(dht.KeyOf(p), self) {
+		if net.Connectedness(p) == lpnet.Connected && key.Closer(dht.KeyOf(p), self) {
 			return false
 		}
 	}
@@ -665,7 +665,7 @@ func (s *Selector) lookupNames(ctx context.Context, ids []uint32) {
 		go func() {
 			defer wg.Done()
 			s.stats.Add(StatLookups, 1)
-			ps, err := s.node.Closest(ctx, dht.Key(TokenKey(id)), s.opts.MintLookup)
+			ps, err := s.node.Closest(ctx, TokenKey(id), s.opts.MintLookup)
 			if err != nil {
 				return
 			}
