@@ -148,7 +148,7 @@ func openLatency(spec string, n int, seed int64) (*latency.Placement, string, er
 
 func runSwarm(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("swarm", stderr)
-	n := fs.Int("n", 300, "number of peers")
+	n := fs.Int("n", 200, "number of peers")
 	lat := fs.String("latency", latency.Default, "latency source: planetlab-490, seattle-99, synthetic[:clusters,heavytail] or a matrix file")
 	seed := fs.Int64("seed", 0, "random seed (0 picks one from the clock; it is printed)")
 	jsonOut := fs.String("json", "", "write the machine-readable report to this file")
@@ -165,7 +165,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
 	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good (0: 300ms, or n×1.25ms above 240 peers, so the swarm takes at most 800 samples a second)")
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (0.12: the tokens of `peer experiment repel-coords` place within 1.13× the k-median in coordinates that good, 1.24× at 0.15)")
-	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted")
+	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: the seed's 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
