@@ -26,7 +26,6 @@ func TokenKey(i uint32) Key {
 	return sha256.Sum256([]byte("repel-token/" + strconv.FormatUint(uint64(i), 10)))
 }
 
-
 // Token is one version of a repelling token. A version is named by (ID,
 // Epoch, HolderKey); every move and every re-mint makes a new version with a
 // higher epoch, so versions are totally ordered per ID (see Beats).

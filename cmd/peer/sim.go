@@ -50,14 +50,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 	case *capacity < 0:
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	}
-	if *capacity == 0 {
-		*capacity = 2 * ((*n + *superpeers - 1) / *superpeers)
-	}
-	if *seed == 0 {
-		*seed = time.Now().UnixNano() % 1_000_000_007
-	}
-	fmt.Fprintf(stdout, "seed %d (rerun with --seed %d)\n", *seed, *seed)
-	pl, latName, err := openLatency(*lat, *n, *seed)
+	pl, latName, err := placePeers(*lat, *n, *superpeers, capacity, seed, stdout)
 	if err != nil {
 		return err
 	}
@@ -117,6 +110,20 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "report           %s\n", *jsonOut)
 	}
 	return nil
+}
+
+// placePeers settles the defaults a swarm and a simulation share — C =
+// 2⌈n/S⌉ when zero, a seed from the clock when zero, printed — and places
+// the n peers on the latency source.
+func placePeers(lat string, n, S int, capacity *int, seed *int64, stdout io.Writer) (*latency.Placement, string, error) {
+	if *capacity == 0 {
+		*capacity = 2 * ((n + S - 1) / S)
+	}
+	if *seed == 0 {
+		*seed = time.Now().UnixNano() % 1_000_000_007
+	}
+	fmt.Fprintf(stdout, "seed %d (rerun with --seed %d)\n", *seed, *seed)
+	return openLatency(lat, n, *seed)
 }
 
 func rttSummary(ev metrics.Evaluation) swarm.RTTSummary {

@@ -267,15 +267,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	case (*kill > 0 || *killSP) && len(methods) != 1:
 		return fmt.Errorf("%w: --kill and --kill-superpeers need one --method (a kill is for good: the next method would start on fewer peers)", errUsage)
 	}
-	if *capacity == 0 {
-		*capacity = 2 * ((*n + *superpeers - 1) / *superpeers)
-	}
-	if *seed == 0 {
-		*seed = time.Now().UnixNano() % 1_000_000_007
-	}
-	fmt.Fprintf(stdout, "seed %d (rerun with --seed %d)\n", *seed, *seed)
-
-	pl, latName, err := openLatency(*lat, *n, *seed)
+	pl, latName, err := placePeers(*lat, *n, *superpeers, capacity, seed, stdout)
 	if err != nil {
 		return err
 	}

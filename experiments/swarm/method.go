@@ -182,14 +182,24 @@ func (s *Swarm) roleState(sel func(i int) superpeer.Selector, capacity int) RunS
 		st.Assignment[i] = j
 		served[j]++
 	}
-	for _, j := range st.Superpeers {
-		if capacity == 0 {
-			st.Room = len(s.Peers)
-			break
-		}
-		st.Room += max(0, capacity-served[j])
-	}
+	st.Room = s.room(st.Superpeers, served, capacity)
 	return st
+}
+
+// room is the superpeers' spare capacity: places not taken by a client
+// attached there (served counts them); with no bound, the swarm's size.
+// A superpeer's list can hold, for up to a TTL, a client that has left, and
+// that stale entry must not make an unserved client look as if nothing were
+// free, so the list is not what counts.
+func (s *Swarm) room(sps []int, served map[int]int, capacity int) int {
+	if capacity == 0 {
+		return len(s.Peers)
+	}
+	r := 0
+	for _, j := range sps {
+		r += max(0, capacity-served[j])
+	}
+	return r
 }
 
 // WaitSettled polls until the selection has been Settled, with the same

@@ -170,17 +170,7 @@ func (s *Swarm) PrefixState() PrefixState {
 			st.wrong("away with room", "peer %d is served by %d away from its group's superpeer %d, which has room", i, j, home)
 		}
 	}
-	// Room counts the places not taken by a client that is attached there:
-	// a superpeer's list can hold, for up to a TTL, a client that has left
-	// (it moved home, or became a superpeer), and that stale entry must not
-	// make an unserved client look as if nothing were free.
-	for _, i := range st.Expected {
-		if capacity == 0 {
-			st.Room = len(s.Peers)
-			break
-		}
-		st.Room += max(0, capacity-served[i])
-	}
+	st.Room = s.room(st.Expected, served, capacity)
 	return st
 }
 
