@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -99,30 +100,6 @@ type Message struct {
 	RTTs []float64
 }
 
-// Role is what the token method makes of this peer.
-type Role uint8
-
-const (
-	// RoleClient holds no token.
-	RoleClient Role = iota
-	// RoleHolder holds a token that has not yet settled.
-	RoleHolder
-	// RoleSuperpeer has held its token for SettleAfter.
-	RoleSuperpeer
-)
-
-func (r Role) String() string {
-	switch r {
-	case RoleClient:
-		return "client"
-	case RoleHolder:
-		return "holder"
-	case RoleSuperpeer:
-		return "superpeer"
-	}
-	return fmt.Sprintf("Role(%d)", uint8(r))
-}
-
 // EventKind names something that happened to this node's token, for logs,
 // counters and the simulator's metrics.
 type EventKind uint8
@@ -199,8 +176,12 @@ type Event struct {
 // Ready is what one Tick or Step produced: messages to send, in order, the
 // role after it, and what happened.
 type Ready struct {
-	Messages    []Message
-	Role        Role
+	Messages []Message
+	// Role is superpeer.Superpeer once this node's token has settled,
+	// superpeer.Client otherwise (a holder whose token has not settled
+	// too: Node.Held tells it apart); RoleChanged is set when the role
+	// changed or a token was taken or dropped.
+	Role        superpeer.Role
 	RoleChanged bool
 	Events      []Event
 	// Probes are peers whose RTT the node wants measured (other tokens'
@@ -279,7 +260,7 @@ type Node struct {
 	started     bool
 	tokens      []tableEntry
 	held        *held
-	role        Role
+	role        superpeer.Role
 	refused     map[string]time.Time // candidates that refused, until when to skip them
 	lastMint    time.Time
 	probes      map[string]probe     // measured RTTs to other holders and attached clients
@@ -307,6 +288,7 @@ func NewNode(id string, key Key, cfg Config, rng *rand.Rand) (*Node, error) {
 		id:      id,
 		key:     key,
 		rng:     rng,
+		role:    superpeer.Client,
 		tokens:  make([]tableEntry, cfg.Tokens),
 		refused: make(map[string]time.Time),
 		probes:  make(map[string]probe),
@@ -319,7 +301,7 @@ func NewNode(id string, key Key, cfg Config, rng *rand.Rand) (*Node, error) {
 func (n *Node) ID() string { return n.id }
 
 // Role is the node's current role.
-func (n *Node) Role() Role { return n.role }
+func (n *Node) Role() superpeer.Role { return n.role }
 
 // Held returns the token version this node holds, if any.
 func (n *Node) Held() (Token, bool) {
@@ -431,7 +413,7 @@ func (n *Node) event(k EventKind, t Token) {
 	n.ready.Events = append(n.ready.Events, Event{Kind: k, Token: t})
 }
 
-func (n *Node) setRole(r Role) {
+func (n *Node) setRole(r superpeer.Role) {
 	if n.role != r {
 		n.role = r
 		n.ready.RoleChanged = true
@@ -631,13 +613,15 @@ func (n *Node) take(now time.Time, t Token) {
 	}
 	e := &n.tokens[t.ID]
 	e.tok, e.known, e.lastHeard = t, true, now
-	n.setRole(RoleHolder)
+	n.setRole(superpeer.Client) // a superpeer once settled
+	n.ready.RoleChanged = true
 	n.announce(now)
 }
 
 func (n *Node) drop(k EventKind, by Token) {
 	n.held = nil
-	n.setRole(RoleClient)
+	n.setRole(superpeer.Client)
+	n.ready.RoleChanged = true
 	n.event(k, by)
 }
 

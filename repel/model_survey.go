@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 // Surveys (Config.SurveyInterval): a settled holder checks its place by
@@ -71,7 +73,7 @@ func (n *Node) settle(now time.Time) {
 		h.surveyWait = n.cfg.SurveyInterval
 		h.nextSurvey = now.Add(n.jitter(h.surveyWait))
 	}
-	n.setRole(RoleSuperpeer)
+	n.setRole(superpeer.Superpeer)
 	n.event(EventSettled, h.tok)
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -128,7 +129,7 @@ func TestNode_SurveyMovesToMeasuredBetterPlace(t *testing.T) {
 	c1.SetCoord(at2(0.020, 0))
 	c1.Tick(at(ts + 2))
 	r, err = c1.Step(at(ts+2.1), Message{Type: MsgMove, From: "a", To: "c1", Token: mv[0].Token})
-	if err != nil || r.Role != RoleSuperpeer || !hasEvent(r, EventSettled) || len(msgs(r, MsgMoveAck)) != 1 {
+	if err != nil || r.Role != superpeer.Superpeer || !hasEvent(r, EventSettled) || len(msgs(r, MsgMoveAck)) != 1 {
 		t.Fatalf("c1 on a surveyed offer: %v role %v %+v", err, r.Role, r)
 	}
 	// An offer that is not surveyed waits for SettleAfter as ever.
@@ -136,7 +137,7 @@ func TestNode_SurveyMovesToMeasuredBetterPlace(t *testing.T) {
 	c2.Tick(at(0))
 	plain := mv[0].Token
 	plain.Surveyed, plain.Holder, plain.HolderKey = false, "c2", PeerKey("c2")
-	if r, err = c2.Step(at(1), Message{Type: MsgMove, From: "a", To: "c2", Token: plain}); err != nil || r.Role != RoleHolder {
+	if r, err = c2.Step(at(1), Message{Type: MsgMove, From: "a", To: "c2", Token: plain}); err != nil || r.Role != superpeer.Client || !holds(c2) {
 		t.Fatalf("plain offer: %v role %v", err, r.Role)
 	}
 }
@@ -389,3 +390,6 @@ func TestNode_SurveyRefusesNonsense(t *testing.T) {
 		t.Fatalf("stray report: %v %+v", err, r)
 	}
 }
+
+// holds reports whether the node holds a token.
+func holds(n *Node) bool { _, ok := n.Held(); return ok }

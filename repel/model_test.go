@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -138,14 +139,14 @@ func TestNode_Step_RefusesNonsense(t *testing.T) {
 func TestNode_SettleAndFence(t *testing.T) {
 	cfg := testConfig(1, Attract)
 	n := mustNode(t, "a", cfg)
-	if r := n.Tick(at(0)); len(r.Messages) != 0 || r.Role != RoleClient {
+	if r := n.Tick(at(0)); len(r.Messages) != 0 || r.Role != superpeer.Client {
 		t.Fatalf("fresh node acted: %+v", r)
 	}
 	if r := n.Tick(at(9)); len(r.Messages) != 0 {
 		t.Fatalf("minted before DeadAfter: %+v", r)
 	}
 	r := n.Tick(at(10))
-	if !hasEvent(r, EventMinted) || r.Role != RoleHolder || !r.RoleChanged || len(msgs(r, MsgAnnounce)) != 1 {
+	if _, holding := n.Held(); !hasEvent(r, EventMinted) || r.Role != superpeer.Client || !holding || !r.RoleChanged || len(msgs(r, MsgAnnounce)) != 1 {
 		t.Fatalf("want mint + announce at DeadAfter, got %+v", r)
 	}
 	tok, _ := n.Held()
@@ -156,11 +157,11 @@ func TestNode_SettleAndFence(t *testing.T) {
 		t.Fatalf("LiveTokens = %+v", lt)
 	}
 	r = n.Tick(at(14.9))
-	if r.Role != RoleHolder {
+	if _, holding := n.Held(); r.Role != superpeer.Client || !holding {
 		t.Fatalf("settled early: %v", r.Role)
 	}
 	r = n.Tick(at(15))
-	if r.Role != RoleSuperpeer || !r.RoleChanged || !hasEvent(r, EventSettled) {
+	if r.Role != superpeer.Superpeer || !r.RoleChanged || !hasEvent(r, EventSettled) {
 		t.Fatalf("want superpeer after SettleAfter, got %+v", r)
 	}
 	// Settled: re-announces at AnnounceInterval, not MovingAnnounceInterval.
@@ -179,7 +180,7 @@ func TestNode_SettleAndFence(t *testing.T) {
 	// A fresher version fences ours off.
 	fresh := Token{ID: 0, Epoch: 2, Holder: "b", HolderKey: PeerKey("b"), Coord: tok.Coord}
 	r, err = n.Step(at(19), Message{Type: MsgAnnounce, From: "b", Token: fresh})
-	if err != nil || !hasEvent(r, EventFenced) || r.Role != RoleClient || !r.RoleChanged {
+	if err != nil || !hasEvent(r, EventFenced) || r.Role != superpeer.Client || !r.RoleChanged {
 		t.Fatalf("want fenced to client, got %v %+v", err, r)
 	}
 	if _, ok := n.Held(); ok {
@@ -501,7 +502,7 @@ func TestCluster_Recovery(t *testing.T) {
 				return false
 			}
 			for _, id := range nw.live() {
-				if _, ok := nw.nodes[id].Held(); ok && nw.nodes[id].Role() != RoleSuperpeer {
+				if _, ok := nw.nodes[id].Held(); ok && nw.nodes[id].Role() != superpeer.Superpeer {
 					return false
 				}
 			}

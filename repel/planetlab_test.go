@@ -12,6 +12,7 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -214,7 +215,7 @@ func (s *plSim) settled() bool {
 	ids := map[uint32]bool{}
 	for _, nd := range s.nodes {
 		if t, ok := nd.Held(); ok {
-			if ids[t.ID] || nd.Role() != RoleSuperpeer || nd.Moving() {
+			if ids[t.ID] || nd.Role() != superpeer.Superpeer || nd.Moving() {
 				return false
 			}
 			ids[t.ID] = true

@@ -172,7 +172,7 @@ type probeAnswer struct {
 
 // snapshot is the loop's state as other goroutines may read it.
 type snapshot struct {
-	role     Role
+	role     superpeer.Role
 	held     Token
 	holding  bool
 	offer    Token // the version offered in a move awaiting its answer
@@ -403,13 +403,6 @@ func (s *Selector) Superpeer() peer.ID { _, sp := s.note.State(); return sp }
 // Subscribe delivers role and superpeer changes.
 func (s *Selector) Subscribe() (<-chan superpeer.Change, func()) { return s.note.Subscribe() }
 
-// TokenRole is the model's role: client, holder (unsettled) or superpeer.
-func (s *Selector) TokenRole() Role {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.snap.role
-}
-
 // Held is the token version this peer holds, if any.
 func (s *Selector) Held() (Token, bool) {
 	s.mu.Lock()
@@ -450,7 +443,7 @@ func (s *Selector) LiveTokens() []Token {
 func (s *Selector) SettledAt() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.snap.holding || s.snap.role != RoleSuperpeer {
+	if !s.snap.holding || s.snap.role != superpeer.Superpeer {
 		return time.Time{}
 	}
 	return s.settledAt
@@ -840,7 +833,7 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 	}
 	s.mu.Lock()
 	changed := holding != s.snap.holding || r.Role != s.snap.role || holderSetChanged(s.snap.live, live)
-	if r.Role == RoleSuperpeer && s.snap.role != RoleSuperpeer {
+	if r.Role == superpeer.Superpeer && s.snap.role != superpeer.Superpeer {
 		s.settledAt = now
 	}
 	lost := s.snap.holding && !holding
@@ -878,7 +871,7 @@ func holderSetChanged(a, b []Token) bool {
 // holder it attached to. s.mu held.
 func (s *Selector) publishStateLocked(reason string, now time.Time) {
 	switch {
-	case s.snap.holding && s.snap.role == RoleSuperpeer:
+	case s.snap.holding && s.snap.role == superpeer.Superpeer:
 		s.note.Set(superpeer.Superpeer, s.node.ID(), fmt.Sprintf("token %d settled", s.snap.held.ID), now)
 	case s.snap.holding:
 		s.note.Set(superpeer.Client, "", fmt.Sprintf("holds token %d, settling", s.snap.held.ID), now)

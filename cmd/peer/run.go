@@ -479,7 +479,7 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector)
 			c := rsel.Vivaldi().Coordinate()
 			st.Coord = &coordReport{Vec: c.Vec, Height: c.Height, Error: c.Error}
 			if t, ok := rsel.Held(); ok {
-				st.Token = &tokenStatus{ID: t.ID, Epoch: t.Epoch, Settled: rsel.TokenRole() == repel.RoleSuperpeer, Surveyed: rsel.Surveyed()}
+				st.Token = &tokenStatus{ID: t.ID, Epoch: t.Epoch, Settled: rsel.Role() == superpeer.Superpeer, Surveyed: rsel.Surveyed()}
 			}
 			stats := rsel.Stats()
 			st.Surveys = &surveyStatus{

@@ -10,6 +10,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/repel"
+	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -441,7 +442,7 @@ func (s *repelSim) check() {
 		if !ok {
 			continue
 		}
-		if ids[t.ID] || nd.Role() != repel.RoleSuperpeer || nd.Moving() {
+		if ids[t.ID] || nd.Role() != superpeer.Superpeer || nd.Moving() {
 			s.settled = -1
 			return
 		}
