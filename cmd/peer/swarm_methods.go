@@ -83,18 +83,14 @@ func parseMethods(v string) ([]superpeer.Method, error) {
 func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip *swarm.GossipCounter, m superpeer.Method, f methodFlags) (*methodReport, error) {
 	mr := &methodReport{Method: m.Name}
 	rng := func(k int64) *rand.Rand { return rand.New(rand.NewSource(f.seed + k)) }
-	var (
-		state func() metrics.Assignment
-		done  func()
-	)
+	var state func() metrics.Assignment
 	switch m.Name {
 	case "prefix":
 		opts := superpeer.PrefixOptions{Superpeers: f.superpeers, Pow2: f.pow2, Attach: superpeer.AttachOptions{Capacity: f.capacity, TTL: f.ttl}}
 		if err := s.StartPrefix(ctx, opts); err != nil {
 			return nil, err
 		}
-		done = func() { s.StopMethod() }
-		defer done()
+		defer s.StopMethod()
 		took, err := s.WaitPrefix(ctx, s.SelectionStart())
 		if err != nil {
 			return nil, err

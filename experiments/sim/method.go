@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,13 +91,9 @@ func Run(name string, env Env) (Outcome, error) {
 	}
 	methods.RLock()
 	m, ok := methods.m[name]
-	var names []string
-	for k := range methods.m {
-		names = append(names, k)
-	}
 	methods.RUnlock()
 	if !ok {
-		return Outcome{}, fmt.Errorf("%w %q (simulated: %s)", ErrUnknownMethod, name, strings.Join(names, ", "))
+		return Outcome{}, fmt.Errorf("%w %q", ErrUnknownMethod, name)
 	}
 	if len(env.IDs) != env.RTT.Len() || len(env.Keys) != env.RTT.Len() {
 		return Outcome{}, fmt.Errorf("sim: %d IDs and %d keys for %d peers", len(env.IDs), len(env.Keys), env.RTT.Len())

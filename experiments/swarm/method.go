@@ -293,12 +293,7 @@ func (s *Swarm) summarize(method string, a metrics.Assignment, sps []int, unserv
 // PickKill chooses a fraction of the live peers at random, plus (with
 // superpeers) every current superpeer.
 func (r *Run) PickKill(fraction float64, superpeers bool, rng *rand.Rand) []int {
-	return r.s.pickKill(fraction, superpeers, func(i int) bool { return r.sels[i].Role() == superpeer.Superpeer }, rng)
-}
-
-// pickKill chooses a fraction of the live peers at random, plus (with
-// superpeers) every one isSuper says is a superpeer, sorted.
-func (s *Swarm) pickKill(fraction float64, superpeers bool, isSuper func(i int) bool, rng *rand.Rand) []int {
+	s := r.s
 	live := s.Live()
 	rng.Shuffle(len(live), func(a, b int) { live[a], live[b] = live[b], live[a] })
 	n := int(fraction*float64(len(live)) + 0.5)
@@ -308,7 +303,7 @@ func (s *Swarm) pickKill(fraction float64, superpeers bool, isSuper func(i int) 
 	}
 	if superpeers {
 		for _, i := range live {
-			if isSuper(i) {
+			if r.sels[i].Role() == superpeer.Superpeer {
 				chosen[i] = true
 			}
 		}

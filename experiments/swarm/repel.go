@@ -147,7 +147,6 @@ type RepelRun struct {
 	opts   RepelOptions
 	sels   []*repel.Selector
 	gossip *GossipCounter
-	start  time.Time
 	g0     [2]uint64 // gossip messages and bytes at start
 	v0     []uint64  // each peer's Vivaldi samples at start
 
@@ -192,7 +191,6 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 			r.sels[i] = sel.(*repel.Selector)
 		}
 	}
-	r.start = run.start
 	if opts.Dissemination == repel.Piggyback {
 		r.lagStop, r.lagDone = make(chan struct{}), make(chan struct{})
 		go r.sampleLag()
@@ -320,7 +318,7 @@ type LagSummary struct {
 func (r *RepelRun) Selector(i int) *repel.Selector { return r.sels[i] }
 
 // Start is when the selectors started.
-func (r *RepelRun) Start() time.Time { return r.start }
+func (r *RepelRun) Start() time.Time { return r.run.start }
 
 // Config is the token method in use.
 func (r *RepelRun) Config() repel.Config { return r.opts.Config }
@@ -580,7 +578,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 	if err != nil {
 		return sum, rs, err
 	}
-	secs := r.s.Elapsed(r.start).Seconds()
+	secs := r.s.Elapsed(r.run.start).Seconds()
 	per := func(x uint64) float64 { return float64(x) / float64(max(len(live), 1)) / secs }
 	var samples uint64
 	for _, i := range live {
