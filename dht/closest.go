@@ -35,10 +35,10 @@ const (
 
 // Drop reasons for frames of the closest protocol.
 const (
-	DropDecode     = "decode"      // the frame is not a valid protobuf or is over the cap
-	DropBadTarget  = "bad-target"  // the target is not 32 bytes
-	DropBadPeer    = "bad-peer"    // a peer ID in an answer does not parse
-	DropBadAddress = "bad-address" // an address in an answer does not parse
+	dropDecode     = "decode"      // the frame is not a valid protobuf or is over the cap
+	dropBadTarget  = "bad-target"  // the target is not 32 bytes
+	dropBadPeer    = "bad-peer"    // a peer ID in an answer does not parse
+	dropBadAddress = "bad-address" // an address in an answer does not parse
 )
 
 // Stats counts what a node did and what it refused.
@@ -55,7 +55,8 @@ type Stats struct {
 
 func (s *Stats) drop(reason string) { s.drops.Add(reason, 1) }
 
-// Drops returns a copy of the refused-frame counters by reason.
+// Drops returns a copy of the refused-frame counters by reason: "decode",
+// "bad-target", "bad-peer", "bad-address".
 func (s *Stats) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // closestProtocol is the raw-key lookup's protocol ID:
@@ -68,12 +69,12 @@ func (n *Node) handleClosest(s network.Stream) {
 	r := pbio.NewDelimitedReader(s, maxClosestRequest)
 	var req pb.ClosestRequest
 	if err := r.ReadMsg(&req); err != nil {
-		n.stats.drop(DropDecode)
+		n.stats.drop(dropDecode)
 		_ = s.Reset()
 		return
 	}
 	if len(req.Target) != len(Key{}) {
-		n.stats.drop(DropBadTarget)
+		n.stats.drop(dropBadTarget)
 		_ = s.Reset()
 		return
 	}
@@ -140,7 +141,7 @@ func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]pee
 	var resp pb.ClosestResponse
 	if err := pbio.NewDelimitedReader(s, maxClosestResponse).ReadMsg(&resp); err != nil {
 		_ = s.Reset()
-		n.stats.drop(DropDecode)
+		n.stats.drop(dropDecode)
 		n.stats.ClosestFailed.Add(1)
 		return nil, fmt.Errorf("closest answer from %s: %w", p, err)
 	}
@@ -167,7 +168,7 @@ func decodeClosest(resp *pb.ClosestResponse, drop func(reason string)) []peer.Ad
 		}
 		id, err := peer.IDFromBytes(bp.Id)
 		if err != nil {
-			drop(DropBadPeer)
+			drop(dropBadPeer)
 			continue
 		}
 		ai := peer.AddrInfo{ID: id}
@@ -177,7 +178,7 @@ func decodeClosest(resp *pb.ClosestResponse, drop func(reason string)) []peer.Ad
 			}
 			a, err := ma.NewMultiaddrBytes(b)
 			if err != nil {
-				drop(DropBadAddress)
+				drop(dropBadAddress)
 				continue
 			}
 			ai.Addrs = append(ai.Addrs, a)

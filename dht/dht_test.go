@@ -135,7 +135,7 @@ func TestNode_BadClosestFramesAreCountedAndServiceGoesOn(t *testing.T) {
 	bad, _ := proto.Marshal(&pb.ClosestRequest{Target: []byte{1, 2, 3}}) // short target
 	send(append([]byte{byte(len(bad))}, bad...))
 	drops := b.Stats().Drops()
-	if drops[DropDecode] != 2 || drops[DropBadTarget] != 1 {
+	if drops[dropDecode] != 2 || drops[dropBadTarget] != 1 {
 		t.Errorf("drops %v, want decode 2 and bad-target 1", drops)
 	}
 	// The node still answers a good request.
@@ -156,7 +156,7 @@ func TestDecodeClosest_DropsBadPeersAndAddresses(t *testing.T) {
 	if len(out) != 1 || out[0].ID != good || len(out[0].Addrs) != 1 {
 		t.Errorf("decoded %v", out)
 	}
-	if counts[DropBadPeer] != 1 || counts[DropBadAddress] != 1 {
+	if counts[dropBadPeer] != 1 || counts[dropBadAddress] != 1 {
 		t.Errorf("drops %v", counts)
 	}
 }

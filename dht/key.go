@@ -59,9 +59,9 @@ func (k Key) Hex() string { return hex.EncodeToString(k[:]) }
 
 func (k Key) String() string { return k.Hex()[:16] + "…" }
 
-// SortByDistance orders peers by the XOR distance of their keys to target,
+// sortByDistance orders peers by the XOR distance of their keys to target,
 // closest first; ties (equal keys, i.e. equal IDs) keep their order.
-func SortByDistance(target Key, peers []peer.ID) {
+func sortByDistance(target Key, peers []peer.ID) {
 	keys := make(map[peer.ID]Key, len(peers))
 	for _, p := range peers {
 		keys[p] = KeyOf(p)

@@ -51,7 +51,7 @@ func TestKey_XorAndCommonPrefix(t *testing.T) {
 func TestSortByDistance(t *testing.T) {
 	ids := []peer.ID{"a", "b", "c", "d", "e", "f"}
 	target := KeyOfName("t")
-	SortByDistance(target, ids)
+	sortByDistance(target, ids)
 	for i := 1; i < len(ids); i++ {
 		if target.Closer(KeyOf(ids[i]), KeyOf(ids[i-1])) {
 			t.Fatalf("not sorted at %d", i)

@@ -43,6 +43,6 @@ func (n *Node) report(emit counters.Emit) {
 	emit(2, "out", float64(s.ClosestSent.Load()))
 	emit(3, "", float64(s.ClosestFailed.Load()))
 	emit(4, "", float64(s.KadSent.Load()))
-	counters.EmitAll(emit, 5, s.Drops(), DropDecode, DropBadTarget, DropBadPeer, DropBadAddress)
+	counters.EmitAll(emit, 5, s.Drops(), dropDecode, dropBadTarget, dropBadPeer, dropBadAddress)
 	emit(6, "", float64(n.kad.RoutingTable().Size()))
 }

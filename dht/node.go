@@ -553,7 +553,7 @@ func (n *Node) LookupName(ctx context.Context, name string) ([]peer.ID, error) {
 		n.stats.LookupErrors.Add(1)
 		return nil, err
 	}
-	SortByDistance(KeyOfName(name), ps)
+	sortByDistance(KeyOfName(name), ps)
 	return ps, nil
 }
 

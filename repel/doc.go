@@ -36,8 +36,8 @@
 //     token settles and every AnnounceInterval after. A node takes a copy
 //     of a version it knows as news only with a higher Seq, so copies
 //     relayed late do not keep a silent holder alive. The selector spreads
-//     it signed on the Vivaldi exchanges (Piggyback) or on GossipSub; a
-//     GossipSub topic validator should apply ValidateAnnounce.
+//     it signed on the Vivaldi exchanges (Piggyback) or on GossipSub, where its
+//     topic validator refuses what the model would.
 //   - MsgMove (to the chosen peer): the offered version — higher epoch, the
 //     peer as holder, Moves+1.
 //   - MsgMoveAck (back to the old holder): the version now held; the old
@@ -102,7 +102,7 @@
 // Attached; without digests a holder knows only its neighbours and its own
 // clients, and on PlanetLab lands at 1.2–1.4× the k-median instead.
 //
-// In each model the system potential (SystemPotential) changes by exactly
+// In each model the system potential (systemPotential) changes by exactly
 // the moving token's change, so with one shared view every move lowers it
 // by a positive amount and moves stop: a distributed local search. Holders'
 // views differ in practice (own samples of peers, drifting coordinates), so
@@ -133,7 +133,7 @@
 //     MinGain, cooling aside (EventSiteShared); the other stays.
 //
 // Both make the potentials the holders descend differ from
-// SystemPotential's (which predicts every distance); cooling still bounds
+// systemPotential's (which predicts every distance); cooling still bounds
 // the moves.
 //
 // # Surveys (Config.SurveyInterval)

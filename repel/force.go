@@ -336,25 +336,25 @@ func (f *field) force(x vivaldi.Coord) []float64 {
 	return out
 }
 
-// Potential is the potential of a token at x given the other tokens'
+// potential is the potential of a token at x given the other tokens'
 // positions and, for Attract, the clients' coordinates. Simulators and tests
 // use it; a Node computes the same number from its own view.
-func Potential(cfg Config, x vivaldi.Coord, others, clients []vivaldi.Coord) float64 {
+func potential(cfg Config, x vivaldi.Coord, others, clients []vivaldi.Coord) float64 {
 	return newField(&cfg, others, clients).potential(x)
 }
 
-// Force is the force on a token at x (a vector in the Euclidean part of the
+// force is the force on a token at x (a vector in the Euclidean part of the
 // space); its norm is what Config.ForceThreshold is compared with.
-func Force(cfg Config, x vivaldi.Coord, others, clients []vivaldi.Coord) []float64 {
+func force(cfg Config, x vivaldi.Coord, others, clients []vivaldi.Coord) []float64 {
 	return newField(&cfg, others, clients).force(x)
 }
 
-// SystemPotential is the potential of a whole configuration: for Repulsion
+// systemPotential is the potential of a whole configuration: for Repulsion
 // Σ_{i<j} φ(d_ij); for Attract the mean over clients of the distance to the
 // nearest token plus λ·Σ_{i<j} φ(d_ij). A single token's move changes it by
 // exactly the change of that token's Potential, which is why moves that
 // lower the token's potential terminate. It ignores Config.Capacity.
-func SystemPotential(cfg Config, tokens, clients []vivaldi.Coord) float64 {
+func systemPotential(cfg Config, tokens, clients []vivaldi.Coord) float64 {
 	f := newField(&cfg, nil, nil)
 	var rep float64
 	for i := range tokens {

@@ -59,8 +59,8 @@ func ParseDissemination(s string) (Dissemination, error) {
 
 // Drop reasons of the piggyback and the announce protocol.
 const (
-	DropGossip    = "bad-gossip"    // a gossip piggyback that does not decode, too many entries, a bad version
-	DropSignature = "bad-signature" // a token version whose holder's signature does not verify
+	dropGossip    = "bad-gossip"    // a gossip piggyback that does not decode, too many entries, a bad version
+	dropSignature = "bad-signature" // a token version whose holder's signature does not verify
 )
 
 // holderKeyPrefix is how much of a holder's kad key a Version names: the
@@ -68,9 +68,9 @@ const (
 // holders whose keys share 8 bytes).
 const holderKeyPrefix = 8
 
-// ErrBadSignature is a signed token version whose signature is not its
+// errBadSignature is a signed token version whose signature is not its
 // holder's.
-var ErrBadSignature = errors.New("repel: token signature does not verify")
+var errBadSignature = errors.New("repel: token signature does not verify")
 
 // signedBytes is what a holder signs of t: its deterministic encoding
 // without the digest.
@@ -80,8 +80,8 @@ func signedBytes(m *pb.Token) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(c)
 }
 
-// SignToken is t, digest included, signed by its holder's key.
-func SignToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
+// signToken is t, digest included, signed by its holder's key.
+func signToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
 	m := TokenToPB(t)
 	b, err := signedBytes(m)
 	if err != nil {
@@ -94,10 +94,10 @@ func SignToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
 	return &pb.SignedToken{Token: m, Signature: sig}, nil
 }
 
-// VerifyToken checks that st is signed by the holder it names, whose
+// verifyToken checks that st is signed by the holder it names, whose
 // public key pub gives (nil: the key the peer ID holds, as for Ed25519
-// IDs); t has TokenFromPB's checks.
-func VerifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) error {
+// IDs); t has tokenFromPB's checks.
+func verifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) error {
 	id := peer.ID(t.Holder)
 	var k crypto.PubKey
 	if pub != nil {
@@ -106,7 +106,7 @@ func VerifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) e
 	if k == nil {
 		var err error
 		if k, err = id.ExtractPublicKey(); err != nil {
-			return fmt.Errorf("%w: no public key for %s: %v", ErrBadSignature, id, err)
+			return fmt.Errorf("%w: no public key for %s: %v", errBadSignature, id, err)
 		}
 	}
 	b, err := signedBytes(st.GetToken())
@@ -115,7 +115,7 @@ func VerifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) e
 	}
 	ok, err := k.Verify(b, st.GetSignature())
 	if err != nil || !ok {
-		return ErrBadSignature
+		return errBadSignature
 	}
 	return nil
 }
@@ -127,24 +127,24 @@ type signedToken struct {
 	pb  *pb.SignedToken
 }
 
-// DecodeGossip parses a piggyback for S tokens: at most S versions known
-// and S tokens, each token decoding (TokenFromPB) with its ID in range and
-// no digest. A bad frame is refused whole; the reason names the Drop*
-// counter. The signatures are not checked here (VerifyToken).
-func DecodeGossip(b []byte, S int) (known []*pb.Version, toks []signedToken, reason string, err error) {
+// decodeGossip parses a piggyback for S tokens: at most S versions known
+// and S tokens, each token decoding (tokenFromPB) with its ID in range and
+// no digest. A bad frame is refused whole; the reason names the drop
+// counter. The signatures are not checked here (verifyToken).
+func decodeGossip(b []byte, S int) (known []*pb.Version, toks []signedToken, reason string, err error) {
 	if len(b) > vivaldi.MaxPiggyback {
-		return nil, nil, DropGossip, fmt.Errorf("repel: gossip of %d bytes over the cap %d", len(b), vivaldi.MaxPiggyback)
+		return nil, nil, dropGossip, fmt.Errorf("repel: gossip of %d bytes over the cap %d", len(b), vivaldi.MaxPiggyback)
 	}
 	var g pb.Gossip
 	if err := proto.Unmarshal(b, &g); err != nil {
-		return nil, nil, DropGossip, err
+		return nil, nil, dropGossip, err
 	}
 	if len(g.Known) > S || len(g.Tokens) > S {
-		return nil, nil, DropGossip, fmt.Errorf("repel: gossip names %d and carries %d tokens of %d", len(g.Known), len(g.Tokens), S)
+		return nil, nil, dropGossip, fmt.Errorf("repel: gossip names %d and carries %d tokens of %d", len(g.Known), len(g.Tokens), S)
 	}
 	for _, v := range g.Known {
 		if v.GetId() >= uint32(S) || len(v.GetHolderKey()) > holderKeyPrefix {
-			return nil, nil, DropGossip, fmt.Errorf("repel: gossip names token %d of %d, holder key of %d bytes", v.GetId(), S, len(v.GetHolderKey()))
+			return nil, nil, dropGossip, fmt.Errorf("repel: gossip names token %d of %d, holder key of %d bytes", v.GetId(), S, len(v.GetHolderKey()))
 		}
 	}
 	for _, st := range g.Tokens {
@@ -153,7 +153,7 @@ func DecodeGossip(b []byte, S int) (known []*pb.Version, toks []signedToken, rea
 			return nil, nil, reason, err
 		}
 		if len(t.Digest) > 0 {
-			return nil, nil, DropGossip, errors.New("repel: a gossiped token carries a digest")
+			return nil, nil, dropGossip, errors.New("repel: a gossiped token carries a digest")
 		}
 		toks = append(toks, signedToken{tok: t, pb: st})
 	}
@@ -161,14 +161,14 @@ func DecodeGossip(b []byte, S int) (known []*pb.Version, toks []signedToken, rea
 }
 
 // decodeSigned checks one signed version for S tokens (the signature
-// aside): TokenFromPB, the ID in range. The reason names the Drop* counter.
+// aside): tokenFromPB, the ID in range. The reason names the drop counter.
 func decodeSigned(f *pb.SignedToken, S int) (Token, string, error) {
-	t, err := TokenFromPB(f.GetToken())
+	t, err := tokenFromPB(f.GetToken())
 	if err != nil {
 		return Token{}, tokenReason(err), err
 	}
 	if t.ID >= uint32(S) {
-		return Token{}, DropOutOfRange, fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, t.ID, S)
+		return Token{}, dropOutOfRange, fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, t.ID, S)
 	}
 	return t, "", nil
 }

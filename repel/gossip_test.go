@@ -39,17 +39,17 @@ func TestSignToken_Verify(t *testing.T) {
 	k, id := keyed(t)
 	tok := tokenOf(0, 3, 5, id)
 	tok.Digest = []Sample{{ID: id, Key: PeerKey(id), Coord: tok.Coord, Weight: 2}}
-	st, err := SignToken(tok, k)
+	st, err := signToken(tok, k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string, st *pb.SignedToken, ok bool) {
 		t.Helper()
-		got, err := TokenFromPB(st.Token)
+		got, err := tokenFromPB(st.Token)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := VerifyToken(st, got, nil); (err == nil) != ok {
+		if err := verifyToken(st, got, nil); (err == nil) != ok {
 			t.Fatalf("%s: verify says %v", what, err)
 		}
 	}
@@ -66,7 +66,7 @@ func TestSignToken_Verify(t *testing.T) {
 	_, other := keyed(t)
 	check("another holder", change(func(m *pb.Token) { m.Holder = []byte(other) }), false)
 	k2, _ := keyed(t)
-	st2, err := SignToken(tok, k2)
+	st2, err := signToken(tok, k2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSignToken_Verify(t *testing.T) {
 func TestGossipTable_PushPull(t *testing.T) {
 	k, id := keyed(t)
 	sign := func(tok Token) *pb.SignedToken {
-		st, err := SignToken(tok, k)
+		st, err := signToken(tok, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestGossipTable_PushPull(t *testing.T) {
 	}
 	decode := func(b []byte) ([]*pb.Version, []signedToken) {
 		t.Helper()
-		known, toks, reason, err := DecodeGossip(b, 3)
+		known, toks, reason, err := decodeGossip(b, 3)
 		if err != nil {
 			t.Fatalf("own gossip refused: %s %v", reason, err)
 		}
@@ -142,18 +142,18 @@ func TestGossipTable_PushPull(t *testing.T) {
 func TestDecodeGossip_Refuses(t *testing.T) {
 	k, id := keyed(t)
 	good := tokenOf(0, 1, 1, id)
-	st, err := SignToken(good, k)
+	st, err := signToken(good, k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	withDigest := good
 	withDigest.Digest = []Sample{{ID: id, Key: PeerKey(id), Coord: good.Coord, Weight: 1}}
-	stDigest, err := SignToken(withDigest, k)
+	stDigest, err := signToken(withDigest, k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := tokenOf(5, 1, 1, id)
-	stOut, err := SignToken(out, k)
+	stOut, err := signToken(out, k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,19 +169,19 @@ func TestDecodeGossip_Refuses(t *testing.T) {
 		b      []byte
 		reason string
 	}{
-		{"not protobuf", []byte{0x0a, 0xff}, DropGossip},
-		{"oversize", make([]byte, vivaldi.MaxPiggyback+1), DropGossip},
-		{"too many known", enc(&pb.Gossip{Known: make([]*pb.Version, 3)}), DropGossip},
-		{"known out of range", enc(&pb.Gossip{Known: []*pb.Version{{Id: 2}}}), DropGossip},
-		{"token out of range", enc(&pb.Gossip{Tokens: []*pb.SignedToken{stOut}}), DropOutOfRange},
-		{"token with a digest", enc(&pb.Gossip{Tokens: []*pb.SignedToken{stDigest}}), DropGossip},
-		{"bad holder", enc(&pb.Gossip{Tokens: []*pb.SignedToken{{Token: &pb.Token{Holder: []byte("x"), Coord: &pb.Coord{Vec: []float64{1}}}}}}), DropHolder},
+		{"not protobuf", []byte{0x0a, 0xff}, dropGossip},
+		{"oversize", make([]byte, vivaldi.MaxPiggyback+1), dropGossip},
+		{"too many known", enc(&pb.Gossip{Known: make([]*pb.Version, 3)}), dropGossip},
+		{"known out of range", enc(&pb.Gossip{Known: []*pb.Version{{Id: 2}}}), dropGossip},
+		{"token out of range", enc(&pb.Gossip{Tokens: []*pb.SignedToken{stOut}}), dropOutOfRange},
+		{"token with a digest", enc(&pb.Gossip{Tokens: []*pb.SignedToken{stDigest}}), dropGossip},
+		{"bad holder", enc(&pb.Gossip{Tokens: []*pb.SignedToken{{Token: &pb.Token{Holder: []byte("x"), Coord: &pb.Coord{Vec: []float64{1}}}}}}), dropHolder},
 	} {
-		if _, _, reason, err := DecodeGossip(c.b, 2); err == nil || reason != c.reason {
+		if _, _, reason, err := decodeGossip(c.b, 2); err == nil || reason != c.reason {
 			t.Errorf("%s: reason %q, err %v; want %q", c.name, reason, err, c.reason)
 		}
 	}
-	if _, toks, _, err := DecodeGossip(enc(&pb.Gossip{Tokens: []*pb.SignedToken{st}}), 2); err != nil || len(toks) != 1 {
+	if _, toks, _, err := decodeGossip(enc(&pb.Gossip{Tokens: []*pb.SignedToken{st}}), 2); err != nil || len(toks) != 1 {
 		t.Fatalf("a good frame refused: %v", err)
 	}
 }
@@ -191,7 +191,7 @@ func FuzzGossipFrames(f *testing.F) {
 	tab := newGossipTable(4, 1)
 	for i := uint32(0); i < 3; i++ {
 		tok := tokenOf(i, uint64(i)+1, 2, id)
-		st, _ := SignToken(tok, k)
+		st, _ := signToken(tok, k)
 		tab.offer(tok, st)
 	}
 	f.Add(tab.request())
@@ -199,7 +199,7 @@ func FuzzGossipFrames(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		known, toks, _, err := DecodeGossip(data, 4)
+		known, toks, _, err := decodeGossip(data, 4)
 		if err != nil {
 			return
 		}
@@ -211,10 +211,10 @@ func FuzzGossipFrames(f *testing.F) {
 				t.Fatalf("accepted token %+v", g.tok)
 			}
 			// Verifying never panics, whatever the signature.
-			_ = VerifyToken(g.pb, g.tok, nil)
+			_ = verifyToken(g.pb, g.tok, nil)
 		}
 		// A reply to what was said to be known decodes again.
-		if _, _, _, err := DecodeGossip(tab.reply(known), 4); err != nil {
+		if _, _, _, err := decodeGossip(tab.reply(known), 4); err != nil {
 			t.Fatalf("reply to an accepted request refused: %v", err)
 		}
 	})

@@ -15,8 +15,8 @@ var metricFamilies = []counters.Family{
 
 // dropReasons are the reasons whose series exist from the start.
 var dropReasons = []string{
-	DropDecode, DropHolder, DropNotHolder, DropOutOfRange, DropCoord, DropDigest, DropFrameType, DropWrite, DropStep, DropSurvey,
-	DropGossip, DropSignature,
+	dropDecode, dropHolder, dropNotHolder, dropOutOfRange, dropCoord, dropDigest, dropFrameType, dropWrite, dropStep, dropSurvey,
+	dropGossip, dropSignature,
 }
 
 // report emits the selector's metrics (metricFamilies).
@@ -34,7 +34,7 @@ func (s *Selector) report(emit counters.Emit) {
 	}
 	emit(1, "", v)
 	emit(2, "", float64(known))
-	emit(3, "", float64(stats[StatLookups]))
+	emit(3, "", float64(stats[statLookups]))
 	emit(4, "announce", float64(stats[StatAnnounceBytes]))
 	emit(4, "move", float64(stats[StatMoveBytes]))
 	emit(4, "survey", float64(stats[StatSurveyBytes]))

@@ -60,13 +60,13 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 		return sels[sp].Attach().Load() == 4
 	})
 	sendRaw(t, ps.hosts[4], ps.hosts[0].ID(), []byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff})
-	waitUntil(t, 5*time.Second, "the bad frame counted", func() bool { return sels[0].Drops()[DropDecode] == 1 })
+	waitUntil(t, 5*time.Second, "the bad frame counted", func() bool { return sels[0].Drops()[dropDecode] == 1 })
 
 	// Counters only grow: what Stats said before the scrape is a floor.
 	var minted, lookups float64
 	for _, s := range sels[:4] {
 		minted += float64(s.Stats()[EventMinted.String()])
-		lookups += float64(s.Stats()[StatLookups])
+		lookups += float64(s.Stats()[statLookups])
 	}
 	// The state may move on between two reads (a token move, a survey):
 	// scrape until one scrape shows the settled state, all at once.
@@ -93,8 +93,8 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 			{"superpeer_selector_role", "client", clients},
 			{"superpeer_selector_role", "unknown", 0},
 			{"superpeer_attach_clients", "", served},
-			{"superpeer_repel_drops_total", DropDecode, 1},
-			{"superpeer_repel_drops_total", DropSignature, 0},
+			{"superpeer_repel_drops_total", dropDecode, 1},
+			{"superpeer_repel_drops_total", dropSignature, 0},
 		} {
 			if g, ok := got[c.name][c.label]; !ok || g != c.want {
 				return fmt.Sprintf("%s{%q} = %v (present %v), want %v", c.name, c.label, g, ok, c.want)
@@ -119,7 +119,7 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	}
 	// Which peers look token names up depends on who minted: the five
 	// together looked up at least once.
-	if g := got["superpeer_repel_token_lookups_total"][""]; g < lookups || g+float64(sels[4].Stats()[StatLookups]) < 1 {
+	if g := got["superpeer_repel_token_lookups_total"][""]; g < lookups || g+float64(sels[4].Stats()[statLookups]) < 1 {
 		t.Errorf("token lookups %v, the selectors' Stats said %v before", g, lookups)
 	}
 	if g := got["superpeer_repel_sent_bytes_total"]["gossip"]; g == 0 {

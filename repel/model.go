@@ -208,13 +208,13 @@ type Peer struct {
 // Errors returned by Step for messages that make no sense. The node's state
 // is unchanged when Step returns one; the adapter should count it by name.
 var (
-	ErrUnknownType     = errors.New("repel: unknown message type")
-	ErrTokenOutOfRange = errors.New("repel: token ID out of range")
-	ErrNotForMe        = errors.New("repel: directed message for another peer")
-	ErrNotHolder       = errors.New("repel: sender is not the holder the token names")
-	ErrBadOffer        = errors.New("repel: move offer does not name this peer as holder")
-	ErrInvalidCoord    = errors.New("repel: invalid token coordinate")
-	ErrInvalidDigest   = errors.New("repel: invalid client digest")
+	errUnknownType     = errors.New("repel: unknown message type")
+	errTokenOutOfRange = errors.New("repel: token ID out of range")
+	errNotForMe        = errors.New("repel: directed message for another peer")
+	errNotHolder       = errors.New("repel: sender is not the holder the token names")
+	errBadOffer        = errors.New("repel: move offer does not name this peer as holder")
+	errInvalidCoord    = errors.New("repel: invalid token coordinate")
+	errInvalidDigest   = errors.New("repel: invalid client digest")
 )
 
 type tableEntry struct {
@@ -347,22 +347,22 @@ func (n *Node) LiveTokens(now time.Time) []Token {
 	return out
 }
 
-// ValidateAnnounce is the check a GossipSub topic validator should apply
+// validateAnnounce is the check a GossipSub topic validator should apply
 // before a message reaches any node: from (the signed author) must be the
 // holder the token names, the ID in range, the coordinate valid. Step applies
 // it too; doing it in the validator stops bad announcements spreading.
-func ValidateAnnounce(cfg Config, from string, t Token) error {
+func validateAnnounce(cfg Config, from string, t Token) error {
 	if t.ID >= uint32(cfg.Tokens) {
-		return fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, t.ID, cfg.Tokens)
+		return fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, t.ID, cfg.Tokens)
 	}
 	if from != t.Holder {
-		return ErrNotHolder
+		return errNotHolder
 	}
 	if !validCoord(t.Coord) {
-		return ErrInvalidCoord
+		return errInvalidCoord
 	}
 	if !validDigest(t.Digest) {
-		return ErrInvalidDigest
+		return errInvalidDigest
 	}
 	return nil
 }
@@ -651,36 +651,36 @@ func (n *Node) Step(now time.Time, m Message) (Ready, error) {
 
 func (n *Node) check(m Message) error {
 	if m.Token.ID >= uint32(n.cfg.Tokens) {
-		return fmt.Errorf("%w: %d ≥ %d", ErrTokenOutOfRange, m.Token.ID, n.cfg.Tokens)
+		return fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, m.Token.ID, n.cfg.Tokens)
 	}
 	switch m.Type {
 	case MsgAnnounce:
 		if m.From != m.Token.Holder {
-			return ErrNotHolder
+			return errNotHolder
 		}
 	case MsgMove:
 		if m.To != n.id {
-			return ErrNotForMe
+			return errNotForMe
 		}
 		if m.Token.Holder != n.id || m.Token.HolderKey != n.key {
-			return ErrBadOffer
+			return errBadOffer
 		}
 		return nil // the offered coordinate is the old holder's; ours replaces it
 	case MsgMoveAck:
 		if m.To != n.id {
-			return ErrNotForMe
+			return errNotForMe
 		}
 		if m.From != m.Token.Holder {
-			return ErrNotHolder
+			return errNotHolder
 		}
 	case MsgMoveRefuse:
 		if m.To != n.id {
-			return ErrNotForMe
+			return errNotForMe
 		}
 		return nil
 	case MsgSurvey, MsgSurveyReport:
 		if m.To != n.id {
-			return ErrNotForMe
+			return errNotForMe
 		}
 		if err := checkSurvey(m); err != nil {
 			return err
@@ -689,16 +689,16 @@ func (n *Node) check(m Message) error {
 			return nil // the surveyed version, matched against our own
 		}
 		if m.From != m.Token.Holder {
-			return ErrNotHolder
+			return errNotHolder
 		}
 	default:
-		return fmt.Errorf("%w: %d", ErrUnknownType, m.Type)
+		return fmt.Errorf("%w: %d", errUnknownType, m.Type)
 	}
 	if !validCoord(m.Token.Coord) {
-		return ErrInvalidCoord
+		return errInvalidCoord
 	}
 	if !validDigest(m.Token.Digest) {
-		return ErrInvalidDigest
+		return errInvalidDigest
 	}
 	return nil
 }

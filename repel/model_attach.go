@@ -243,23 +243,23 @@ func (c *Chooser) Ranked(now time.Time, cur string, cands []Candidate) []Choice 
 // clients that lose most without it). It is negative for a client that
 // stays with its holder while a nearer one is within Switch: it would gain
 // by going, and is the first a full holder lets go. 0 (none said) when the
-// next RTT is unknown (NaN); NoOtherChoice for the last holder of the order
+// next RTT is unknown (NaN); noOtherChoice for the last holder of the order
 // or when the next measurement failed.
 func Regret(order []Choice, k int) time.Duration {
 	if k+1 >= len(order) {
-		return NoOtherChoice
+		return noOtherChoice
 	}
 	d := order[k+1].RTT - order[k].RTT
 	switch {
 	case math.IsNaN(d):
 		return 0
-	case d >= NoOtherChoice.Seconds():
-		return NoOtherChoice
-	case d <= -NoOtherChoice.Seconds():
-		return -NoOtherChoice
+	case d >= noOtherChoice.Seconds():
+		return noOtherChoice
+	case d <= -noOtherChoice.Seconds():
+		return -noOtherChoice
 	}
 	return time.Duration(math.Round(d * float64(time.Second)))
 }
 
-// NoOtherChoice is the regret of a client with no other holder to ask.
-const NoOtherChoice = time.Duration(math.MaxInt64)
+// noOtherChoice is the regret of a client with no other holder to ask.
+const noOtherChoice = time.Duration(math.MaxInt64)

@@ -127,16 +127,16 @@ func TestChooser_SwitchAndRateLimit(t *testing.T) {
 
 // A client's regret for the k-th holder of its order is the next one's RTT
 // minus the k-th's: negative when it stays within Switch of a nearer
-// holder, none when the next RTT is unknown, NoOtherChoice for the last
+// holder, none when the next RTT is unknown, noOtherChoice for the last
 // holder or after a failed measurement.
 func TestRegret(t *testing.T) {
 	order := []Choice{{"cur", 0.012, true}, {"a", 0.010, true}, {"b", 0.015, false}, {"c", math.Inf(1), true}, {"d", math.NaN(), false}}
-	for k, want := range []time.Duration{-2 * time.Millisecond, 5 * time.Millisecond, NoOtherChoice, 0, NoOtherChoice} {
+	for k, want := range []time.Duration{-2 * time.Millisecond, 5 * time.Millisecond, noOtherChoice, 0, noOtherChoice} {
 		if got := Regret(order, k); got != want {
 			t.Errorf("Regret(order, %d) = %v, want %v", k, got, want)
 		}
 	}
-	if got := Regret(nil, 0); got != NoOtherChoice {
+	if got := Regret(nil, 0); got != noOtherChoice {
 		t.Errorf("Regret of an empty order = %v", got)
 	}
 }

@@ -245,8 +245,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: CoolingMoves %d must be ≥ 0", c.CoolingMoves)
 	case c.CoolingMoves > 0 && c.CoolingRest <= 0:
 		return fmt.Errorf("repel: CoolingRest %v must be positive", c.CoolingRest)
-	case c.DigestSize < 0 || c.DigestSize > MaxDigest:
-		return fmt.Errorf("repel: DigestSize %d out of range (0..%d)", c.DigestSize, MaxDigest)
+	case c.DigestSize < 0 || c.DigestSize > maxDigest:
+		return fmt.Errorf("repel: DigestSize %d out of range (0..%d)", c.DigestSize, maxDigest)
 	case c.MaxCandidates < 0:
 		return fmt.Errorf("repel: MaxCandidates %d must be ≥ 0", c.MaxCandidates)
 	case c.ProbeTTL < 0:
@@ -261,8 +261,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: SurveyInterval %v needs ProbeTTL > 0 (a holder compares with its own measurements)", c.SurveyInterval)
 	case c.SurveyInterval > 0 && c.SurveyCandidates < 1:
 		return fmt.Errorf("repel: SurveyCandidates %d must be ≥ 1", c.SurveyCandidates)
-	case c.SurveyInterval > 0 && (c.SurveyClients < 1 || c.SurveyClients > MaxSurveyClients-1):
-		return fmt.Errorf("repel: SurveyClients %d out of range (1..%d)", c.SurveyClients, MaxSurveyClients-1)
+	case c.SurveyInterval > 0 && (c.SurveyClients < 1 || c.SurveyClients > maxSurveyClients-1):
+		return fmt.Errorf("repel: SurveyClients %d out of range (1..%d)", c.SurveyClients, maxSurveyClients-1)
 	case c.SurveyInterval > 0 && (!finite(c.SurveyGain) || c.SurveyGain <= 0):
 		return fmt.Errorf("repel: SurveyGain %v must be positive", c.SurveyGain)
 	case c.SurveyFloor < 0:

@@ -22,18 +22,18 @@ import (
 // costs (the k-medoids' swap step, restricted to a cluster), and each
 // lowers the cluster's summed RTT by SurveyGain, so they stop.
 
-// MaxSurveyClients bounds the peers one survey asks a candidate to measure
+// maxSurveyClients bounds the peers one survey asks a candidate to measure
 // (the holder, its sampled clients and, with SiteRTT, the other holders).
-const MaxSurveyClients = 256
+const maxSurveyClients = 256
 
 // maxSurveyBackoff bounds how far the wait between surveys that keep the
 // token in place doubles: SurveyInterval × 16.
 const maxSurveyBackoff = 16
 
-// ErrBadSurvey is a survey or report that makes no sense: no peers, too
+// errBadSurvey is a survey or report that makes no sense: no peers, too
 // many, an empty or repeated peer, or an RTT that is not a number or over
 // MaxSampleRTT.
-var ErrBadSurvey = fmt.Errorf("repel: malformed survey")
+var errBadSurvey = fmt.Errorf("repel: malformed survey")
 
 // survey is a holder's survey in flight.
 type survey struct {
@@ -80,23 +80,23 @@ func (n *Node) settle(now time.Time) {
 func checkSurvey(m Message) error {
 	switch m.Type {
 	case MsgSurvey:
-		if len(m.Survey) == 0 || len(m.Survey) > MaxSurveyClients || len(m.RTTs) != 0 {
-			return fmt.Errorf("%w: %d peers, %d RTTs", ErrBadSurvey, len(m.Survey), len(m.RTTs))
+		if len(m.Survey) == 0 || len(m.Survey) > maxSurveyClients || len(m.RTTs) != 0 {
+			return fmt.Errorf("%w: %d peers, %d RTTs", errBadSurvey, len(m.Survey), len(m.RTTs))
 		}
 		seen := make(map[string]bool, len(m.Survey))
 		for _, id := range m.Survey {
 			if id == "" || seen[id] {
-				return fmt.Errorf("%w: empty or repeated peer", ErrBadSurvey)
+				return fmt.Errorf("%w: empty or repeated peer", errBadSurvey)
 			}
 			seen[id] = true
 		}
 	case MsgSurveyReport:
-		if len(m.RTTs) > MaxSurveyClients || len(m.Survey) != 0 {
-			return fmt.Errorf("%w: %d RTTs, %d peers", ErrBadSurvey, len(m.RTTs), len(m.Survey))
+		if len(m.RTTs) > maxSurveyClients || len(m.Survey) != 0 {
+			return fmt.Errorf("%w: %d RTTs, %d peers", errBadSurvey, len(m.RTTs), len(m.Survey))
 		}
 		for _, r := range m.RTTs {
-			if math.IsNaN(r) || math.IsInf(r, 0) || r > MaxSampleRTT {
-				return fmt.Errorf("%w: RTT %v", ErrBadSurvey, r)
+			if math.IsNaN(r) || math.IsInf(r, 0) || r > maxSampleRTT {
+				return fmt.Errorf("%w: RTT %v", errBadSurvey, r)
 			}
 		}
 	}
@@ -169,7 +169,7 @@ func (n *Node) startSurvey(now time.Time) {
 		slices.SortFunc(others, func(a, b Token) int {
 			return cmp.Compare(n.coord.DistanceTo(a.Coord), n.coord.DistanceTo(b.Coord))
 		})
-		for _, o := range others[:min(len(others), MaxSurveyClients-len(ids))] {
+		for _, o := range others[:min(len(others), maxSurveyClients-len(ids))] {
 			ids, own = append(ids, o.Holder), append(own, -1)
 		}
 	}
@@ -352,7 +352,7 @@ func (n *Node) runJob(now time.Time) {
 	}
 	out := make([]float64, len(j.rtt))
 	for k, r := range j.rtt {
-		if r < 0 || r > MaxSampleRTT {
+		if r < 0 || r > maxSampleRTT {
 			r = -1
 		}
 		out[k] = r

@@ -358,7 +358,7 @@ func TestNode_SurveyRefusesNonsense(t *testing.T) {
 	n := mustNode(t, "a", surveyConfig())
 	n.Tick(at(0))
 	tok := Token{ID: 0, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: at2(0, 0)}
-	many := make([]string, MaxSurveyClients+1)
+	many := make([]string, maxSurveyClients+1)
 	for i := range many {
 		many[i] = string(rune('A' + i))
 	}
@@ -366,15 +366,15 @@ func TestNode_SurveyRefusesNonsense(t *testing.T) {
 		m    Message
 		want error
 	}{
-		"empty":      {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok}, ErrBadSurvey},
-		"too-many":   {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: many}, ErrBadSurvey},
-		"repeated":   {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: []string{"b", "x", "x"}}, ErrBadSurvey},
-		"blank":      {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: []string{"b", ""}}, ErrBadSurvey},
-		"not-holder": {Message{Type: MsgSurvey, From: "c", To: "a", Token: tok, Survey: []string{"b"}}, ErrNotHolder},
-		"not-me":     {Message{Type: MsgSurvey, From: "b", To: "z", Token: tok, Survey: []string{"b"}}, ErrNotForMe},
-		"nan":        {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{math.NaN()}}, ErrBadSurvey},
-		"inf":        {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{math.Inf(1)}}, ErrBadSurvey},
-		"over":       {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{MaxSampleRTT + 1}}, ErrBadSurvey},
+		"empty":      {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok}, errBadSurvey},
+		"too-many":   {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: many}, errBadSurvey},
+		"repeated":   {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: []string{"b", "x", "x"}}, errBadSurvey},
+		"blank":      {Message{Type: MsgSurvey, From: "b", To: "a", Token: tok, Survey: []string{"b", ""}}, errBadSurvey},
+		"not-holder": {Message{Type: MsgSurvey, From: "c", To: "a", Token: tok, Survey: []string{"b"}}, errNotHolder},
+		"not-me":     {Message{Type: MsgSurvey, From: "b", To: "z", Token: tok, Survey: []string{"b"}}, errNotForMe},
+		"nan":        {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{math.NaN()}}, errBadSurvey},
+		"inf":        {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{math.Inf(1)}}, errBadSurvey},
+		"over":       {Message{Type: MsgSurveyReport, From: "b", To: "a", Token: tok, RTTs: []float64{maxSampleRTT + 1}}, errBadSurvey},
 	} {
 		r, err := n.Step(at(1), c.m)
 		if !errors.Is(err, c.want) {

@@ -85,7 +85,7 @@ func TestConfig_Validate(t *testing.T) {
 		"survey-probettl":   func(c *Config) { c.ProbeTTL, c.SiteRTT = 0, 0 },
 		"survey-interval":   func(c *Config) { c.SurveyInterval = -time.Second },
 		"survey-candidates": func(c *Config) { c.SurveyCandidates = 0 },
-		"survey-clients":    func(c *Config) { c.SurveyClients = MaxSurveyClients },
+		"survey-clients":    func(c *Config) { c.SurveyClients = maxSurveyClients },
 		"survey-gain":       func(c *Config) { c.SurveyGain = 0 },
 		"survey-floor":      func(c *Config) { c.SurveyFloor = -time.Microsecond },
 		"survey-timeout":    func(c *Config) { c.SurveyTimeout = 0 },
@@ -106,14 +106,14 @@ func TestNode_Step_RefusesNonsense(t *testing.T) {
 		m    Message
 		want error
 	}{
-		"range":     {Message{Type: MsgAnnounce, From: "b", Token: Token{ID: 2, Holder: "b", Coord: good}}, ErrTokenOutOfRange},
-		"type":      {Message{Type: 99, From: "b", Token: Token{Holder: "b", Coord: good}}, ErrUnknownType},
-		"author":    {Message{Type: MsgAnnounce, From: "c", Token: Token{Holder: "b", Coord: good}}, ErrNotHolder},
-		"coord-nan": {Message{Type: MsgAnnounce, From: "b", Token: Token{Holder: "b", Coord: vivaldi.Coord{Vec: []float64{math.NaN(), 0}}}}, ErrInvalidCoord},
-		"coord-nil": {Message{Type: MsgAnnounce, From: "b", Token: Token{Holder: "b"}}, ErrInvalidCoord},
-		"not-me":    {Message{Type: MsgMove, From: "b", To: "c", Token: Token{Holder: "c"}}, ErrNotForMe},
-		"offer":     {Message{Type: MsgMove, From: "b", To: "a", Token: Token{Holder: "a", HolderKey: Key{9}}}, ErrBadOffer},
-		"ack":       {Message{Type: MsgMoveAck, From: "b", To: "a", Token: Token{Holder: "c", Coord: good}}, ErrNotHolder},
+		"range":     {Message{Type: MsgAnnounce, From: "b", Token: Token{ID: 2, Holder: "b", Coord: good}}, errTokenOutOfRange},
+		"type":      {Message{Type: 99, From: "b", Token: Token{Holder: "b", Coord: good}}, errUnknownType},
+		"author":    {Message{Type: MsgAnnounce, From: "c", Token: Token{Holder: "b", Coord: good}}, errNotHolder},
+		"coord-nan": {Message{Type: MsgAnnounce, From: "b", Token: Token{Holder: "b", Coord: vivaldi.Coord{Vec: []float64{math.NaN(), 0}}}}, errInvalidCoord},
+		"coord-nil": {Message{Type: MsgAnnounce, From: "b", Token: Token{Holder: "b"}}, errInvalidCoord},
+		"not-me":    {Message{Type: MsgMove, From: "b", To: "c", Token: Token{Holder: "c"}}, errNotForMe},
+		"offer":     {Message{Type: MsgMove, From: "b", To: "a", Token: Token{Holder: "a", HolderKey: Key{9}}}, errBadOffer},
+		"ack":       {Message{Type: MsgMoveAck, From: "b", To: "a", Token: Token{Holder: "c", Coord: good}}, errNotHolder},
 	} {
 		r, err := n.Step(at(1), c.m)
 		if !errors.Is(err, c.want) {
@@ -123,11 +123,11 @@ func TestNode_Step_RefusesNonsense(t *testing.T) {
 			t.Errorf("%s: refused message produced output %+v", name, r)
 		}
 	}
-	if err := ValidateAnnounce(cfg, "b", Token{ID: 1, Holder: "b", Coord: good}); err != nil {
-		t.Errorf("ValidateAnnounce refused a good announcement: %v", err)
+	if err := validateAnnounce(cfg, "b", Token{ID: 1, Holder: "b", Coord: good}); err != nil {
+		t.Errorf("validateAnnounce refused a good announcement: %v", err)
 	}
-	if err := ValidateAnnounce(cfg, "c", Token{ID: 1, Holder: "b", Coord: good}); !errors.Is(err, ErrNotHolder) {
-		t.Errorf("ValidateAnnounce: got %v, want ErrNotHolder", err)
+	if err := validateAnnounce(cfg, "c", Token{ID: 1, Holder: "b", Coord: good}); !errors.Is(err, errNotHolder) {
+		t.Errorf("validateAnnounce: got %v, want ErrNotHolder", err)
 	}
 	if toks, known := n.Tokens(); known[0] || known[1] {
 		t.Errorf("refused messages changed the table: %+v", toks)
@@ -444,7 +444,7 @@ func TestCluster_PotentialNeverRises(t *testing.T) {
 			if !nw.exactlyS() {
 				t.Fatalf("%v seed %d: tokens not minted", model, seed)
 			}
-			phi := SystemPotential(cfg, nw.tokenCoords(), nw.allCoords())
+			phi := systemPotential(cfg, nw.tokenCoords(), nw.allCoords())
 			start, lastMove, moves := phi, nw.now, nw.moves
 			for i := 0; nw.now.Sub(lastMove) < 10*cfg.MoveInterval; i++ {
 				if i > 4000 {
@@ -458,7 +458,7 @@ func TestCluster_PotentialNeverRises(t *testing.T) {
 					if !nw.exactlyS() {
 						t.Fatalf("%v seed %d: %v", model, seed, nw.holders())
 					}
-					p := SystemPotential(cfg, nw.tokenCoords(), nw.allCoords())
+					p := systemPotential(cfg, nw.tokenCoords(), nw.allCoords())
 					if p > phi+1e-12*math.Abs(phi) {
 						t.Fatalf("%v seed %d: potential rose %g → %g", model, seed, phi, p)
 					}
@@ -616,14 +616,14 @@ func TestNode_Digest(t *testing.T) {
 	m := mustNode(t, "r", cfg)
 	bad := ann[0]
 	bad.Token.Digest = append(slices.Clone(d), Sample{ID: "x", Coord: d[0].Coord, Weight: 0})
-	if _, err := m.Step(at(11), bad); !errors.Is(err, ErrInvalidDigest) {
+	if _, err := m.Step(at(11), bad); !errors.Is(err, errInvalidDigest) {
 		t.Fatalf("weight 0: got %v", err)
 	}
-	bad.Token.Digest = make([]Sample, MaxDigest+1)
+	bad.Token.Digest = make([]Sample, maxDigest+1)
 	for i := range bad.Token.Digest {
 		bad.Token.Digest[i] = d[0]
 	}
-	if _, err := m.Step(at(11), bad); !errors.Is(err, ErrInvalidDigest) {
+	if _, err := m.Step(at(11), bad); !errors.Is(err, errInvalidDigest) {
 		t.Fatalf("too long: got %v", err)
 	}
 }
@@ -708,7 +708,7 @@ func TestPotential_Capacity(t *testing.T) {
 	crowd := []vivaldi.Coord{at(10), at(10), at(10), at(10)}
 	pot := func(c int, x vivaldi.Coord, clients []vivaldi.Coord) float64 {
 		cfg.Capacity = c
-		return Potential(cfg, x, others, clients)
+		return potential(cfg, x, others, clients)
 	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
 	// Unbounded: a token on the crowd serves all four at 0 ms.

@@ -81,12 +81,12 @@ type Sample struct {
 	RTT float64
 }
 
-// MaxSampleRTT bounds a digest point's RTT, in seconds: Vivaldi refuses
+// maxSampleRTT bounds a digest point's RTT, in seconds: Vivaldi refuses
 // RTTs over 10 s.
-const MaxSampleRTT = 10.0
+const maxSampleRTT = 10.0
 
-// MaxDigest bounds the digest a node accepts in an announcement.
-const MaxDigest = 64
+// maxDigest bounds the digest a node accepts in an announcement.
+const maxDigest = 64
 
 func copyDigest(d []Sample) []Sample {
 	if d == nil {
@@ -103,7 +103,7 @@ func copyDigest(d []Sample) []Sample {
 // validDigest checks a received digest: bounded, valid coordinates, finite
 // positive weights, RTTs in [0, MaxSampleRTT].
 func validDigest(d []Sample) bool {
-	if len(d) > MaxDigest {
+	if len(d) > maxDigest {
 		return false
 	}
 	for _, s := range d {
@@ -114,7 +114,7 @@ func validDigest(d []Sample) bool {
 	return true
 }
 
-func validSampleRTT(r float64) bool { return r >= 0 && r <= MaxSampleRTT }
+func validSampleRTT(r float64) bool { return r >= 0 && r <= maxSampleRTT }
 
 // Beats is the fencing order: t is fresher than o if its epoch is higher, or
 // the epochs are equal and its holder key is higher. When two peers hold one

@@ -26,16 +26,16 @@ import (
 // move protocol as one request and one answer per stream. Every ID derives
 // from the node's protocol prefix (wireIDs).
 const (
-	// MaxAnnounceSize caps an announcement: a full digest (MaxDigest samples
+	// maxAnnounceSize caps an announcement: a full digest (MaxDigest samples
 	// of 32 dimensions) is about 20 KiB, DigestSize 16 in 8 dimensions
 	// under 2 KiB.
-	MaxAnnounceSize = 24 << 10
-	// MaxMoveFrame caps a move frame; offers and acks carry no digest in
+	maxAnnounceSize = 24 << 10
+	// maxMoveFrame caps a move frame; offers and acks carry no digest in
 	// practice, but a frame that does still fits.
-	MaxMoveFrame = MaxAnnounceSize
-	// MaxSurveyFrame caps a survey frame: MaxSurveyClients peer IDs of up
+	maxMoveFrame = maxAnnounceSize
+	// maxSurveyFrame caps a survey frame: MaxSurveyClients peer IDs of up
 	// to 42 bytes are about 11 KiB.
-	MaxSurveyFrame = MaxAnnounceSize
+	maxSurveyFrame = maxAnnounceSize
 
 	// moveStreamTimeout bounds a move, survey or announce stream, or
 	// MoveTimeout if that is longer (a dilated swarm's).
@@ -71,33 +71,33 @@ func wireIDsUnder(prefix protocol.ID) wireIDs {
 
 // Reasons a gossip message or a move frame is refused, as counted in Drops.
 const (
-	DropDecode     = "decode"       // not a protobuf, over the cap, or a field malformed
-	DropHolder     = "bad-holder"   // the holder is not a peer ID
-	DropNotHolder  = "not-holder"   // the signed author is not the holder the token names
-	DropOutOfRange = "out-of-range" // token ID ≥ S
-	DropCoord      = "bad-coord"    // a coordinate NaN, infinite, out of range or empty
-	DropDigest     = "bad-digest"   // a digest too long, with a bad peer ID, weight or RTT
-	DropFrameType  = "bad-type"     // a move frame of the wrong type for its place
-	DropWrite      = "write-error"  // the other side went away mid-exchange
-	DropStep       = "step"         // the model refused the message (see StepErrors)
-	DropSurvey     = "bad-survey"   // a survey or report with no, too many, repeated or bad peers, or a bad RTT
+	dropDecode     = "decode"       // not a protobuf, over the cap, or a field malformed
+	dropHolder     = "bad-holder"   // the holder is not a peer ID
+	dropNotHolder  = "not-holder"   // the signed author is not the holder the token names
+	dropOutOfRange = "out-of-range" // token ID ≥ S
+	dropCoord      = "bad-coord"    // a coordinate NaN, infinite, out of range or empty
+	dropDigest     = "bad-digest"   // a digest too long, with a bad peer ID, weight or RTT
+	dropFrameType  = "bad-type"     // a move frame of the wrong type for its place
+	dropWrite      = "write-error"  // the other side went away mid-exchange
+	dropStep       = "step"         // the model refused the message (see StepErrors)
+	dropSurvey     = "bad-survey"   // a survey or report with no, too many, repeated or bad peers, or a bad RTT
 )
 
-// dropReason names the drop reason of an error from ValidateAnnounce or Step.
+// dropReason names the drop reason of an error from validateAnnounce or Step.
 func dropReason(err error) string {
 	switch {
-	case errors.Is(err, ErrNotHolder):
-		return DropNotHolder
-	case errors.Is(err, ErrTokenOutOfRange):
-		return DropOutOfRange
-	case errors.Is(err, ErrInvalidCoord):
-		return DropCoord
-	case errors.Is(err, ErrInvalidDigest):
-		return DropDigest
-	case errors.Is(err, ErrBadSurvey):
-		return DropSurvey
+	case errors.Is(err, errNotHolder):
+		return dropNotHolder
+	case errors.Is(err, errTokenOutOfRange):
+		return dropOutOfRange
+	case errors.Is(err, errInvalidCoord):
+		return dropCoord
+	case errors.Is(err, errInvalidDigest):
+		return dropDigest
+	case errors.Is(err, errBadSurvey):
+		return dropSurvey
 	}
-	return DropStep
+	return dropStep
 }
 
 // coordToPB and coordFromPB convert coordinates; coordFromPB refuses what
@@ -108,11 +108,11 @@ func coordToPB(c vivaldi.Coord) *pb.Coord {
 
 func coordFromPB(c *pb.Coord) (vivaldi.Coord, error) {
 	if c == nil {
-		return vivaldi.Coord{}, ErrInvalidCoord
+		return vivaldi.Coord{}, errInvalidCoord
 	}
 	co := vivaldi.Coord{Vec: append([]float64(nil), c.Vec...), Height: c.Height, Error: c.Error}
 	if err := co.Check(); err != nil {
-		return vivaldi.Coord{}, fmt.Errorf("%w: %v", ErrInvalidCoord, err)
+		return vivaldi.Coord{}, fmt.Errorf("%w: %v", errInvalidCoord, err)
 	}
 	return co, nil
 }
@@ -143,14 +143,14 @@ func TokenToPB(t Token) *pb.Token {
 // errBadPeerID is a holder or digest sample that is not a peer ID.
 var errBadPeerID = errors.New("repel: not a peer ID")
 
-// TokenFromPB decodes a token version and checks what the wire alone can
+// tokenFromPB decodes a token version and checks what the wire alone can
 // tell: the holder and every digest sample are peer IDs (their kad keys are
 // computed here, never taken from the sender), coordinates are valid and
 // the digest is bounded with positive finite weights and RTTs in [0,
 // MaxSampleRTT]. The ID range and the
-// author are checked by ValidateAnnounce, which needs the config and the
+// author are checked by validateAnnounce, which needs the config and the
 // signed author.
-func TokenFromPB(m *pb.Token) (Token, error) {
+func tokenFromPB(m *pb.Token) (Token, error) {
 	if m == nil {
 		return Token{}, errors.New("repel: no token")
 	}
@@ -178,23 +178,23 @@ func TokenFromPB(m *pb.Token) (Token, error) {
 	if m.IssuedUnixNano != 0 {
 		t.Issued = time.Unix(0, m.IssuedUnixNano)
 	}
-	if len(m.Digest) > MaxDigest {
-		return Token{}, fmt.Errorf("%w: %d samples", ErrInvalidDigest, len(m.Digest))
+	if len(m.Digest) > maxDigest {
+		return Token{}, fmt.Errorf("%w: %d samples", errInvalidDigest, len(m.Digest))
 	}
 	for _, s := range m.Digest {
 		id, err := peer.IDFromBytes(s.Id)
 		if err != nil {
-			return Token{}, fmt.Errorf("%w: sample: %v", ErrInvalidDigest, err)
+			return Token{}, fmt.Errorf("%w: sample: %v", errInvalidDigest, err)
 		}
 		sc, err := coordFromPB(s.Coord)
 		if err != nil {
-			return Token{}, fmt.Errorf("%w: sample: %v", ErrInvalidDigest, err)
+			return Token{}, fmt.Errorf("%w: sample: %v", errInvalidDigest, err)
 		}
 		if !(s.Weight > 0) || math.IsInf(s.Weight, 0) {
-			return Token{}, fmt.Errorf("%w: weight %v", ErrInvalidDigest, s.Weight)
+			return Token{}, fmt.Errorf("%w: weight %v", errInvalidDigest, s.Weight)
 		}
 		if !validSampleRTT(s.Rtt) {
-			return Token{}, fmt.Errorf("%w: RTT %v", ErrInvalidDigest, s.Rtt)
+			return Token{}, fmt.Errorf("%w: RTT %v", errInvalidDigest, s.Rtt)
 		}
 		t.Digest = append(t.Digest, Sample{ID: string(id), Key: PeerKey(string(id)), Coord: sc, Weight: s.Weight, RTT: s.Rtt})
 	}
@@ -207,23 +207,23 @@ func EncodeAnnounce(t Token) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxAnnounceSize {
-		return nil, fmt.Errorf("repel: announcement of %d bytes over the cap %d", len(b), MaxAnnounceSize)
+	if len(b) > maxAnnounceSize {
+		return nil, fmt.Errorf("repel: announcement of %d bytes over the cap %d", len(b), maxAnnounceSize)
 	}
 	return b, nil
 }
 
-// DecodeAnnounce parses a gossip payload; it applies the size cap and
-// TokenFromPB's checks. The reason names the Drop* counter of a refusal.
-func DecodeAnnounce(data []byte) (t Token, reason string, err error) {
-	if len(data) > MaxAnnounceSize {
-		return Token{}, DropDecode, fmt.Errorf("repel: announcement of %d bytes over the cap %d", len(data), MaxAnnounceSize)
+// decodeAnnounce parses a gossip payload; it applies the size cap and
+// tokenFromPB's checks. The reason names the drop counter of a refusal.
+func decodeAnnounce(data []byte) (t Token, reason string, err error) {
+	if len(data) > maxAnnounceSize {
+		return Token{}, dropDecode, fmt.Errorf("repel: announcement of %d bytes over the cap %d", len(data), maxAnnounceSize)
 	}
 	var m pb.Announce
 	if err := proto.Unmarshal(data, &m); err != nil {
-		return Token{}, DropDecode, err
+		return Token{}, dropDecode, err
 	}
-	t, err = TokenFromPB(m.Token)
+	t, err = tokenFromPB(m.Token)
 	if err != nil {
 		return Token{}, tokenReason(err), err
 	}
@@ -233,26 +233,26 @@ func DecodeAnnounce(data []byte) (t Token, reason string, err error) {
 func tokenReason(err error) string {
 	switch {
 	case errors.Is(err, errBadPeerID):
-		return DropHolder
-	case errors.Is(err, ErrInvalidDigest):
-		return DropDigest
-	case errors.Is(err, ErrInvalidCoord):
-		return DropCoord
+		return dropHolder
+	case errors.Is(err, errInvalidDigest):
+		return dropDigest
+	case errors.Is(err, errInvalidCoord):
+		return dropCoord
 	}
-	return DropDecode
+	return dropDecode
 }
 
-// AnnounceValidator is the validator of the tokens topic: it refuses (Reject, so
+// announceValidator is the validator of the tokens topic: it refuses (Reject, so
 // GossipSub penalises the forwarder and never relays it) an announcement
 // that does not decode, whose signed author is not the holder it names,
 // whose token ID is out of range, or whose coordinates or digest are
 // invalid; each refusal is counted by reason. An accepted message carries
 // the decoded Token in ValidatorData.
-func AnnounceValidator(cfg Config, count func(reason string)) pubsub.ValidatorEx {
+func announceValidator(cfg Config, count func(reason string)) pubsub.ValidatorEx {
 	return func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-		t, reason, err := DecodeAnnounce(m.GetData())
+		t, reason, err := decodeAnnounce(m.GetData())
 		if err == nil {
-			err = ValidateAnnounce(cfg, string(m.GetFrom()), t)
+			err = validateAnnounce(cfg, string(m.GetFrom()), t)
 			reason = dropReason(err)
 		}
 		if err != nil {
@@ -283,19 +283,19 @@ func EncodeMove(m Message) *pb.MoveFrame {
 	return &pb.MoveFrame{Type: moveFrameType(m.Type), Token: TokenToPB(m.Token), Reason: uint32(m.Reason)}
 }
 
-// DecodeMove turns a frame into a model message from the authenticated
+// decodeMove turns a frame into a model message from the authenticated
 // peer from to self. want lists the frame types acceptable here (MOVE for
 // the handler, ACK or REFUSE for the answer); anything else is refused with
 // DropFrameType.
-func DecodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) (Message, string, error) {
+func decodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) (Message, string, error) {
 	ok := false
 	for _, w := range want {
 		ok = ok || f.Type == w
 	}
 	if !ok {
-		return Message{}, DropFrameType, fmt.Errorf("repel: move frame of type %v", f.Type)
+		return Message{}, dropFrameType, fmt.Errorf("repel: move frame of type %v", f.Type)
 	}
-	t, err := TokenFromPB(f.Token)
+	t, err := tokenFromPB(f.Token)
 	if err != nil {
 		return Message{}, tokenReason(err), err
 	}
@@ -308,7 +308,7 @@ func DecodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) 
 	case pb.MoveFrame_REFUSE:
 		m.Type = MsgMoveRefuse
 		if f.Reason > uint32(RefuseStale) || f.Reason == uint32(RefuseNone) {
-			return Message{}, DropFrameType, fmt.Errorf("repel: refusal with reason %d", f.Reason)
+			return Message{}, dropFrameType, fmt.Errorf("repel: refusal with reason %d", f.Reason)
 		}
 		m.Reason = RefuseReason(f.Reason)
 	}
@@ -318,7 +318,7 @@ func DecodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) 
 // readMove reads one capped move frame.
 func readMove(s lpnet.Stream) (*pb.MoveFrame, error) {
 	var f pb.MoveFrame
-	if err := superpeer.ReadFrame(s, MaxMoveFrame, &f); err != nil {
+	if err := superpeer.ReadFrame(s, maxMoveFrame, &f); err != nil {
 		return nil, err
 	}
 	return &f, nil
@@ -357,7 +357,7 @@ func EncodeSurvey(m Message) *pb.SurveyFrame {
 		f.Type = pb.SurveyFrame_REPORT
 		for _, r := range m.RTTs {
 			us := int32(-1)
-			if r >= 0 && r <= MaxSampleRTT {
+			if r >= 0 && r <= maxSampleRTT {
 				us = int32(math.Round(r * 1e6))
 			}
 			f.RttUs = append(f.RttUs, us)
@@ -366,12 +366,12 @@ func EncodeSurvey(m Message) *pb.SurveyFrame {
 	return f
 }
 
-// DecodeSurvey turns a survey frame into a model message from the
+// decodeSurvey turns a survey frame into a model message from the
 // authenticated peer from to self: a SURVEY's peers must be peer IDs, a
 // REPORT's RTTs −1 (not measured) or within [0, MaxSampleRTT], at most
 // MaxSurveyClients of either; the model checks the rest (Step).
-func DecodeSurvey(f *pb.SurveyFrame, from, self peer.ID) (Message, string, error) {
-	t, err := TokenFromPB(f.Token)
+func decodeSurvey(f *pb.SurveyFrame, from, self peer.ID) (Message, string, error) {
+	t, err := tokenFromPB(f.Token)
 	if err != nil {
 		return Message{}, tokenReason(err), err
 	}
@@ -379,24 +379,24 @@ func DecodeSurvey(f *pb.SurveyFrame, from, self peer.ID) (Message, string, error
 	switch f.Type {
 	case pb.SurveyFrame_SURVEY:
 		m.Type = MsgSurvey
-		if len(f.Peers) > MaxSurveyClients || len(f.RttUs) != 0 {
-			return Message{}, DropSurvey, fmt.Errorf("%w: %d peers, %d RTTs", ErrBadSurvey, len(f.Peers), len(f.RttUs))
+		if len(f.Peers) > maxSurveyClients || len(f.RttUs) != 0 {
+			return Message{}, dropSurvey, fmt.Errorf("%w: %d peers, %d RTTs", errBadSurvey, len(f.Peers), len(f.RttUs))
 		}
 		for _, b := range f.Peers {
 			id, err := peer.IDFromBytes(b)
 			if err != nil {
-				return Message{}, DropSurvey, fmt.Errorf("%w: %v", ErrBadSurvey, err)
+				return Message{}, dropSurvey, fmt.Errorf("%w: %v", errBadSurvey, err)
 			}
 			m.Survey = append(m.Survey, string(id))
 		}
 	case pb.SurveyFrame_REPORT:
 		m.Type = MsgSurveyReport
-		if len(f.RttUs) > MaxSurveyClients || len(f.Peers) != 0 {
-			return Message{}, DropSurvey, fmt.Errorf("%w: %d RTTs, %d peers", ErrBadSurvey, len(f.RttUs), len(f.Peers))
+		if len(f.RttUs) > maxSurveyClients || len(f.Peers) != 0 {
+			return Message{}, dropSurvey, fmt.Errorf("%w: %d RTTs, %d peers", errBadSurvey, len(f.RttUs), len(f.Peers))
 		}
 		for _, us := range f.RttUs {
-			if us < -1 || float64(us) > MaxSampleRTT*1e6 {
-				return Message{}, DropSurvey, fmt.Errorf("%w: RTT %d µs", ErrBadSurvey, us)
+			if us < -1 || float64(us) > maxSampleRTT*1e6 {
+				return Message{}, dropSurvey, fmt.Errorf("%w: RTT %d µs", errBadSurvey, us)
 			}
 			r := -1.0
 			if us >= 0 {
@@ -405,7 +405,7 @@ func DecodeSurvey(f *pb.SurveyFrame, from, self peer.ID) (Message, string, error
 			m.RTTs = append(m.RTTs, r)
 		}
 	default:
-		return Message{}, DropFrameType, fmt.Errorf("repel: survey frame of type %v", f.Type)
+		return Message{}, dropFrameType, fmt.Errorf("repel: survey frame of type %v", f.Type)
 	}
 	return m, "", nil
 }

@@ -43,7 +43,7 @@ func TestAnnounce_RoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, reason, err := DecodeAnnounce(b)
+	got, reason, err := decodeAnnounce(b)
 	if err != nil {
 		t.Fatalf("%s: %v", reason, err)
 	}
@@ -74,28 +74,28 @@ func TestAnnounceValidator_RefusesEachBadKind(t *testing.T) {
 		from         peer.ID
 		data         []byte
 	}{
-		{"garbage", DropDecode, author, []byte{0xff, 0xff, 0xff, 0x01}},
-		{"oversized", DropDecode, author, make([]byte, MaxAnnounceSize+1)},
-		{"not the holder", DropNotHolder, other, enc(func(*pb.Token) {})},
-		{"out of range", DropOutOfRange, author, enc(func(m *pb.Token) { m.Id = uint32(cfg.Tokens) })},
-		{"NaN coordinate", DropCoord, author, enc(func(m *pb.Token) { m.Coord.Vec[0] = math.NaN() })},
-		{"Inf height", DropCoord, author, enc(func(m *pb.Token) { m.Coord.Height = math.Inf(1) })},
-		{"no coordinate", DropCoord, author, enc(func(m *pb.Token) { m.Coord = nil })},
-		{"holder not a peer ID", DropHolder, author, enc(func(m *pb.Token) { m.Holder = []byte("nope") })},
-		{"digest weight 0", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Weight = 0 })},
-		{"digest bad ID", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Id = []byte{1, 2} })},
-		{"digest NaN", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Coord.Vec[0] = math.NaN() })},
-		{"digest RTT NaN", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = math.NaN() })},
-		{"digest RTT negative", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = -0.001 })},
-		{"digest RTT over 10 s", DropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = MaxSampleRTT + 1 })},
-		{"digest too long", DropDigest, author, enc(func(m *pb.Token) {
-			for len(m.Digest) <= MaxDigest {
+		{"garbage", dropDecode, author, []byte{0xff, 0xff, 0xff, 0x01}},
+		{"oversized", dropDecode, author, make([]byte, maxAnnounceSize+1)},
+		{"not the holder", dropNotHolder, other, enc(func(*pb.Token) {})},
+		{"out of range", dropOutOfRange, author, enc(func(m *pb.Token) { m.Id = uint32(cfg.Tokens) })},
+		{"NaN coordinate", dropCoord, author, enc(func(m *pb.Token) { m.Coord.Vec[0] = math.NaN() })},
+		{"Inf height", dropCoord, author, enc(func(m *pb.Token) { m.Coord.Height = math.Inf(1) })},
+		{"no coordinate", dropCoord, author, enc(func(m *pb.Token) { m.Coord = nil })},
+		{"holder not a peer ID", dropHolder, author, enc(func(m *pb.Token) { m.Holder = []byte("nope") })},
+		{"digest weight 0", dropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Weight = 0 })},
+		{"digest bad ID", dropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Id = []byte{1, 2} })},
+		{"digest NaN", dropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Coord.Vec[0] = math.NaN() })},
+		{"digest RTT NaN", dropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = math.NaN() })},
+		{"digest RTT negative", dropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = -0.001 })},
+		{"digest RTT over 10 s", dropDigest, author, enc(func(m *pb.Token) { m.Digest[0].Rtt = maxSampleRTT + 1 })},
+		{"digest too long", dropDigest, author, enc(func(m *pb.Token) {
+			for len(m.Digest) <= maxDigest {
 				m.Digest = append(m.Digest, m.Digest[0])
 			}
 		})},
 	}
 	counts := map[string]int{}
-	v := AnnounceValidator(cfg, func(r string) { counts[r]++ })
+	v := announceValidator(cfg, func(r string) { counts[r]++ })
 	want := map[string]int{}
 	for _, c := range cases {
 		msg := &pubsub.Message{Message: &pspb.Message{From: []byte(c.from), Data: c.data}}
@@ -123,19 +123,19 @@ func TestDecodeMove_Types(t *testing.T) {
 	from, self := testPeer(t), testPeer(t)
 	offer := goodToken(self, testPeer(t))
 	f := EncodeMove(Message{Type: MsgMove, Token: offer})
-	m, _, err := DecodeMove(f, from, self, pb.MoveFrame_MOVE)
+	m, _, err := decodeMove(f, from, self, pb.MoveFrame_MOVE)
 	if err != nil || m.Type != MsgMove || m.From != string(from) || m.To != string(self) {
 		t.Fatalf("move: %+v %v", m, err)
 	}
-	if _, reason, err := DecodeMove(f, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err == nil || reason != DropFrameType {
+	if _, reason, err := decodeMove(f, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err == nil || reason != dropFrameType {
 		t.Fatalf("a MOVE where an answer is due: %q %v", reason, err)
 	}
 	r := EncodeMove(Message{Type: MsgMoveRefuse, Token: offer, Reason: RefuseHolding})
-	if m, _, err := DecodeMove(r, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err != nil || m.Reason != RefuseHolding {
+	if m, _, err := decodeMove(r, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err != nil || m.Reason != RefuseHolding {
 		t.Fatalf("refuse: %+v %v", m, err)
 	}
 	r.Reason = 99
-	if _, reason, err := DecodeMove(r, from, self, pb.MoveFrame_REFUSE); err == nil || reason != DropFrameType {
+	if _, reason, err := decodeMove(r, from, self, pb.MoveFrame_REFUSE); err == nil || reason != dropFrameType {
 		t.Fatalf("refusal with an unknown reason: %q %v", reason, err)
 	}
 }
@@ -154,7 +154,7 @@ func FuzzDecodeAnnounce(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tok, _, err := DecodeAnnounce(data)
+		tok, _, err := decodeAnnounce(data)
 		if err != nil {
 			return
 		}
@@ -165,7 +165,7 @@ func FuzzDecodeAnnounce(f *testing.F) {
 		if !validDigest(tok.Digest) {
 			t.Fatalf("accepted a digest the model refuses: %+v", tok.Digest)
 		}
-		again, _, err := DecodeAnnounce(b)
+		again, _, err := decodeAnnounce(b)
 		if err != nil || again.Holder != tok.Holder || again.Epoch != tok.Epoch || len(again.Digest) != len(tok.Digest) {
 			t.Fatalf("round trip of an accepted announcement: %v", err)
 		}
@@ -187,10 +187,10 @@ func FuzzMoveFrames(f *testing.F) {
 	f.Add([]byte{0x08, 0x03, 0x18, 0x09})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fr pb.MoveFrame
-		if len(data) > MaxMoveFrame || proto.Unmarshal(data, &fr) != nil {
+		if len(data) > maxMoveFrame || proto.Unmarshal(data, &fr) != nil {
 			return
 		}
-		m, _, err := DecodeMove(&fr, p1, p2, pb.MoveFrame_MOVE, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE)
+		m, _, err := decodeMove(&fr, p1, p2, pb.MoveFrame_MOVE, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE)
 		if err != nil {
 			return
 		}
@@ -209,7 +209,7 @@ func TestSurveyFrames_RoundTrip(t *testing.T) {
 	if f.Token.Digest != nil {
 		t.Fatal("a survey carries the holder's digest")
 	}
-	got, reason, err := DecodeSurvey(f, holder, cand)
+	got, reason, err := decodeSurvey(f, holder, cand)
 	if err != nil {
 		t.Fatalf("%s: %v", reason, err)
 	}
@@ -217,12 +217,12 @@ func TestSurveyFrames_RoundTrip(t *testing.T) {
 		!got.Token.Surveyed || !slices.Equal(got.Survey, sv.Survey) {
 		t.Fatalf("survey round trip: %+v", got)
 	}
-	rep := Message{Type: MsgSurveyReport, Token: tok, RTTs: []float64{0.0123456, -1, 0, MaxSampleRTT}}
-	got, reason, err = DecodeSurvey(EncodeSurvey(rep), cand, holder)
+	rep := Message{Type: MsgSurveyReport, Token: tok, RTTs: []float64{0.0123456, -1, 0, maxSampleRTT}}
+	got, reason, err = decodeSurvey(EncodeSurvey(rep), cand, holder)
 	if err != nil {
 		t.Fatalf("%s: %v", reason, err)
 	}
-	want := []float64{0.012346, -1, 0, MaxSampleRTT}
+	want := []float64{0.012346, -1, 0, maxSampleRTT}
 	if got.Type != MsgSurveyReport || len(got.RTTs) != len(want) {
 		t.Fatalf("report round trip: %+v", got)
 	}
@@ -234,7 +234,7 @@ func TestSurveyFrames_RoundTrip(t *testing.T) {
 	// A survey of a model that is not a survey frame type at all.
 	bad := EncodeSurvey(sv)
 	bad.Type = 7
-	if _, reason, err := DecodeSurvey(bad, holder, cand); err == nil || reason != DropFrameType {
+	if _, reason, err := decodeSurvey(bad, holder, cand); err == nil || reason != dropFrameType {
 		t.Fatalf("frame type 7: %q %v", reason, err)
 	}
 }
@@ -246,22 +246,22 @@ func TestDecodeSurvey_RefusesEachBadKind(t *testing.T) {
 		mut    func(f *pb.SurveyFrame)
 		reason string
 	}{
-		"bad-peer":     {func(f *pb.SurveyFrame) { f.Peers = append(f.Peers, []byte("nope")) }, DropSurvey},
-		"too-many":     {func(f *pb.SurveyFrame) { f.Peers = make([][]byte, MaxSurveyClients+1) }, DropSurvey},
-		"rtt-in-asked": {func(f *pb.SurveyFrame) { f.RttUs = []int32{5} }, DropSurvey},
-		"no-token":     {func(f *pb.SurveyFrame) { f.Token = nil }, DropDecode},
-		"nan-coord":    {func(f *pb.SurveyFrame) { f.Token.Coord.Vec[0] = math.NaN() }, DropCoord},
+		"bad-peer":     {func(f *pb.SurveyFrame) { f.Peers = append(f.Peers, []byte("nope")) }, dropSurvey},
+		"too-many":     {func(f *pb.SurveyFrame) { f.Peers = make([][]byte, maxSurveyClients+1) }, dropSurvey},
+		"rtt-in-asked": {func(f *pb.SurveyFrame) { f.RttUs = []int32{5} }, dropSurvey},
+		"no-token":     {func(f *pb.SurveyFrame) { f.Token = nil }, dropDecode},
+		"nan-coord":    {func(f *pb.SurveyFrame) { f.Token.Coord.Vec[0] = math.NaN() }, dropCoord},
 		"bad-rtt": {func(f *pb.SurveyFrame) {
 			f.Type, f.Peers, f.RttUs = pb.SurveyFrame_REPORT, nil, []int32{-2}
-		}, DropSurvey},
+		}, dropSurvey},
 		"over-rtt": {func(f *pb.SurveyFrame) {
-			f.Type, f.Peers, f.RttUs = pb.SurveyFrame_REPORT, nil, []int32{int32(MaxSampleRTT*1e6) + 1}
-		}, DropSurvey},
-		"peers-in-report": {func(f *pb.SurveyFrame) { f.Type = pb.SurveyFrame_REPORT }, DropSurvey},
+			f.Type, f.Peers, f.RttUs = pb.SurveyFrame_REPORT, nil, []int32{int32(maxSampleRTT*1e6) + 1}
+		}, dropSurvey},
+		"peers-in-report": {func(f *pb.SurveyFrame) { f.Type = pb.SurveyFrame_REPORT }, dropSurvey},
 	} {
 		f := EncodeSurvey(Message{Type: MsgSurvey, Token: tok, Survey: []string{string(holder)}})
 		c.mut(f)
-		if _, reason, err := DecodeSurvey(f, holder, cand); err == nil || reason != c.reason {
+		if _, reason, err := decodeSurvey(f, holder, cand); err == nil || reason != c.reason {
 			t.Errorf("%s: reason %q err %v, want %q", name, reason, err, c.reason)
 		}
 	}
@@ -279,25 +279,25 @@ func FuzzSurveyFrames(f *testing.F) {
 	f.Add([]byte{0x08, 0x02, 0x22, 0x01, 0x03})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fr pb.SurveyFrame
-		if len(data) > MaxSurveyFrame || proto.Unmarshal(data, &fr) != nil {
+		if len(data) > maxSurveyFrame || proto.Unmarshal(data, &fr) != nil {
 			return
 		}
-		m, _, err := DecodeSurvey(&fr, p1, p2)
+		m, _, err := decodeSurvey(&fr, p1, p2)
 		if err != nil {
 			return
 		}
-		if len(m.Survey) > MaxSurveyClients || len(m.RTTs) > MaxSurveyClients || !m.Token.Coord.IsValid() {
+		if len(m.Survey) > maxSurveyClients || len(m.RTTs) > maxSurveyClients || !m.Token.Coord.IsValid() {
 			t.Fatalf("accepted %d peers, %d RTTs, coord %+v", len(m.Survey), len(m.RTTs), m.Token.Coord)
 		}
 		for _, r := range m.RTTs {
-			if r != -1 && (r < 0 || r > MaxSampleRTT) {
+			if r != -1 && (r < 0 || r > maxSampleRTT) {
 				t.Fatalf("accepted RTT %v", r)
 			}
 		}
 		cfg := DefaultConfig()
 		cfg.Tokens = 2
 		n, _ := NewNode(string(p2), PeerKey(string(p2)), cfg, rand.New(rand.NewPCG(1, 1)))
-		if _, err := n.Step(time.Unix(1, 0), m); err != nil && !errors.Is(err, ErrBadSurvey) && !errors.Is(err, ErrTokenOutOfRange) && !errors.Is(err, ErrNotHolder) {
+		if _, err := n.Step(time.Unix(1, 0), m); err != nil && !errors.Is(err, errBadSurvey) && !errors.Is(err, errTokenOutOfRange) && !errors.Is(err, errNotHolder) {
 			t.Fatalf("model refused a decoded frame with %v", err)
 		}
 	})

@@ -239,29 +239,29 @@ type Selector struct {
 const (
 	StatAnnounceSent  = "announce_sent"
 	StatAnnounceBytes = "announce_bytes"
-	StatAnnounceRecv  = "announce_received"
+	statAnnounceRecv  = "announce_received"
 	StatMoveSent      = "move_frames_sent"
 	StatMoveBytes     = "move_bytes"
-	StatLookups       = "token_lookups"
-	StatPublishDrop   = "publish_queue_full"
-	StatMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
+	statLookups       = "token_lookups"
+	statPublishDrop   = "publish_queue_full"
+	statMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
 	StatHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
-	StatProbesFailed  = "holder_probes_failed"
+	statProbesFailed  = "holder_probes_failed"
 	// Piggyback dissemination: piggybacks sent on the Vivaldi exchanges
 	// (both directions) and their bytes, versions received that were
 	// news, signatures checked, and piggybacks the loop was too busy to
 	// take.
 	StatGossipFrames   = "gossip_piggybacks"
 	StatGossipBytes    = "gossip_piggyback_bytes"
-	StatGossipNews     = "gossip_news"
-	StatGossipBusy     = "gossip_queue_full"
-	StatAnnounceLost   = "announce_streams_lost"
-	StatGossipVerified = "gossip_signatures_checked"
+	statGossipNews     = "gossip_news"
+	statGossipBusy     = "gossip_queue_full"
+	statAnnounceLost   = "announce_streams_lost"
+	statGossipVerified = "gossip_signatures_checked"
 )
 
 // NewSelector makes a repel selector on node, with viv the peer's Vivaldi
 // service, or with viv nil one of its own (sampling the node's routing table
-// every DefaultVivaldiInterval; Close closes it); with Dissemination GossipSub the node must have a pubsub router
+// every defaultVivaldiInterval; Close closes it); with Dissemination GossipSub the node must have a pubsub router
 // (dht.GossipSub or dht.UsePubSub), and NewSelector registers the topic's
 // validator. Start registers the move, survey and announce protocols and
 // runs it. Every protocol ID and the topic derive from the node's protocol
@@ -294,11 +294,11 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 
 // ownVivaldi is the Vivaldi service a selector makes when given none: it
 // samples the node's routing table, under the node's protocol prefix, every
-// DefaultVivaldiInterval, and reports its metrics where the selector does.
+// defaultVivaldiInterval, and reports its metrics where the selector does.
 func ownVivaldi(node *dht.Node, opts SelectorOptions) (*vivaldi.Service, error) {
 	vo := []vivaldi.Option{
 		vivaldi.WithProtocolPrefix(node.ProtocolPrefix()),
-		vivaldi.WithInterval(DefaultVivaldiInterval),
+		vivaldi.WithInterval(defaultVivaldiInterval),
 		vivaldi.WithPeerSource(func() []peer.ID { return node.RoutingTable().ListPeers() }),
 		vivaldi.WithSeed(int64(opts.Seed)),
 	}
@@ -308,9 +308,9 @@ func ownVivaldi(node *dht.Node, opts SelectorOptions) (*vivaldi.Service, error) 
 	return vivaldi.NewService(node.Host(), vo...)
 }
 
-// DefaultVivaldiInterval is how often the Vivaldi service a selector makes
+// defaultVivaldiInterval is how often the Vivaldi service a selector makes
 // for itself (NewSelector with no service) samples a peer.
-const DefaultVivaldiInterval = 2 * time.Second
+const defaultVivaldiInterval = 2 * time.Second
 
 func newSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
 	prefix := node.ProtocolPrefix()
@@ -373,7 +373,7 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 		s.digests = make([]Token, opts.Config.Tokens)
 		return s, nil
 	}
-	if err := ps.RegisterTopicValidator(s.ids.topic, AnnounceValidator(opts.Config, func(r string) { s.drops.Add(r, 1) })); err != nil {
+	if err := ps.RegisterTopicValidator(s.ids.topic, announceValidator(opts.Config, func(r string) { s.drops.Add(r, 1) })); err != nil {
 		s.stopMetrics()
 		att.Close()
 		return nil, fmt.Errorf("repel: topic validator: %w", err)
@@ -449,10 +449,14 @@ func (s *Selector) SettledAt() time.Time {
 	return s.settledAt
 }
 
-// Drops counts refused announcements and move frames by reason (Drop*).
+// Drops counts refused announcements, gossip and move frames by reason:
+// "decode", "bad-holder", "not-holder", "out-of-range", "bad-coord",
+// "bad-digest", "bad-type", "write-error", "step", "bad-survey",
+// "bad-gossip", "bad-signature".
 func (s *Selector) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
-// Stats counts traffic (Stat*) and the model's events by name (minted,
+// Stats counts traffic (the Stat constants and more: received, lost and
+// queue-full counts) and the model's events by name (minted,
 // accepted, moved-away, fenced, settled, ...).
 func (s *Selector) Stats() map[string]uint64 { return s.stats.Snapshot() }
 
@@ -622,7 +626,7 @@ func (s *Selector) loop(ctx context.Context) {
 func (s *Selector) step(now time.Time, m Message, reply chan *Message) {
 	r, err := s.model.Step(now, m)
 	if err != nil {
-		s.drops.Add(DropStep, 1)
+		s.drops.Add(dropStep, 1)
 		s.stats.Add("step_error_"+dropReason(err), 1)
 		log.Debugw("repel: message refused", "from", peer.ID(m.From), "type", m.Type, "err", err)
 	}
@@ -657,7 +661,7 @@ func (s *Selector) lookupNames(ctx context.Context, ids []uint32) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.stats.Add(StatLookups, 1)
+			s.stats.Add(statLookups, 1)
 			ps, err := s.node.Closest(ctx, TokenKey(id), s.opts.MintLookup)
 			if err != nil {
 				return
@@ -786,13 +790,13 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 			default:
 				select {
 				case <-s.pub:
-					s.stats.Add(StatPublishDrop, 1)
+					s.stats.Add(statPublishDrop, 1)
 				default:
 				}
 				select {
 				case s.pub <- b:
 				default:
-					s.stats.Add(StatPublishDrop, 1)
+					s.stats.Add(statPublishDrop, 1)
 				}
 			}
 		case MsgMove:
@@ -923,7 +927,7 @@ func (s *Selector) receive(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		s.stats.Add(StatAnnounceRecv, 1)
+		s.stats.Add(statAnnounceRecv, 1)
 		if !s.post(ctx, input{msg: Message{Type: MsgAnnounce, From: string(m.GetFrom()), Token: t}}) {
 			return
 		}
@@ -940,7 +944,7 @@ func (s *Selector) probeHolder(p peer.ID) {
 	s.stats.Add(StatHolderProbes, 1)
 	rtt, err := s.viv.Sample(ctx, p)
 	if err != nil {
-		s.stats.Add(StatProbesFailed, 1)
+		s.stats.Add(statProbesFailed, 1)
 	}
 	s.post(s.ctx, input{probe: &probeAnswer{id: p, rtt: rtt, ok: err == nil}})
 }

@@ -41,7 +41,7 @@ func (p piggyback) Deliver(from peer.ID, b []byte) { p.s.takePiggyback(from, b, 
 // hands its versions to the loop and returns what it says its sender
 // knows; a bad one is counted and ok is false.
 func (s *Selector) takePiggyback(from peer.ID, b []byte, where string) (known []*pb.Version, ok bool) {
-	known, toks, reason, err := DecodeGossip(b, s.opts.Config.Tokens)
+	known, toks, reason, err := decodeGossip(b, s.opts.Config.Tokens)
 	if err != nil {
 		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad gossip in a "+where, "from", from, "reason", reason, "err", err)
@@ -68,7 +68,7 @@ func (s *Selector) handOver(toks []signedToken, direct peer.ID) {
 	select {
 	case s.inbox <- input{gossip: toks, direct: direct}:
 	default:
-		s.stats.Add(StatGossipBusy, 1)
+		s.stats.Add(statGossipBusy, 1)
 	}
 }
 
@@ -87,7 +87,7 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 			if !s.table.wants(t) || !s.verified(g) || !s.table.offer(t, g.pb) {
 				continue
 			}
-			s.stats.Add(StatGossipNews, 1)
+			s.stats.Add(statGossipNews, 1)
 			if d := s.digests[t.ID]; d.sameVersion(t) {
 				t.Digest = copyDigest(d.Digest)
 			}
@@ -95,7 +95,7 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 			continue
 		}
 		if peer.ID(t.Holder) != direct {
-			s.drops.Add(DropNotHolder, 1)
+			s.drops.Add(dropNotHolder, 1)
 			continue
 		}
 		if len(t.Digest) > 0 {
@@ -115,9 +115,9 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 
 // verified checks g's signature, counting the check and a refusal.
 func (s *Selector) verified(g signedToken) bool {
-	s.stats.Add(StatGossipVerified, 1)
-	if err := VerifyToken(g.pb, g.tok, s.node.Host().Peerstore().PubKey); err != nil {
-		s.drops.Add(DropSignature, 1)
+	s.stats.Add(statGossipVerified, 1)
+	if err := verifyToken(g.pb, g.tok, s.node.Host().Peerstore().PubKey); err != nil {
+		s.drops.Add(dropSignature, 1)
 		log.Debugw("repel: token signature refused", "holder", peer.ID(g.tok.Holder), "err", err)
 		return false
 	}
@@ -129,7 +129,7 @@ func (s *Selector) verified(g signedToken) bool {
 // the last, and sends it with its digest to the other live holders. Loop
 // only.
 func (s *Selector) announce(now time.Time, t Token) {
-	st, err := SignToken(t, s.key)
+	st, err := signToken(t, s.key)
 	if err != nil {
 		log.Warnw("repel: cannot sign own announcement", "err", err)
 		return
@@ -138,7 +138,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 		s.table.offer(t, st)
 		s.gossiped = Token{ID: t.ID, Epoch: t.Epoch, HolderKey: t.HolderKey, Issued: t.Issued}
 	}
-	if proto.Size(st) > MaxAnnounceSize {
+	if proto.Size(st) > maxAnnounceSize {
 		return
 	}
 	self := string(s.node.ID())
@@ -154,7 +154,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 // sendAnnounce sends one signed announcement, with its digest, to another
 // holder on a stream of its own, unanswered.
 func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
-	s.sendFrame(to, s.ids.announce, st, StatAnnounceLost, StatAnnounceSent, StatAnnounceBytes)
+	s.sendFrame(to, s.ids.announce, st, statAnnounceLost, StatAnnounceSent, StatAnnounceBytes)
 }
 
 // handleAnnounce reads a holder's direct announcement and hands it to the
@@ -165,12 +165,12 @@ func (s *Selector) handleAnnounce(str lpnet.Stream) {
 	_ = str.SetDeadline(time.Now().Add(s.streamTimeout()))
 	from := str.Conn().RemotePeer()
 	var f pb.SignedToken
-	if !s.readIncoming(str, MaxAnnounceSize, &f, StatAnnounceLost, "announce") {
+	if !s.readIncoming(str, maxAnnounceSize, &f, statAnnounceLost, "announce") {
 		return
 	}
 	t, reason, err := decodeSigned(&f, s.opts.Config.Tokens)
 	if err == nil && peer.ID(t.Holder) != from {
-		reason, err = DropNotHolder, ErrNotHolder
+		reason, err = dropNotHolder, errNotHolder
 	}
 	if err != nil {
 		s.drops.Add(reason, 1)
@@ -178,7 +178,7 @@ func (s *Selector) handleAnnounce(str lpnet.Stream) {
 		_ = str.Reset()
 		return
 	}
-	s.stats.Add(StatAnnounceRecv, 1)
+	s.stats.Add(statAnnounceRecv, 1)
 	s.handOver([]signedToken{{tok: t, pb: &f}}, from)
 }
 

@@ -41,7 +41,7 @@ func (s *Selector) sendFrame(p peer.ID, id protocol.ID, f proto.Message, lost, s
 	defer context.AfterFunc(ctx, func() { _ = st.Reset() })()
 	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	if err := pbio.NewDelimitedWriter(st).WriteMsg(f); err != nil {
-		s.drops.Add(DropWrite, 1)
+		s.drops.Add(dropWrite, 1)
 		_ = st.Reset()
 		return
 	}
@@ -62,7 +62,7 @@ func (s *Selector) readIncoming(st lpnet.Stream, max int, f proto.Message, lost,
 	if gone(err) {
 		s.stats.Add(lost, 1)
 	} else {
-		s.drops.Add(DropDecode, 1)
+		s.drops.Add(dropDecode, 1)
 		log.Debugw("repel: bad "+what+" frame", "from", st.Conn().RemotePeer(), "err", err)
 	}
 	_ = st.Reset()
@@ -77,10 +77,10 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	from := st.Conn().RemotePeer()
 	var f pb.MoveFrame
-	if !s.readIncoming(st, MaxMoveFrame, &f, StatMoveLost, "move") {
+	if !s.readIncoming(st, maxMoveFrame, &f, statMoveLost, "move") {
 		return
 	}
-	m, reason, err := DecodeMove(&f, from, s.node.ID(), pb.MoveFrame_MOVE)
+	m, reason, err := decodeMove(&f, from, s.node.ID(), pb.MoveFrame_MOVE)
 	if err != nil {
 		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad move frame", "from", from, "reason", reason, "err", err)
@@ -108,7 +108,7 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 	}
 	n, err := writeMove(st, *answer)
 	if err != nil {
-		s.drops.Add(DropWrite, 1)
+		s.drops.Add(dropWrite, 1)
 		_ = st.Reset()
 		return
 	}
@@ -139,7 +139,7 @@ func (s *Selector) sendMove(m Message) {
 	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	n, err := writeMove(st, m)
 	if err != nil {
-		s.drops.Add(DropWrite, 1)
+		s.drops.Add(dropWrite, 1)
 		_ = st.Reset()
 		fail()
 		return
@@ -149,14 +149,14 @@ func (s *Selector) sendMove(m Message) {
 	f, err := readMove(st)
 	if err != nil {
 		if gone(err) || ctx.Err() != nil {
-			s.stats.Add(StatMoveLost, 1)
+			s.stats.Add(statMoveLost, 1)
 		} else {
-			s.drops.Add(DropDecode, 1)
+			s.drops.Add(dropDecode, 1)
 		}
 		_ = st.Reset()
 		return
 	}
-	ans, reason, err := DecodeMove(f, to, s.node.ID(), pb.MoveFrame_ACK, pb.MoveFrame_REFUSE)
+	ans, reason, err := decodeMove(f, to, s.node.ID(), pb.MoveFrame_ACK, pb.MoveFrame_REFUSE)
 	if err != nil {
 		s.drops.Add(reason, 1)
 		_ = st.Reset()

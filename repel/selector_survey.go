@@ -15,7 +15,7 @@ const (
 	StatSurveySent  = "survey_frames_sent"
 	StatSurveyBytes = "survey_bytes"
 	StatSurveyRecv  = "survey_frames_received"
-	StatSurveyLost  = "survey_streams_lost" // a stream that failed before its frame
+	statSurveyLost  = "survey_streams_lost" // a stream that failed before its frame
 )
 
 // handleSurvey reads one survey frame (a holder's SURVEY, or a candidate's
@@ -26,10 +26,10 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 	_ = st.SetDeadline(time.Now().Add(s.streamTimeout()))
 	from := st.Conn().RemotePeer()
 	var f pb.SurveyFrame
-	if !s.readIncoming(st, MaxSurveyFrame, &f, StatSurveyLost, "survey") {
+	if !s.readIncoming(st, maxSurveyFrame, &f, statSurveyLost, "survey") {
 		return
 	}
-	m, reason, err := DecodeSurvey(&f, from, s.node.ID())
+	m, reason, err := decodeSurvey(&f, from, s.node.ID())
 	if err != nil {
 		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad survey frame", "from", from, "reason", reason, "err", err)
@@ -47,5 +47,5 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 // candidate, a candidate's report is missed and the holder decides without
 // it.
 func (s *Selector) sendSurvey(m Message) {
-	s.sendFrame(peer.ID(m.To), s.ids.survey, EncodeSurvey(m), StatSurveyLost, StatSurveySent, StatSurveyBytes)
+	s.sendFrame(peer.ID(m.To), s.ids.survey, EncodeSurvey(m), statSurveyLost, StatSurveySent, StatSurveyBytes)
 }

@@ -144,7 +144,7 @@ func TestSelector_SmallNetworkSettles(t *testing.T) {
 		for _, s := range ps.sels {
 			if _, ok := s.Held(); ok {
 				st := s.Stats()
-				if st[StatHolderProbes] > st[StatProbesFailed] {
+				if st[StatHolderProbes] > st[statProbesFailed] {
 					n++
 				}
 			}
@@ -189,7 +189,7 @@ func TestSelector_BadMoveFramesCounted(t *testing.T) {
 	target := ps.hosts[0].ID()
 	offer := Token{ID: 0, Epoch: 100, Holder: string(target), HolderKey: PeerKey(string(target)), Coord: vivaldi.Coord{Vec: make([]float64, 8)}}
 
-	over := binary.AppendUvarint(nil, MaxMoveFrame+1)
+	over := binary.AppendUvarint(nil, maxMoveFrame+1)
 	over = append(over, make([]byte, 64)...)
 	nan := TokenToPB(offer)
 	nan.Coord.Vec[0] = math.NaN()
@@ -200,7 +200,7 @@ func TestSelector_BadMoveFramesCounted(t *testing.T) {
 	// A frame cut off by its sender closing is a stream lost, not a
 	// frame that does not decode.
 	sendRaw(t, attacker, target, []byte{0x05, 0x08})
-	want := map[string]uint64{DropDecode: 2, DropFrameType: 1, DropCoord: 1}
+	want := map[string]uint64{dropDecode: 2, dropFrameType: 1, dropCoord: 1}
 	waitUntil(t, 5*time.Second, "4 bad frames and a lost stream counted", func() bool {
 		d := victim.Drops()
 		for k, v := range want {
@@ -208,7 +208,7 @@ func TestSelector_BadMoveFramesCounted(t *testing.T) {
 				return false
 			}
 		}
-		return victim.Stats()[StatMoveLost] == 1
+		return victim.Stats()[statMoveLost] == 1
 	})
 
 	// A good offer is still taken.
@@ -220,7 +220,7 @@ func TestSelector_BadMoveFramesCounted(t *testing.T) {
 		tok, ok := victim.Held()
 		return ok && tok.ID == 0 && tok.Epoch == 100
 	})
-	if d := victim.Drops(); d[DropDecode] != 2 || d[DropFrameType] != 1 || d[DropCoord] != 1 {
+	if d := victim.Drops(); d[dropDecode] != 2 || d[dropFrameType] != 1 || d[dropCoord] != 1 {
 		t.Fatalf("drops %v", d)
 	}
 }
@@ -259,7 +259,7 @@ func TestSelector_GossipRefusesLiars(t *testing.T) {
 	waitUntil(t, 10*time.Second, "both lies refused by both selectors", func() bool {
 		for _, s := range ps.sels {
 			d := s.Drops()
-			if d[DropNotHolder] != 1 || d[DropOutOfRange] != 1 {
+			if d[dropNotHolder] != 1 || d[dropOutOfRange] != 1 {
 				return false
 			}
 		}
@@ -378,17 +378,17 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	send(frame(EncodeSurvey(Message{Type: MsgSurvey, Token: mine}))) // no peers: the model refuses it
 	waitUntil(t, 5*time.Second, "the bad frames counted", func() bool {
 		d := victim.Drops()
-		return d[DropDecode] == 1 && d[DropSurvey] == 2 && d[DropStep] == 1
+		return d[dropDecode] == 1 && d[dropSurvey] == 2 && d[dropStep] == 1
 	})
 	// A good survey: the victim measures the attacker and reports.
 	got := make(chan Message, 1)
 	attacker.SetStreamHandler(testIDs.survey, func(s lpnet.Stream) {
 		defer s.Close()
 		var f pb.SurveyFrame
-		if err := pbio.NewDelimitedReader(s, MaxSurveyFrame).ReadMsg(&f); err != nil {
+		if err := pbio.NewDelimitedReader(s, maxSurveyFrame).ReadMsg(&f); err != nil {
 			return
 		}
-		if m, _, err := DecodeSurvey(&f, target, attacker.ID()); err == nil {
+		if m, _, err := decodeSurvey(&f, target, attacker.ID()); err == nil {
 			got <- m
 		}
 	})
@@ -410,7 +410,7 @@ func TestSelector_BadSurveyFramesCounted(t *testing.T) {
 	}
 	// Once it announces the token, its survey is measured and answered.
 	mine.Seq = 1
-	signed, err := SignToken(mine, attacker.Peerstore().PrivKey(attacker.ID()))
+	signed, err := signToken(mine, attacker.Peerstore().PrivKey(attacker.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 	coord := vivaldi.Coord{Vec: make([]float64, 8)}
 	me, other := string(liar.ID()), string(ps.hosts[1].ID())
 	sign := func(tok Token) *pb.SignedToken {
-		st, err := SignToken(tok, key)
+		st, err := signToken(tok, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,7 +496,7 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 	sendOn(t, liar, target, testIDs.announce, frameOf(t, sign(Token{ID: 7, Epoch: 9, Holder: me, HolderKey: PeerKey(me), Coord: coord, Seq: 1})))
 	waitUntil(t, 5*time.Second, "both direct lies refused", func() bool {
 		d := victim.Drops()
-		return d[DropNotHolder] == 1 && d[DropOutOfRange] == 1
+		return d[dropNotHolder] == 1 && d[dropOutOfRange] == 1
 	})
 	// Gossip on a Vivaldi exchange: garbage, then a version naming another
 	// holder but signed by the liar.
@@ -523,7 +523,7 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 	// more than once.
 	waitUntil(t, 5*time.Second, "the bad gossip and the forged signature refused", func() bool {
 		d := victim.Drops()
-		return d[DropGossip] >= 1 && d[DropSignature] >= 1
+		return d[dropGossip] >= 1 && d[dropSignature] >= 1
 	})
 	for _, tok := range victim.LiveTokens() {
 		if tok.Epoch == 9 {
@@ -545,8 +545,8 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 		}
 		return false
 	})
-	if st := victim.Stats(); st[StatGossipNews] != 1 {
-		t.Fatalf("gossip news %d, want 1 (stats %v)", st[StatGossipNews], st)
+	if st := victim.Stats(); st[statGossipNews] != 1 {
+		t.Fatalf("gossip news %d, want 1 (stats %v)", st[statGossipNews], st)
 	}
 }
 
@@ -597,7 +597,7 @@ func offerMove(t *testing.T, from host.Host, target peer.ID, id protocol.ID, tok
 		t.Fatal(err)
 	}
 	var ans pb.MoveFrame
-	if err := pbio.NewDelimitedReader(s, MaxMoveFrame).ReadMsg(&ans); err != nil {
+	if err := pbio.NewDelimitedReader(s, maxMoveFrame).ReadMsg(&ans); err != nil {
 		t.Fatal(err)
 	}
 	return &ans

@@ -37,13 +37,13 @@ const (
 
 // Drop reasons of the attach protocol.
 const (
-	DropAttachDecode = "decode"      // not a protobuf, or over the cap
-	DropAttachCoord  = "bad-coord"   // NaN/Inf or too many dimensions
-	DropAttachAnswer = "bad-answer"  // an answer that does not decode
-	DropAttachHint   = "bad-hint"    // a hint that is not a peer ID
-	DropAttachStatus = "bad-status"  // an unknown status
-	DropAttachWrite  = "write-error" // the other side went away mid-exchange
-	DropAttachLost   = "lost"        // the stream failed before a whole frame came
+	dropAttachDecode = "decode"      // not a protobuf, or over the cap
+	dropAttachCoord  = "bad-coord"   // NaN/Inf or too many dimensions
+	dropAttachAnswer = "bad-answer"  // an answer that does not decode
+	dropAttachHint   = "bad-hint"    // a hint that is not a peer ID
+	dropAttachStatus = "bad-status"  // an unknown status
+	dropAttachWrite  = "write-error" // the other side went away mid-exchange
+	dropAttachLost   = "lost"        // the stream failed before a whole frame came
 )
 
 // Status of an attach answer.
@@ -165,15 +165,15 @@ type ClientRequest struct {
 	// Regret is what the client loses if refused: the RTT of the next
 	// superpeer it would ask minus this one's; negative if it would gain by
 	// going (0: not said; a newcomer saying none never displaces anyone;
-	// MaxRegret: no other choice). Sent in whole microseconds within
-	// ±MaxRegret.
+	// maxRegret: no other choice). Sent in whole microseconds within
+	// ±maxRegret.
 	Regret time.Duration
 }
 
-// MaxRegret is the largest regret a request carries (the wire's int32
+// maxRegret is the largest regret a request carries (the wire's int32
 // microseconds, about 36 minutes): a client with no other superpeer to ask
 // says it.
-const MaxRegret = time.Duration(math.MaxInt32) * time.Microsecond
+const maxRegret = time.Duration(math.MaxInt32) * time.Microsecond
 
 // forgetLocked drops client p and its connection protection. Lock held.
 func (a *Attach) forgetLocked(p peer.ID) {
@@ -289,7 +289,9 @@ func (a *Attach) DropClients() {
 	a.mu.Unlock()
 }
 
-// Drops returns the refused-frame counters by reason.
+// Drops returns the refused-frame counters by reason: "decode",
+// "bad-coord", "bad-answer", "bad-hint", "bad-status", "write-error",
+// "lost".
 func (a *Attach) Drops() map[string]uint64 { return a.drops.Snapshot() }
 
 func (a *Attach) drop(reason string) { a.drops.Add(reason, 1) }
@@ -337,7 +339,7 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 		a.Stats.RefusedNotSuperpeer.Add(1)
 		return resp
 	}
-	regret := time.Duration(req.RegretUs) * time.Microsecond // ±MaxRegret
+	regret := time.Duration(req.RegretUs) * time.Microsecond // ±maxRegret
 	fresh := !a.table.serves(from)
 	st, victim := a.table.Admit(now, from, regret, ClientCoord{Vec: req.Coord, Height: req.Height})
 	if st == Full {
@@ -366,16 +368,16 @@ func (a *Attach) handle(s network.Stream) {
 	var req pb.AttachRequest
 	if err := ReadFrame(s, maxAttachFrame, &req); err != nil {
 		if errors.Is(err, ErrStreamFailed) {
-			a.drop(DropAttachLost)
+			a.drop(dropAttachLost)
 		} else {
-			a.drop(DropAttachDecode)
+			a.drop(dropAttachDecode)
 		}
 		_ = s.Reset()
 		return
 	}
 	a.Stats.BytesIn.Add(uint64(proto.Size(&req)))
 	if !validCoord(req.Coord, req.Height) {
-		a.drop(DropAttachCoord)
+		a.drop(dropAttachCoord)
 		_ = s.Reset()
 		return
 	}
@@ -387,7 +389,7 @@ func (a *Attach) handle(s network.Stream) {
 		}
 	}
 	if err := pbio.NewDelimitedWriter(s).WriteMsg(resp); err != nil {
-		a.drop(DropAttachWrite)
+		a.drop(dropAttachWrite)
 		_ = s.Reset()
 		return
 	}
@@ -398,8 +400,8 @@ func (a *Attach) handle(s network.Stream) {
 	_, _ = s.Read(one[:])
 }
 
-// ErrBadAnswer is an answer that did not decode or validate.
-var ErrBadAnswer = errors.New("superpeer: bad attach answer")
+// errBadAnswer is an answer that did not decode or validate.
+var errBadAnswer = errors.New("superpeer: bad attach answer")
 
 // Request asks sp to serve this peer (or, with leave, to stop), saying no
 // regret.
@@ -434,11 +436,11 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 			return Answer{}, ctx.Err()
 		}
 		if errors.Is(err, ErrStreamFailed) {
-			a.drop(DropAttachLost)
+			a.drop(dropAttachLost)
 			return Answer{}, fmt.Errorf("superpeer: attach answer from %s: %w", sp, err)
 		}
-		a.drop(DropAttachAnswer)
-		return Answer{}, fmt.Errorf("%w from %s: %v", ErrBadAnswer, sp, err)
+		a.drop(dropAttachAnswer)
+		return Answer{}, fmt.Errorf("%w from %s: %v", errBadAnswer, sp, err)
 	}
 	a.Stats.BytesIn.Add(uint64(proto.Size(&resp)))
 	ans, err := a.decodeAnswer(&resp, sp)
@@ -471,13 +473,13 @@ func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, erro
 		TTL:      time.Duration(resp.TtlMs) * time.Millisecond,
 	}
 	if _, ok := pb.AttachResponse_Status_name[int32(resp.Status)]; !ok {
-		a.drop(DropAttachStatus)
-		return Answer{}, fmt.Errorf("%w from %s: status %d", ErrBadAnswer, sp, resp.Status)
+		a.drop(dropAttachStatus)
+		return Answer{}, fmt.Errorf("%w from %s: status %d", errBadAnswer, sp, resp.Status)
 	}
 	if len(resp.Hint) > 0 {
 		h, err := peer.IDFromBytes(resp.Hint)
 		if err != nil {
-			a.drop(DropAttachHint)
+			a.drop(dropAttachHint)
 		} else {
 			ans.Hint = h
 		}
@@ -486,12 +488,12 @@ func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, erro
 }
 
 // regretMicros is a regret on the wire: whole microseconds (rounded toward
-// zero) within ±MaxRegret.
+// zero) within ±maxRegret.
 func regretMicros(d time.Duration) int32 {
 	switch {
-	case d >= MaxRegret:
+	case d >= maxRegret:
 		return math.MaxInt32
-	case d <= -MaxRegret:
+	case d <= -maxRegret:
 		return -math.MaxInt32
 	}
 	return int32(d / time.Microsecond)

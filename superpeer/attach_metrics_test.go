@@ -66,14 +66,14 @@ func TestAttachMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 		"superpeer_attach_requests_total":      {"accepted": 3, "full": 1, "not_superpeer": 0},
 		"superpeer_attach_displaced_total":     {"": 1},
 		"superpeer_attach_requests_sent_total": {"": 0},
-		"superpeer_attach_drops_total":         {DropAttachDecode: 1, DropAttachCoord: 0, DropAttachLost: 0},
+		"superpeer_attach_drops_total":         {dropAttachDecode: 1, dropAttachCoord: 0, dropAttachLost: 0},
 	})
 	checkMetrics(t, regC, map[string]map[string]float64{
 		"superpeer_selector_role":              {"unknown": 3, "client": 0, "superpeer": 0},
 		"superpeer_attach_clients":             {"": 0},
 		"superpeer_attach_requests_total":      {"accepted": 0, "full": 0, "not_superpeer": 1},
 		"superpeer_attach_requests_sent_total": {"": 5},
-		"superpeer_attach_drops_total":         {DropAttachDecode: 0},
+		"superpeer_attach_drops_total":         {dropAttachDecode: 0},
 	})
 
 	// The role follows SetRole, or ReportRole where a selector sets it.

@@ -154,7 +154,7 @@ func TestAttach_BadFramesAreCountedAndServiceGoesOn(t *testing.T) {
 	send(&pb.AttachRequest{Coord: make([]float64, maxCoordDims+1)}, nil)   // too many dimensions
 	send(&pb.AttachRequest{Coord: []float64{1}, Height: math.Inf(1)}, nil) // infinite height
 	d := as[1].Drops()
-	if d[DropAttachDecode] != 2 || d[DropAttachCoord] != 3 {
+	if d[dropAttachDecode] != 2 || d[dropAttachCoord] != 3 {
 		t.Errorf("drops %v, want decode 2, bad-coord 3", d)
 	}
 	if as[1].Load() != 0 {
@@ -175,7 +175,7 @@ func TestAttach_DecodeAnswerRefusesUnknownStatusAndBadHint(t *testing.T) {
 	if err != nil || ans.Hint != "" {
 		t.Errorf("bad hint: %+v, %v", ans, err)
 	}
-	if d := a.Drops(); d[DropAttachStatus] != 1 || d[DropAttachHint] != 1 {
+	if d := a.Drops(); d[dropAttachStatus] != 1 || d[dropAttachHint] != 1 {
 		t.Errorf("drops %v", d)
 	}
 	if _, err := NewAttach(hs[0], AttachOptions{Capacity: -1}); err == nil {
@@ -304,11 +304,11 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 		victim   int // client displaced, 0 for none
 	}{
 		{"regret well above the least", ms, 3500 * time.Microsecond, 10 * ms, Accepted, 2},
-		{"no other choice", ms, 3500 * time.Microsecond, MaxRegret, Accepted, 2},
+		{"no other choice", ms, 3500 * time.Microsecond, maxRegret, Accepted, 2},
 		{"within the margin", ms, 3500 * time.Microsecond, 4 * ms, Full, 0},
 		{"a served client that would gain by going", ms, -5 * ms, 500 * time.Microsecond, Accepted, 2},
 		{"no regret said", ms, -5 * ms, 0, Full, 0},
-		{"displacement off", -1, 3500 * time.Microsecond, MaxRegret, Full, 0},
+		{"displacement off", -1, 3500 * time.Microsecond, maxRegret, Full, 0},
 		{"the default margin (2 ms)", 0, 3500 * time.Microsecond, 6 * ms, Accepted, 2},
 		{"within the default margin", 0, 3500 * time.Microsecond, 5400 * time.Microsecond, Full, 0},
 	} {
@@ -370,7 +370,7 @@ func TestRegretMicros(t *testing.T) {
 		in   time.Duration
 		want int32
 	}{{-time.Second, -1_000_000}, {-999 * time.Nanosecond, 0}, {0, 0}, {999 * time.Nanosecond, 0}, {1500 * time.Microsecond, 1500},
-		{MaxRegret, math.MaxInt32}, {time.Duration(math.MaxInt64), math.MaxInt32}, {time.Duration(math.MinInt64), -math.MaxInt32}} {
+		{maxRegret, math.MaxInt32}, {time.Duration(math.MaxInt64), math.MaxInt32}, {time.Duration(math.MinInt64), -math.MaxInt32}} {
 		if got := regretMicros(tc.in); got != tc.want {
 			t.Errorf("regretMicros(%v) = %d, want %d", tc.in, got, tc.want)
 		}

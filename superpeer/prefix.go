@@ -9,9 +9,9 @@ import (
 	"github.com/superpeer-overlay/superpeer/dht"
 )
 
-// MaxPrefixBits bounds k: 2^32 groups are far more superpeers than any
+// maxPrefixBits bounds k: 2^32 groups are far more superpeers than any
 // network has.
-const MaxPrefixBits = 32
+const maxPrefixBits = 32
 
 // Prefix is the reserved-ID-bits scheme: the key space is cut into groups by
 // the top bits of a key, and the superpeer of a peer is the live peer
@@ -31,8 +31,8 @@ type Prefix struct {
 
 // Pow2 is the seed's scheme: k reserved bits, 2^k groups.
 func Pow2(k int) (Prefix, error) {
-	if k < 0 || k > MaxPrefixBits {
-		return Prefix{}, fmt.Errorf("superpeer: %d reserved bits not in [0, %d]", k, MaxPrefixBits)
+	if k < 0 || k > maxPrefixBits {
+		return Prefix{}, fmt.Errorf("superpeer: %d reserved bits not in [0, %d]", k, maxPrefixBits)
 	}
 	if k == 0 {
 		return Prefix{s: 1}, nil
@@ -50,8 +50,8 @@ func BitsFor(s int) int {
 
 // Exact makes exactly S groups with prefixes of ⌈log2 S⌉ and ⌈log2 S⌉−1 bits.
 func Exact(s int) (Prefix, error) {
-	if s < 1 || s > 1<<MaxPrefixBits {
-		return Prefix{}, fmt.Errorf("superpeer: %d superpeers not in [1, 2^%d]", s, MaxPrefixBits)
+	if s < 1 || s > 1<<maxPrefixBits {
+		return Prefix{}, fmt.Errorf("superpeer: %d superpeers not in [1, 2^%d]", s, maxPrefixBits)
 	}
 	k := BitsFor(s)
 	if k == 0 {

@@ -65,7 +65,7 @@ func TestPrefix_Table(t *testing.T) {
 			t.Errorf("Exact(%d) succeeded", bad)
 		}
 	}
-	if _, err := Pow2(MaxPrefixBits + 1); err == nil {
+	if _, err := Pow2(maxPrefixBits + 1); err == nil {
 		t.Error("Pow2 beyond the limit succeeded")
 	}
 	if BitsFor(50) != 6 || BitsFor(64) != 6 || BitsFor(65) != 7 || BitsFor(1) != 0 {

@@ -49,7 +49,7 @@ func TestAttachTable_Admit(t *testing.T) {
 	}{
 		{name: "empty", capacity: 2, id: "n", want: Accepted, after: []peer.ID{"n"}},
 		{name: "room left", capacity: 2, served: map[peer.ID]time.Duration{"a": 0}, id: "n", want: Accepted, after: []peer.ID{"a", "n"}},
-		{name: "full", capacity: 2, served: map[peer.ID]time.Duration{"a": 0, "b": 0}, id: "n", regret: MaxRegret, want: Full, after: []peer.ID{"a", "b"}},
+		{name: "full", capacity: 2, served: map[peer.ID]time.Duration{"a": 0, "b": 0}, id: "n", regret: maxRegret, want: Full, after: []peer.ID{"a", "b"}},
 		{name: "full, a renewal", capacity: 2, served: map[peer.ID]time.Duration{"a": 0, "b": 0}, id: "b", want: Accepted, after: []peer.ID{"a", "b"}},
 		{name: "capacity 0 is unbounded", capacity: 0, served: map[peer.ID]time.Duration{"a": 0, "b": 0, "c": 0}, id: "n", want: Accepted, after: []peer.ID{"a", "b", "c", "n"}},
 		{name: "negative capacity is unbounded", capacity: -1, served: map[peer.ID]time.Duration{"a": 0}, id: "n", want: Accepted, after: []peer.ID{"a", "n"}},
@@ -64,16 +64,16 @@ func TestAttachTable_Admit(t *testing.T) {
 		{name: "a served client that gains by going", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: 500 * time.Microsecond, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
 		{name: "no regret said", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: 0, want: Full, after: []peer.ID{"a", "b"}},
 		{name: "a newcomer that gains by going elsewhere", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": -20 * ms, "b": -50 * ms}, id: "n", regret: -ms, want: Full, after: []peer.ID{"a", "b"}},
-		{name: "no other choice", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: MaxRegret, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
-		{name: "repel.NoOtherChoice against a negative regret", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: math.MaxInt64, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
-		{name: "no other choice against no other choice", capacity: 1, displace: ms, served: map[peer.ID]time.Duration{"a": MaxRegret}, id: "n", regret: MaxRegret, want: Full, after: []peer.ID{"a"}},
-		{name: "no other choice against -MaxRegret", capacity: 1, displace: ms, served: map[peer.ID]time.Duration{"a": -MaxRegret}, id: "n", regret: MaxRegret, want: Accepted, displaced: "a", after: []peer.ID{"n"}},
-		{name: "displacement off", capacity: 2, displace: 0, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: MaxRegret, want: Full, after: []peer.ID{"a", "b"}},
-		{name: "negative margin is off", capacity: 2, displace: -ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: MaxRegret, want: Full, after: []peer.ID{"a", "b"}},
-		{name: "a renewal at capacity displaces no one", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "a", regret: MaxRegret, want: Accepted, after: []peer.ID{"a", "b"}},
+		{name: "no other choice", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms}, id: "n", regret: maxRegret, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
+		{name: "a no-other-choice regret (repel's) against a negative regret", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: math.MaxInt64, want: Accepted, displaced: "b", after: []peer.ID{"a", "n"}},
+		{name: "no other choice against no other choice", capacity: 1, displace: ms, served: map[peer.ID]time.Duration{"a": maxRegret}, id: "n", regret: maxRegret, want: Full, after: []peer.ID{"a"}},
+		{name: "no other choice against -maxRegret", capacity: 1, displace: ms, served: map[peer.ID]time.Duration{"a": -maxRegret}, id: "n", regret: maxRegret, want: Accepted, displaced: "a", after: []peer.ID{"n"}},
+		{name: "displacement off", capacity: 2, displace: 0, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: maxRegret, want: Full, after: []peer.ID{"a", "b"}},
+		{name: "negative margin is off", capacity: 2, displace: -ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "n", regret: maxRegret, want: Full, after: []peer.ID{"a", "b"}},
+		{name: "a renewal at capacity displaces no one", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": -5 * ms}, id: "a", regret: maxRegret, want: Accepted, after: []peer.ID{"a", "b"}},
 
 		{name: "expiry before the decision", capacity: 2, displace: ms, served: map[peer.ID]time.Duration{"a": 20 * ms, "b": 3 * ms},
-			at: map[peer.ID]time.Time{"a": t0.Add(-ttl - 1)}, id: "n", regret: MaxRegret, want: Accepted, after: []peer.ID{"b", "n"}},
+			at: map[peer.ID]time.Time{"a": t0.Add(-ttl - 1)}, id: "n", regret: maxRegret, want: Accepted, after: []peer.ID{"b", "n"}},
 		{name: "silent for exactly the TTL stays", capacity: 2, served: map[peer.ID]time.Duration{"a": 0, "b": 0},
 			now: ttl, id: "n", want: Full, after: []peer.ID{"a", "b"}},
 		{name: "silent a nanosecond longer lapses", capacity: 2, served: map[peer.ID]time.Duration{"a": 0, "b": 0},
@@ -105,9 +105,9 @@ func wire(r time.Duration) time.Duration { return time.Duration(regretMicros(r))
 
 // The table takes a regret as the wire carries it, whatever its caller
 // passes: whole microseconds toward zero, so that clients a microsecond
-// apart tie (and the least ID goes), within ±MaxRegret, so that
-// repel.NoOtherChoice (the largest Duration) displaces a client that gains
-// by going as MaxRegret does.
+// apart tie (and the least ID goes), within ±maxRegret, so that
+// A no-other-choice regret (the largest Duration) displaces a client that gains
+// by going as maxRegret does.
 func TestAttachTable_RegretAsTheWireCarriesIt(t *testing.T) {
 	ms := time.Millisecond
 	tb := NewAttachTable(2, time.Minute, ms)
@@ -120,7 +120,7 @@ func TestAttachTable_RegretAsTheWireCarriesIt(t *testing.T) {
 		t.Errorf("newcomer: %v, displaced %q; want a (tied with b at 2 ms, the least ID)", st, d)
 	}
 	for _, c := range []struct{ in, want time.Duration }{
-		{math.MaxInt64, MaxRegret}, {math.MinInt64, -MaxRegret}, {-1500, -time.Microsecond}, {999, 0},
+		{math.MaxInt64, maxRegret}, {math.MinInt64, -maxRegret}, {-1500, -time.Microsecond}, {999, 0},
 	} {
 		tb.Admit(t0, "n", c.in, ClientCoord{})
 		if r := tb.clients["n"].regret; r != c.want {
@@ -194,10 +194,10 @@ func TestDisplaces_Rule(t *testing.T) {
 		{ms, ms / 2, -5 * ms, true},
 		{ms, 0, -5 * ms, false},
 		{ms, -ms, -5 * ms, false},
-		{0, MaxRegret, -MaxRegret, false},
-		{-ms, MaxRegret, -MaxRegret, false},
-		{ms, MaxRegret, -MaxRegret, true},
-		{ms, MaxRegret, MaxRegret, false},
+		{0, maxRegret, -maxRegret, false},
+		{-ms, maxRegret, -maxRegret, false},
+		{ms, maxRegret, -maxRegret, true},
+		{ms, maxRegret, maxRegret, false},
 	} {
 		if got := displaces(c.margin, c.regret, c.least); got != c.want {
 			t.Errorf("displaces(%v, %v, %v) = %v, want %v", c.margin, c.regret, c.least, got, c.want)
@@ -213,7 +213,7 @@ func TestDisplaces_Rule(t *testing.T) {
 func TestAttachTable_Properties(t *testing.T) {
 	ms := time.Millisecond
 	ttl := 10 * time.Second
-	regrets := []time.Duration{math.MinInt64, -MaxRegret, -5 * ms, -ms, -1, 0, 999, ms / 2, ms, ms + 1, 2 * ms, 2*ms + 999, 3 * ms, 10 * ms, MaxRegret, math.MaxInt64}
+	regrets := []time.Duration{math.MinInt64, -maxRegret, -5 * ms, -ms, -1, 0, 999, ms / 2, ms, ms + 1, 2 * ms, 2*ms + 999, 3 * ms, 10 * ms, maxRegret, math.MaxInt64}
 	ids := []peer.ID{"a", "b", "c", "d", "e", "f", "g", "h"}
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))

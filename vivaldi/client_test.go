@@ -43,7 +43,7 @@ func TestClient_NaN_Defense(t *testing.T) {
 	negH := good.Clone()
 	negH.Height = -1
 	short := NewCoord(cfg.Dimensions-1, 0.001, 0.5)
-	long := NewCoord(MaxDimensions+1, 0.001, 0.5)
+	long := NewCoord(maxDimensions+1, 0.001, 0.5)
 
 	cases := []struct {
 		name  string
@@ -97,12 +97,12 @@ func TestClient_Reset(t *testing.T) {
 	cfg.GravityRho = 0 // gravity would pull it back in range
 	c := newTestClient(t, cfg, 1)
 	me := NewCoord(cfg.Dimensions, cfg.HeightMin, cfg.ErrorMax)
-	me.Vec[0] = MaxComponent
+	me.Vec[0] = maxComponent
 	if err := c.SetCoordinate(me); err != nil {
 		t.Fatal(err)
 	}
 	other := NewCoord(cfg.Dimensions, cfg.HeightMin, cfg.ErrorMax)
-	other.Vec[0] = MaxComponent - 1
+	other.Vec[0] = maxComponent - 1
 	// The sample pushes us 9 s further out, past MaxComponent: the state
 	// goes invalid and must be reset, not stored.
 	if err := c.Update("x", other, MaxRTT); err != nil {

@@ -213,8 +213,8 @@ func (c Config) Validate() error {
 	}
 	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 	switch {
-	case c.Dimensions < 1 || c.Dimensions > MaxDimensions:
-		return bad("Dimensions", c.Dimensions, fmt.Sprintf("must be in [1, %d]", MaxDimensions))
+	case c.Dimensions < 1 || c.Dimensions > maxDimensions:
+		return bad("Dimensions", c.Dimensions, fmt.Sprintf("must be in [1, %d]", maxDimensions))
 	case !finite(c.ErrorMax) || c.ErrorMax <= 0:
 		return bad("ErrorMax", c.ErrorMax, "must be > 0")
 	case !finite(c.CE) || c.CE <= 0 || c.CE > 1:

@@ -26,15 +26,15 @@ func (c Coord) DistanceTo(o Coord) float64 {
 	return math.Sqrt(sum) + c.Height + o.Height
 }
 
-// MaxDimensions bounds the Euclidean part of a coordinate that we accept, so
+// maxDimensions bounds the Euclidean part of a coordinate that we accept, so
 // a peer cannot make us allocate or compute over a huge vector.
-const MaxDimensions = 32
+const maxDimensions = 32
 
-// MaxComponent bounds every component, height and error of a coordinate we
+// maxComponent bounds every component, height and error of a coordinate we
 // accept (seconds, or dimensionless for Error). Real coordinates stay within
 // a few RTTs of the origin, and RTTs are at most 10 s; a finite but huge
 // value would overflow a distance to Inf, so it is refused like Inf.
-const MaxComponent = 1000
+const maxComponent = 1000
 
 // NewCoord is the origin in dims dimensions with the given height and error.
 func NewCoord(dims int, height, err float64) Coord {
@@ -53,14 +53,14 @@ func (c Coord) Clone() Coord {
 // MaxComponent or a negative height or error (ErrOutOfRange), or more than
 // MaxDimensions dimensions (ErrDimensions).
 func (c Coord) Check() error {
-	if len(c.Vec) == 0 || len(c.Vec) > MaxDimensions {
+	if len(c.Vec) == 0 || len(c.Vec) > maxDimensions {
 		return ErrDimensions
 	}
 	for _, v := range c.Vec {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return ErrNonFinite
 		}
-		if math.Abs(v) > MaxComponent {
+		if math.Abs(v) > maxComponent {
 			return ErrOutOfRange
 		}
 	}
@@ -68,7 +68,7 @@ func (c Coord) Check() error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return ErrNonFinite
 		}
-		if v < 0 || v > MaxComponent {
+		if v < 0 || v > maxComponent {
 			return ErrOutOfRange
 		}
 	}

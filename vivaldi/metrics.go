@@ -13,8 +13,8 @@ var metricFamilies = []counters.Family{
 
 // dropReasons are the reasons whose series exist from the start.
 var dropReasons = []string{
-	DropOversize, DropDecode, DropNoCoord, DropNonFinite, DropOutOfRange, DropDimensions, DropStream,
-	DropNeighborID, DropNeighborCoord, DropNeighborRTT, DropNeighborAddr, DropNeighborExcess, DropNeighborDup, DropPiggyback,
+	dropOversize, dropDecode, dropNoCoord, dropNonFinite, dropOutOfRange, dropDimensions, dropStream,
+	dropNeighborID, dropNeighborCoord, dropNeighborRTT, dropNeighborAddr, dropNeighborExcess, dropNeighborDup, dropPiggyback,
 }
 
 // report emits the service's metrics (metricFamilies).

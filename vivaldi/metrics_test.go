@@ -38,13 +38,13 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	check(regA, map[string]map[string]float64{
 		"superpeer_vivaldi_requests_served_total": {"": 3},
 		"superpeer_vivaldi_samples_total":         {"ok": 0, "failed": 0},
-		"superpeer_vivaldi_drops_total":           {DropDecode: 1, DropOversize: 0, DropNeighborDup: 0},
+		"superpeer_vivaldi_drops_total":           {dropDecode: 1, dropOversize: 0, dropNeighborDup: 0},
 		"superpeer_vivaldi_error_ratio":           {"": a.Coordinate().Error},
 	})
 	check(regB, map[string]map[string]float64{
 		"superpeer_vivaldi_requests_served_total": {"": 0},
 		"superpeer_vivaldi_samples_total":         {"ok": 3, "failed": 0},
-		"superpeer_vivaldi_drops_total":           {DropDecode: 0},
+		"superpeer_vivaldi_drops_total":           {dropDecode: 0},
 		"superpeer_vivaldi_error_ratio":           {"": b.Coordinate().Error},
 	})
 	// In range only: mocknet RTTs are microseconds, and on a loaded

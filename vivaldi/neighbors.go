@@ -119,23 +119,23 @@ func (c NearConfig) Validate() error {
 	return nil
 }
 
-// Kind says why Next chose a peer.
-type Kind int
+// kind says why Next chose a peer.
+type kind int
 
 const (
-	KindNone   Kind = iota // nobody to sample
-	KindRandom             // a random peer
-	KindNear               // a near neighbour
-	KindProbe              // a candidate, to measure it
+	kindNone   kind = iota // nobody to sample
+	kindRandom             // a random peer
+	kindNear               // a near neighbour
+	kindProbe              // a candidate, to measure it
 )
 
-func (k Kind) String() string {
+func (k kind) String() string {
 	switch k {
-	case KindRandom:
+	case kindRandom:
 		return "random"
-	case KindNear:
+	case kindNear:
 		return "near"
-	case KindProbe:
+	case kindProbe:
 		return "probe"
 	}
 	return "none"
@@ -150,8 +150,8 @@ type Candidate struct {
 	RTT float64
 }
 
-// Shared is a near neighbour with its RTT estimate (seconds).
-type Shared struct {
+// shared is a near neighbour with its RTT estimate (seconds).
+type shared struct {
 	ID  string
 	RTT float64
 }
@@ -198,9 +198,9 @@ type candidate struct {
 	seen  time.Time // last offered
 }
 
-// Neighbors is a peer's near set and its candidate pool. It is not safe for
+// neighbors is a peer's near set and its candidate pool. It is not safe for
 // concurrent use: Service guards it with its lock.
-type Neighbors struct {
+type neighbors struct {
 	cfg     NearConfig
 	now     func() time.Time
 	rng     *rand.Rand
@@ -212,19 +212,19 @@ type Neighbors struct {
 	stats   NearStats
 }
 
-// ErrNearConfig is wrapped by NewNeighbors's error for an invalid config.
+// ErrNearConfig is wrapped by newNeighbors's error for an invalid config.
 var ErrNearConfig = errors.New("vivaldi: invalid near config")
 
-// NewNeighbors makes an empty neighbour set; now and rng are its clock and
+// newNeighbors makes an empty neighbour set; now and rng are its clock and
 // randomness (time.Now and a seeded source in a Service).
-func NewNeighbors(cfg NearConfig, now func() time.Time, rng *rand.Rand) (*Neighbors, error) {
+func newNeighbors(cfg NearConfig, now func() time.Time, rng *rand.Rand) (*neighbors, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNearConfig, err)
 	}
 	if now == nil || rng == nil {
-		return nil, errors.New("vivaldi: NewNeighbors needs a clock and a rand source")
+		return nil, errors.New("vivaldi: newNeighbors needs a clock and a rand source")
 	}
-	return &Neighbors{
+	return &neighbors{
 		cfg: cfg, now: now, rng: rng,
 		members: make(map[string]*member),
 		cands:   make(map[string]*candidate),
@@ -233,10 +233,10 @@ func NewNeighbors(cfg NearConfig, now func() time.Time, rng *rand.Rand) (*Neighb
 }
 
 // Config is the set's configuration.
-func (n *Neighbors) Config() NearConfig { return n.cfg }
+func (n *neighbors) Config() NearConfig { return n.cfg }
 
 // Stats returns the set's counters and sizes.
-func (n *Neighbors) Stats() NearStats {
+func (n *neighbors) Stats() NearStats {
 	s := n.stats
 	s.Members, s.Candidates = len(n.members), len(n.cands)
 	if w, ok := n.worst(); ok {
@@ -246,10 +246,10 @@ func (n *Neighbors) Stats() NearStats {
 }
 
 // IsMember reports whether id is a near neighbour.
-func (n *Neighbors) IsMember(id string) bool { _, ok := n.members[id]; return ok }
+func (n *neighbors) IsMember(id string) bool { _, ok := n.members[id]; return ok }
 
 // RTT is a near neighbour's RTT estimate.
-func (n *Neighbors) RTT(id string) (float64, bool) {
+func (n *neighbors) RTT(id string) (float64, bool) {
 	m, ok := n.members[id]
 	if !ok {
 		return 0, false
@@ -258,11 +258,11 @@ func (n *Neighbors) RTT(id string) (float64, bool) {
 }
 
 // Nearest is up to k near neighbours other than exclude, lowest RTT first.
-func (n *Neighbors) Nearest(k int, exclude string) []Shared {
-	out := make([]Shared, 0, len(n.members))
+func (n *neighbors) Nearest(k int, exclude string) []shared {
+	out := make([]shared, 0, len(n.members))
 	for id, m := range n.members {
 		if id != exclude {
-			out = append(out, Shared{id, m.estimate()})
+			out = append(out, shared{id, m.estimate()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -278,7 +278,7 @@ func (n *Neighbors) Nearest(k int, exclude string) []Shared {
 }
 
 // worst is the near neighbour of highest RTT estimate.
-func (n *Neighbors) worst() (string, bool) {
+func (n *neighbors) worst() (string, bool) {
 	var w string
 	we := -1.0
 	for id, m := range n.members {
@@ -289,7 +289,7 @@ func (n *Neighbors) worst() (string, bool) {
 	return w, we >= 0
 }
 
-func (n *Neighbors) markTried(id string, now time.Time) {
+func (n *neighbors) markTried(id string, now time.Time) {
 	if _, ok := n.tried[id]; !ok && len(n.tried) >= maxTried {
 		// Forget the oldest (a linear scan, rare: only when full).
 		var old string
@@ -307,7 +307,7 @@ func (n *Neighbors) markTried(id string, now time.Time) {
 // Observe records a successful sample of id: a near neighbour's RTT is
 // updated; any other peer becomes a near neighbour if the set has room or
 // its RTT is below the worst neighbour's estimate, which it then replaces.
-func (n *Neighbors) Observe(id string, rtt float64) {
+func (n *neighbors) Observe(id string, rtt float64) {
 	if !(rtt > 0) || math.IsInf(rtt, 0) {
 		return
 	}
@@ -341,7 +341,7 @@ func (n *Neighbors) Observe(id string, rtt float64) {
 // Failed records a failed sample of id. A near neighbour that fails
 // MaxFailures times in a row is dropped; a candidate is not measured again
 // for Retry.
-func (n *Neighbors) Failed(id string) {
+func (n *neighbors) Failed(id string) {
 	now := n.now()
 	delete(n.cands, id)
 	if m, ok := n.members[id]; ok {
@@ -357,18 +357,18 @@ func (n *Neighbors) Failed(id string) {
 }
 
 // Forget drops everything known of id (gone for good).
-func (n *Neighbors) Forget(id string) {
+func (n *neighbors) Forget(id string) {
 	delete(n.members, id)
 	delete(n.cands, id)
 	delete(n.tried, id)
 }
 
-// Estimate is the RTT to a candidate that an offer suggests, in seconds:
+// estimate is the RTT to a candidate that an offer suggests, in seconds:
 // the distance between our coordinate me and its c, and, when the offerer
 // measured it (rtt > 0) and we measured the offerer (via > 0), no more than
 // via + rtt and no less than |via − rtt| (the triangle inequality, which
 // most Internet paths obey). +Inf if nothing is known.
-func Estimate(me Coord, c Coord, via, rtt float64) float64 {
+func estimate(me Coord, c Coord, via, rtt float64) float64 {
 	e := math.Inf(1)
 	if c.IsValid() && len(c.Vec) == len(me.Vec) {
 		e = me.DistanceTo(c)
@@ -385,7 +385,7 @@ func Estimate(me Coord, c Coord, via, rtt float64) float64 {
 // within Retry and peers with an empty ID are skipped; a candidate already
 // in the pool keeps the lower of its two estimates. When the pool is full a
 // candidate replaces the one of highest estimate if its own is lower.
-func (n *Neighbors) Offer(me Coord, via float64, cs []Candidate) {
+func (n *neighbors) Offer(me Coord, via float64, cs []Candidate) {
 	now := n.now()
 	for _, c := range cs {
 		if c.ID == "" {
@@ -400,7 +400,7 @@ func (n *Neighbors) Offer(me Coord, via float64, cs []Candidate) {
 			}
 			delete(n.tried, c.ID)
 		}
-		score := Estimate(me, c.Coord, via, c.RTT)
+		score := estimate(me, c.Coord, via, c.RTT)
 		if old, ok := n.cands[c.ID]; ok {
 			old.score = min(old.score, score)
 			old.seen = now
@@ -427,7 +427,7 @@ func (n *Neighbors) Offer(me Coord, via float64, cs []Candidate) {
 	}
 }
 
-func (n *Neighbors) expire(now time.Time) {
+func (n *neighbors) expire(now time.Time) {
 	for id, c := range n.cands {
 		if now.Sub(c.seen) >= n.cfg.CandidateTTL {
 			delete(n.cands, id)
@@ -439,7 +439,7 @@ func (n *Neighbors) expire(now time.Time) {
 // bestCandidate is the candidate of lowest estimate, if it is worth
 // measuring: the set has room, or its estimate is under ProbeSlack times
 // the worst neighbour's.
-func (n *Neighbors) bestCandidate() (string, bool) {
+func (n *neighbors) bestCandidate() (string, bool) {
 	var b string
 	bs := math.Inf(1)
 	found := false
@@ -465,14 +465,14 @@ func (n *Neighbors) bestCandidate() (string, bool) {
 // caller's candidates: a routing table, a peer sample). Either falls back
 // on the other when it has nobody. A candidate handed out is taken out of
 // the pool; report its sample with Observe or Failed.
-func (n *Neighbors) Next(random []string) (string, Kind) {
+func (n *neighbors) Next(random []string) (string, kind) {
 	n.credit += n.cfg.NearFraction
 	near := n.credit >= 1-1e-9
 	if near {
 		n.credit--
 	}
 	if !near && len(random) > 0 {
-		return random[n.rng.Intn(len(random))], KindRandom
+		return random[n.rng.Intn(len(random))], kindRandom
 	}
 	now := n.now()
 	n.expire(now)
@@ -480,7 +480,7 @@ func (n *Neighbors) Next(random []string) (string, Kind) {
 		delete(n.cands, id)
 		n.markTried(id, now)
 		n.stats.Probes++
-		return id, KindProbe
+		return id, kindProbe
 	}
 	var lru string
 	var lm *member
@@ -492,19 +492,19 @@ func (n *Neighbors) Next(random []string) (string, Kind) {
 	if lm != nil {
 		n.seq++
 		lm.seq = n.seq
-		return lru, KindNear
+		return lru, kindNear
 	}
 	if len(random) > 0 {
-		return random[n.rng.Intn(len(random))], KindRandom
+		return random[n.rng.Intn(len(random))], kindRandom
 	}
-	return "", KindNone
+	return "", kindNone
 }
 
-// NearestTo is up to k keys of known whose coordinates lie nearest target,
+// nearestTo is up to k keys of known whose coordinates lie nearest target,
 // nearest first, skipping those skip says to (nil skips none) and invalid
 // or mismatched coordinates. Ties go to the smaller distance's first key in
 // sorted order, so the result does not depend on map order.
-func NearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) bool) []K {
+func nearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) bool) []K {
 	if k <= 0 || !target.IsValid() {
 		return nil
 	}
@@ -535,35 +535,35 @@ func NearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) b
 	return out
 }
 
-// ShareFor chooses up to k peers to offer asker in a reply: half of them
+// shareFor chooses up to k peers to offer asker in a reply: half of them
 // (rounded up) n's near neighbours of lowest measured RTT — an asker near
 // us is near them too — then the peers of known whose coordinates lie
 // nearest askerCoord, which is how an asker far from us hears of peers near
 // it, then more near neighbours if that left room. Never asker or self, no
 // repeats. RTT is n's estimate for its near neighbours and 0 for the others.
-func ShareFor[K ~string](n *Neighbors, self, asker K, askerCoord Coord, known map[K]Coord, k int) []Shared {
+func shareFor[K ~string](n *neighbors, self, asker K, askerCoord Coord, known map[K]Coord, k int) []shared {
 	if k <= 0 {
 		return nil
 	}
-	var near []Shared
+	var near []shared
 	for _, s := range n.Nearest(k+1, string(asker)) {
 		if s.ID != string(self) {
 			near = append(near, s)
 		}
 	}
 	take := min((k+1)/2, len(near))
-	out := append([]Shared(nil), near[:take]...)
+	out := append([]shared(nil), near[:take]...)
 	near = near[take:]
 	picked := make(map[string]bool, k)
 	for _, s := range out {
 		picked[s.ID] = true
 	}
-	more := NearestTo(askerCoord, known, k-len(out), func(id K) bool {
+	more := nearestTo(askerCoord, known, k-len(out), func(id K) bool {
 		return id == asker || id == self || picked[string(id)]
 	})
 	for _, id := range more {
 		rtt, _ := n.RTT(string(id))
-		out = append(out, Shared{ID: string(id), RTT: rtt})
+		out = append(out, shared{ID: string(id), RTT: rtt})
 		picked[string(id)] = true
 	}
 	for _, s := range near {

@@ -20,9 +20,9 @@ func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
 func newClock() *fakeClock               { return &fakeClock{time.Unix(1_000_000, 0)} }
 func ms(x float64) float64               { return x / 1000 }
 func at(x float64) Coord                 { return Coord{Vec: []float64{ms(x), 0}, Height: 0} }
-func nearSet(t *testing.T, cfg NearConfig, c *fakeClock) *Neighbors {
+func nearSet(t *testing.T, cfg NearConfig, c *fakeClock) *neighbors {
 	t.Helper()
-	n, err := NewNeighbors(cfg, c.now, rand.New(rand.NewSource(1)))
+	n, err := newNeighbors(cfg, c.now, rand.New(rand.NewSource(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func smallNear() NearConfig {
 	return c
 }
 
-func members(n *Neighbors) []string {
+func members(n *neighbors) []string {
 	var out []string
 	for _, s := range n.Nearest(1<<20, "") {
 		out = append(out, s.ID)
@@ -67,7 +67,7 @@ func TestNearConfig_Validate(t *testing.T) {
 			t.Errorf("%s: err = %v", field, err)
 		}
 	}
-	if _, err := NewNeighbors(DefaultNearConfig(), nil, rand.New(rand.NewSource(1))); err == nil {
+	if _, err := newNeighbors(DefaultNearConfig(), nil, rand.New(rand.NewSource(1))); err == nil {
 		t.Error("nil clock accepted")
 	}
 }
@@ -163,7 +163,7 @@ func TestEstimate(t *testing.T) {
 		{"lower bound", at(1), ms(200), ms(1), ms(199)},
 		{"bounds only", Coord{}, ms(10), ms(4), ms(14)},
 	} {
-		if got := Estimate(me, tc.c, tc.via, tc.rtt); math.Abs(got-tc.want) > 1e-12 && !(math.IsInf(got, 1) && math.IsInf(tc.want, 1)) {
+		if got := estimate(me, tc.c, tc.via, tc.rtt); math.Abs(got-tc.want) > 1e-12 && !(math.IsInf(got, 1) && math.IsInf(tc.want, 1)) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -188,7 +188,7 @@ func TestNeighbors_CandidatePool(t *testing.T) {
 	// first (the set has room, so every near slot probes).
 	var got []string
 	for i := 0; i < 8; i++ {
-		if id, k := n.Next(nil); k == KindProbe {
+		if id, k := n.Next(nil); k == kindProbe {
 			got = append(got, id)
 		}
 	}
@@ -203,7 +203,7 @@ func TestNeighbors_CandidatePool(t *testing.T) {
 	// ... and an unprobed one is forgotten after CandidateTTL.
 	n.Offer(at(0), 0, []Candidate{{ID: "x", Coord: at(1)}})
 	c.add(n.Config().CandidateTTL)
-	if id, k := n.Next(nil); k == KindProbe || id == "x" {
+	if id, k := n.Next(nil); k == kindProbe || id == "x" {
 		t.Fatalf("expired candidate probed")
 	}
 	if st := n.Stats(); st.Expired != 1 || st.Candidates != 0 {
@@ -229,17 +229,17 @@ func TestNeighbors_NextSchedule(t *testing.T) {
 	random := []string{"r1", "r2"}
 	// Nobody known yet: random samples, near slots fall back on random.
 	for i := 0; i < 4; i++ {
-		if _, k := n.Next(random); k != KindRandom {
+		if _, k := n.Next(random); k != kindRandom {
 			t.Fatalf("call %d: %v with an empty set", i, k)
 		}
 	}
-	if id, k := n.Next(nil); k != KindNone || id != "" {
+	if id, k := n.Next(nil); k != kindNone || id != "" {
 		t.Fatalf("nobody at all: %q %v", id, k)
 	}
 	n.Observe("a", ms(10))
 	n.Observe("b", ms(20))
 	n.Observe("c", ms(30))
-	var kinds []Kind
+	var kinds []kind
 	count := map[string]int{}
 	for i := 0; i < 12; i++ {
 		id, k := n.Next(random)
@@ -247,7 +247,7 @@ func TestNeighbors_NextSchedule(t *testing.T) {
 		count[id]++
 	}
 	for i := 1; i < len(kinds); i++ {
-		if (kinds[i] == KindRandom) == (kinds[i-1] == KindRandom) {
+		if (kinds[i] == kindRandom) == (kinds[i-1] == kindRandom) {
 			t.Fatalf("kinds %v: not alternating", kinds)
 		}
 	}
@@ -258,12 +258,12 @@ func TestNeighbors_NextSchedule(t *testing.T) {
 	// measuring, a 40 ms one is.
 	n.Offer(at(0), 0, []Candidate{{ID: "far", Coord: at(50)}})
 	for i := 0; i < 4; i++ {
-		if _, k := n.Next(nil); k == KindProbe {
+		if _, k := n.Next(nil); k == kindProbe {
 			t.Fatal("probed a candidate far beyond the worst member")
 		}
 	}
 	n.Offer(at(0), 0, []Candidate{{ID: "ok", Coord: at(40)}})
-	if id, k := n.Next(nil); k != KindProbe || id != "ok" {
+	if id, k := n.Next(nil); k != kindProbe || id != "ok" {
 		t.Fatalf("next %q %v, want a probe of ok", id, k)
 	}
 	// Measured at 15 ms, it replaces c.
@@ -282,7 +282,7 @@ func TestNeighbors_NewMemberSampledFirst(t *testing.T) {
 	n.Next(nil)
 	n.Next(nil)
 	n.Observe("c", ms(15))
-	if id, k := n.Next(nil); id != "c" || k != KindNear {
+	if id, k := n.Next(nil); id != "c" || k != kindNear {
 		t.Fatalf("next %q %v, want c", id, k)
 	}
 }
@@ -296,7 +296,7 @@ func TestNeighbors_NearFraction(t *testing.T) {
 		n.Observe("a", ms(1))
 		near := 0
 		for i := 0; i < 100; i++ {
-			if _, k := n.Next([]string{"r"}); k != KindRandom {
+			if _, k := n.Next([]string{"r"}); k != kindRandom {
 				near++
 			}
 		}
@@ -311,16 +311,16 @@ func TestNearestTo(t *testing.T) {
 		"a": at(10), "b": at(20), "c": at(30), "d": at(40),
 		"bad": {Vec: []float64{math.NaN(), 0}}, "3d": {Vec: []float64{0, 0, 0}},
 	}
-	got := NearestTo(at(22), known, 3, func(k string) bool { return k == "c" })
+	got := nearestTo(at(22), known, 3, func(k string) bool { return k == "c" })
 	if fmt.Sprint(got) != "[b a d]" {
-		t.Fatalf("NearestTo %v, want [b a d]", got)
+		t.Fatalf("nearestTo %v, want [b a d]", got)
 	}
-	if NearestTo(at(0), known, 0, nil) != nil || NearestTo(Coord{}, known, 3, nil) != nil {
+	if nearestTo(at(0), known, 0, nil) != nil || nearestTo(Coord{}, known, 3, nil) != nil {
 		t.Fatal("k = 0 or an invalid target gave peers")
 	}
 }
 
-// ShareFor: half near members by RTT, half nearest the asker's coordinate,
+// shareFor: half near members by RTT, half nearest the asker's coordinate,
 // never the asker or ourselves, no repeats; short of either, the other fills
 // in.
 func TestShareFor(t *testing.T) {
@@ -333,7 +333,7 @@ func TestShareFor(t *testing.T) {
 		"m1": at(1), "m2": at(2), "m3": at(3), "asker": at(100),
 		"x": at(101), "y": at(103), "z": at(200), "self": at(100),
 	}
-	got := ShareFor(n, "self", "asker", at(100), known, 4)
+	got := shareFor(n, "self", "asker", at(100), known, 4)
 	var ids []string
 	for _, s := range got {
 		ids = append(ids, s.ID)
@@ -345,7 +345,7 @@ func TestShareFor(t *testing.T) {
 		t.Fatalf("RTTs %+v", got)
 	}
 	// No coordinates known: members fill every slot.
-	got = ShareFor(n, "self", "asker", at(100), map[string]Coord{}, 4)
+	got = shareFor(n, "self", "asker", at(100), map[string]Coord{}, 4)
 	ids = ids[:0]
 	for _, s := range got {
 		ids = append(ids, s.ID)
@@ -353,14 +353,14 @@ func TestShareFor(t *testing.T) {
 	if fmt.Sprint(ids) != "[m1 m2 m3]" {
 		t.Fatalf("shared %v, want [m1 m2 m3]", ids)
 	}
-	if ShareFor(n, "self", "asker", at(100), known, 0) != nil {
+	if shareFor(n, "self", "asker", at(100), known, 0) != nil {
 		t.Fatal("k = 0 shared peers")
 	}
 }
 
 // On a line of 60 peers whose RTT is their distance, peers that start
 // knowing only 4 random others and hear of neighbours only from replies
-// (ShareFor over what they know) and from the peers that ask them find
+// (shareFor over what they know) and from the peers that ask them find
 // their true nearest: the core of the protocol, without a network. The
 // coordinates are useless (everyone at the origin), so only measured RTTs
 // and the triangle bounds guide the search.
@@ -376,13 +376,13 @@ func TestNeighbors_GossipFindsNearest(t *testing.T) {
 	cfg := DefaultNearConfig()
 	cfg.Size = K
 	clock := newClock()
-	sets := make([]*Neighbors, N)
+	sets := make([]*neighbors, N)
 	known := make([]map[string]Coord, N)
 	random := make([][]string, N)
 	for i := range sets {
 		index[id(i)] = i
 		var err error
-		if sets[i], err = NewNeighbors(cfg, clock.now, rand.New(rand.NewSource(int64(i)))); err != nil {
+		if sets[i], err = newNeighbors(cfg, clock.now, rand.New(rand.NewSource(int64(i)))); err != nil {
 			t.Fatal(err)
 		}
 		known[i] = map[string]Coord{}
@@ -397,12 +397,12 @@ func TestNeighbors_GossipFindsNearest(t *testing.T) {
 		clock.add(time.Second)
 		for i := range sets {
 			p, k := sets[i].Next(random[i])
-			if k == KindNone {
+			if k == kindNone {
 				continue
 			}
 			j := index[p]
 			d := rtt(i, j)
-			shared := ShareFor(sets[j], id(j), id(i), origin, known[j], cfg.Share)
+			shared := shareFor(sets[j], id(j), id(i), origin, known[j], cfg.Share)
 			known[i][p] = origin
 			known[j][id(i)] = origin
 			var cs []Candidate
@@ -444,7 +444,7 @@ func TestNeighbors_GossipFindsNearest(t *testing.T) {
 // 200 PlanetLab peers: each round every peer picks a peer by Next (its
 // random candidates: 36 fixed random peers, as a routing table and a peer
 // sample), "exchanges" with it — the RTT from the matrix plus 0.6–1.9 ms of
-// overhead, the replier's ShareFor as candidates, the replier's coordinate
+// overhead, the replier's shareFor as candidates, the replier's coordinate
 // into its Client — as Service does. After 120 samples per peer the near
 // sets must hold most of each peer's true 16 nearest.
 func TestNeighbors_PlanetLab(t *testing.T) {
@@ -466,7 +466,7 @@ func TestNeighbors_PlanetLab(t *testing.T) {
 	}
 	clock := newClock()
 	cfg := DefaultNearConfig()
-	sets := make([]*Neighbors, n)
+	sets := make([]*neighbors, n)
 	cls := make([]*Client, n)
 	known := make([]map[string]Coord, n)
 	random := make([][]string, n)
@@ -506,14 +506,14 @@ func TestNeighbors_PlanetLab(t *testing.T) {
 		clock.add(time.Second)
 		for _, i := range rng.Perm(n) {
 			p, k := sets[i].Next(random[i])
-			if k == KindNone {
+			if k == kindNone {
 				continue
 			}
 			j := index[p]
 			rtt := pl.RTT(i, j)/1000 + 1.25e-3*(0.5+rng.Float64())
 			me, them := cls[i].GetCoordinate(), cls[j].GetCoordinate()
 			var cs []Candidate
-			for _, s := range ShareFor(sets[j], ids[j], ids[i], me, known[j], cfg.Share) {
+			for _, s := range shareFor(sets[j], ids[j], ids[i], me, known[j], cfg.Share) {
 				cs = append(cs, Candidate{ID: s.ID, Coord: known[j][s.ID], RTT: s.RTT})
 			}
 			known[j][ids[i]] = me

@@ -129,12 +129,12 @@ func WithPeerSource(f func() []peer.ID) Option {
 	}
 }
 
-// WithNearFraction sets the share of samples taken from the near set, or
+// withNearFraction sets the share of samples taken from the near set, or
 // spent measuring a candidate for it (default 0.5: alternately near and
 // random); the rest go to a random candidate. Near samples place a node
 // precisely among its neighbours, random ones keep the global layout right:
 // [1] shows that near-only neighbour sets distort it.
-func WithNearFraction(f float64) Option {
+func withNearFraction(f float64) Option {
 	return func(cfg *config) error {
 		if !(f >= 0 && f <= 1) {
 			return fmt.Errorf("WithNearFraction: %v not in [0, 1]", f)
@@ -144,9 +144,9 @@ func WithNearFraction(f float64) Option {
 	}
 }
 
-// WithNearCount sets K, how many peers of lowest measured RTT the service
+// withNearCount sets K, how many peers of lowest measured RTT the service
 // keeps as near neighbours (default 16).
-func WithNearCount(n int) Option {
+func withNearCount(n int) Option {
 	return func(cfg *config) error {
 		if n < 1 || n > 1024 {
 			return fmt.Errorf("WithNearCount: %d not in [1, 1024]", n)

@@ -51,7 +51,7 @@ type Service struct {
 	mu      sync.Mutex // guards rng, peers, near, counters
 	rng     *rand.Rand
 	peers   map[peer.ID]Coord // last coordinate heard from each peer
-	near    *Neighbors
+	near    *neighbors
 	served  uint64
 	ok      uint64
 	failed  uint64
@@ -144,7 +144,7 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	near, err := NewNeighbors(cfg.near, cfg.now, rand.New(rand.NewSource(cfg.rng.Int63())))
+	near, err := newNeighbors(cfg.near, cfg.now, rand.New(rand.NewSource(cfg.rng.Int63())))
 	if err != nil {
 		return nil, err
 	}
@@ -233,8 +233,10 @@ type NearPeer struct {
 	RTT time.Duration
 }
 
-// Drops counts refused frames and refused neighbour entries by reason (the
-// Drop* constants).
+// Drops counts refused frames and refused neighbour entries by reason:
+// "oversize", "decode", "missing_coord", "non_finite", "out_of_range",
+// "dimensions", "stream", "neighbor_id", "neighbor_coord", "neighbor_rtt",
+// "neighbor_addr", "neighbor_excess", "neighbor_dup", "piggyback_size".
 func (s *Service) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats returns the service's and the model's counters.
@@ -244,7 +246,7 @@ func (s *Service) Stats() ServiceStats {
 	defer s.mu.Unlock()
 	return ServiceStats{
 		Model: m, Served: s.served, Samples: s.ok, SampleFailure: s.failed,
-		NearSamples: s.picked[KindNear], Probes: s.picked[KindProbe], RandomSamples: s.picked[KindRandom],
+		NearSamples: s.picked[kindNear], Probes: s.picked[kindProbe], RandomSamples: s.picked[kindRandom],
 		Skipped: s.skipped, Near: s.near.Stats(),
 	}
 }
@@ -266,11 +268,11 @@ func (s *Service) refused(f Frame, from peer.ID) {
 }
 
 func reasonOf(err error) string {
-	var fe *FrameError
+	var fe *frameError
 	if errors.As(err, &fe) {
 		return fe.Reason
 	}
-	return DropStream
+	return dropStream
 }
 
 // handle answers one request: read the caller's coordinate, reply with ours
@@ -280,7 +282,7 @@ func (s *Service) handle(st network.Stream) {
 	from := st.Conn().RemotePeer()
 	_ = st.SetDeadline(time.Now().Add(s.cfg.timeout))
 	// A request carries no neighbours: any entry is refused and counted.
-	req, err := ReadMessage(st, s.cfg.model.Dimensions, 0)
+	req, err := readMessage(st, s.cfg.model.Dimensions, 0)
 	if err != nil {
 		s.drop(reasonOf(err), from, err)
 		_ = st.Reset()
@@ -312,16 +314,16 @@ func (s *Service) handle(st network.Stream) {
 }
 
 // reply is our answer to req from the peer from: our coordinate and up to
-// req.Want neighbours (ShareFor), each with its coordinate and up to
+// req.Want neighbours (shareFor), each with its coordinate and up to
 // MaxNeighborAddrs addresses, in a frame within MaxMessageSize.
 func (s *Service) reply(from peer.ID, req Frame) *pb.Message {
 	f := Frame{Coord: s.client.GetCoordinate()}
 	if k := min(req.Want, MaxNeighbors); k > 0 {
 		s.mu.Lock()
-		for _, sh := range ShareFor(s.near, s.h.ID(), from, req.Coord, s.peers, k) {
+		for _, sh := range shareFor(s.near, s.h.ID(), from, req.Coord, s.peers, k) {
 			id := peer.ID(sh.ID)
 			if c, ok := s.peers[id]; ok {
-				f.Neighbors = append(f.Neighbors, Neighbor{ID: id, RTT: sh.RTT, Coord: c})
+				f.Neighbors = append(f.Neighbors, neighbor{ID: id, RTT: sh.RTT, Coord: c})
 			}
 		}
 		s.mu.Unlock()
@@ -338,10 +340,10 @@ func shareAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 	var out []ma.Multiaddr
 	for _, public := range []bool{true, false} {
 		for _, a := range addrs {
-			if len(out) >= MaxNeighborAddrs {
+			if len(out) >= maxNeighborAddrs {
 				return out
 			}
-			if manet.IsPublicAddr(a) == public && len(a.Bytes()) <= MaxAddrSize {
+			if manet.IsPublicAddr(a) == public && len(a.Bytes()) <= maxAddrSize {
 				out = append(out, a)
 			}
 		}
@@ -366,10 +368,10 @@ func (s *Service) Sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 
 // Step chooses the next peer as the background sampler does (Next of the
 // neighbour set, over the peer source's candidates) and samples it.
-func (s *Service) Step(ctx context.Context) (peer.ID, Kind, time.Duration, error) {
+func (s *Service) Step(ctx context.Context) (peer.ID, kind, time.Duration, error) {
 	p, kind, ok := s.pick()
 	if !ok {
-		return "", KindNone, 0, errors.New("vivaldi: no peer to sample")
+		return "", kindNone, 0, errors.New("vivaldi: no peer to sample")
 	}
 	rtt, err := s.Sample(ctx, p)
 	return p, kind, rtt, err
@@ -408,7 +410,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 		cands = append(cands, Candidate{ID: string(n.ID), Coord: n.Coord, RTT: n.RTT})
 	}
 	if dups > 0 {
-		s.drops.Add(DropNeighborDup, uint64(dups))
+		s.drops.Add(dropNeighborDup, uint64(dups))
 	}
 	me := s.client.GetCoordinate()
 	s.mu.Lock()
@@ -451,7 +453,7 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame
 		_ = st.Reset()
 		return 0, Frame{}, fmt.Errorf("vivaldi: send to %s: %w", p, err)
 	}
-	f, err := ReadMessage(st, s.cfg.model.Dimensions, s.cfg.near.Share)
+	f, err := readMessage(st, s.cfg.model.Dimensions, s.cfg.near.Share)
 	rtt := time.Since(start)
 	if s.cfg.timeScale != 1 {
 		rtt = time.Duration(float64(rtt) / s.cfg.timeScale)
@@ -553,13 +555,13 @@ func (s *Service) candidates() []string {
 // pick chooses the next peer (Neighbors.Next): alternately a near sample —
 // a candidate worth measuring or the near neighbour sampled least recently
 // — and a uniformly random candidate.
-func (s *Service) pick() (peer.ID, Kind, bool) {
+func (s *Service) pick() (peer.ID, kind, bool) {
 	cands := s.candidates()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id, kind := s.near.Next(cands)
-	if kind == KindNone || peer.ID(id) == s.h.ID() {
-		return "", KindNone, false
+	if kind == kindNone || peer.ID(id) == s.h.ID() {
+		return "", kindNone, false
 	}
 	s.picked[kind]++
 	return peer.ID(id), kind, true

@@ -73,8 +73,8 @@ func TestNewService_Options(t *testing.T) {
 		"WithInterval":       WithInterval(-time.Second),
 		"WithTimeout":        WithTimeout(0),
 		"WithPeerSource":     WithPeerSource(nil),
-		"WithNearFraction":   WithNearFraction(math.NaN()),
-		"WithNearCount":      WithNearCount(0),
+		"WithNearFraction":   withNearFraction(math.NaN()),
+		"WithNearCount":      withNearCount(0),
 		"WithConfig":         WithConfig(badCfg),
 		"WithNearConfig":     WithNearConfig(NearConfig{}),
 		"WithMaxInFlight":    WithMaxInFlight(0),
@@ -118,7 +118,7 @@ func TestService_DropsBadRequests(t *testing.T) {
 	cfg.Dimensions = 3
 	a := newService(t, hs[0], WithConfig(cfg), WithInterval(0), WithSeed(1))
 	bad := badFrames()
-	bad[DropDecode+"/truncated"] = append(uvarint(10), 1, 2)
+	bad[dropDecode+"/truncated"] = append(uvarint(10), 1, 2)
 	for name, b := range bad {
 		if err := rawExchange(t, hs[1], hs[0].ID(), b); err == nil {
 			// A refused request gets no reply: the stream is reset.
@@ -126,8 +126,8 @@ func TestService_DropsBadRequests(t *testing.T) {
 		}
 	}
 	want := map[string]uint64{
-		DropOversize: 1, DropDecode: 2, DropNoCoord: 1,
-		DropNonFinite: 1, DropOutOfRange: 1, DropDimensions: 1,
+		dropOversize: 1, dropDecode: 2, dropNoCoord: 1,
+		dropNonFinite: 1, dropOutOfRange: 1, dropDimensions: 1,
 	}
 	waitFor(t, 5*time.Second, "drops counted", func() bool {
 		d := a.Drops()
@@ -165,17 +165,17 @@ func TestService_DropsBadReply(t *testing.T) {
 	// a is a liar: it answers every request with a NaN coordinate.
 	hs[0].SetStreamHandler(defaultID, func(st network.Stream) {
 		defer st.Close()
-		if _, err := ReadCoord(st, 3); err != nil {
+		if _, err := readCoord(st, 3); err != nil {
 			st.Reset()
 			return
 		}
-		st.Write(badFrames()[DropNonFinite])
+		st.Write(badFrames()[dropNonFinite])
 	})
 	if _, err := b.Sample(context.Background(), hs[0].ID()); err == nil {
 		t.Fatal("NaN reply accepted")
 	}
-	if d := b.Drops()[DropNonFinite]; d != 1 {
-		t.Fatalf("drops[%s] = %d, want 1", DropNonFinite, d)
+	if d := b.Drops()[dropNonFinite]; d != 1 {
+		t.Fatalf("drops[%s] = %d, want 1", dropNonFinite, d)
 	}
 	if c := b.Coordinate(); !c.IsValid() || b.Client().Stats().Updates != 0 {
 		t.Fatalf("bad reply reached the model: %v %+v", c, b.Client().Stats())
@@ -215,7 +215,7 @@ func TestService_GossipsNeighbours(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		probed = kind == KindProbe && p == hs[2].ID()
+		probed = kind == kindProbe && p == hs[2].ID()
 	}
 	if !probed {
 		t.Fatal("a never measured the neighbour b told it of")
@@ -245,7 +245,7 @@ func TestService_RefusesBadNeighbours(t *testing.T) {
 	good := []float64{0.01, 0.02, 0.03}
 	hs[0].SetStreamHandler(defaultID, func(st network.Stream) {
 		defer st.Close()
-		if _, err := ReadCoord(st, 3); err != nil {
+		if _, err := readCoord(st, 3); err != nil {
 			st.Reset()
 			return
 		}
@@ -264,7 +264,7 @@ func TestService_RefusesBadNeighbours(t *testing.T) {
 	// The decoder keeps the first Share (4) entries that pass its checks:
 	// 7, the asker, the replier and 8 (the repeat of 7 refused); 9 is
 	// excess; the service then refuses the asker and the replier.
-	if d[DropNeighborDup] != 3 || d[DropNeighborExcess] != 1 {
+	if d[dropNeighborDup] != 3 || d[dropNeighborExcess] != 1 {
 		t.Fatalf("drops %v", d)
 	}
 	if st := b.Stats(); st.Samples != 1 || st.Model.Updates != 1 || st.Near.Candidates != 2 {
@@ -290,7 +290,7 @@ func TestService_CountsEachBadNeighbour(t *testing.T) {
 	}
 	hs[0].SetStreamHandler(defaultID, func(st network.Stream) {
 		defer st.Close()
-		if _, err := ReadCoord(st, 3); err != nil {
+		if _, err := readCoord(st, 3); err != nil {
 			st.Reset()
 			return
 		}
@@ -336,13 +336,13 @@ func TestService_OldPeers(t *testing.T) {
 		if _, err := st.Write(req); err != nil {
 			t.Fatal(err)
 		}
-		f, err := ReadMessage(st, 3, MaxNeighbors)
+		f, err := readMessage(st, 3, MaxNeighbors)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return f
 	}
-	old := EncodeCoord(Coord{Vec: []float64{0.01, 0, 0}, Height: 0.001, Error: 1})
+	old := encodeCoord(Coord{Vec: []float64{0.01, 0, 0}, Height: 0.001, Error: 1})
 	if f := exchange(old); len(f.Neighbors) != 0 {
 		t.Fatalf("an old request got %d neighbours", len(f.Neighbors))
 	}
@@ -353,7 +353,7 @@ func TestService_OldPeers(t *testing.T) {
 		// a's only near neighbour is the asker itself, never shared.
 		t.Fatalf("got %d neighbours: a shared the asker", len(f.Neighbors))
 	}
-	if d := a.Drops(); d[DropNeighborExcess] != 1 {
+	if d := a.Drops(); d[dropNeighborExcess] != 1 {
 		t.Fatalf("drops %v, want the request's neighbour counted", d)
 	}
 }
@@ -566,11 +566,11 @@ func TestService_OversizePiggyback(t *testing.T) {
 	if err := pbio.NewDelimitedWriter(st).WriteMsg(m); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadCoord(st, DefaultConfig().Dimensions); err != nil {
+	if _, err := readCoord(st, DefaultConfig().Dimensions); err != nil {
 		t.Fatalf("b did not answer a frame with an oversize piggyback: %v", err)
 	}
 	st.Close()
-	waitFor(t, 5*time.Second, "b to count the oversize piggyback", func() bool { return b.Drops()[DropPiggyback] == 1 })
+	waitFor(t, 5*time.Second, "b to count the oversize piggyback", func() bool { return b.Drops()[dropPiggyback] == 1 })
 	if req, _ := rb.got(hs[0].ID()); req != nil {
 		t.Fatalf("b's Reply saw %d bytes of an oversize piggyback", len(req))
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
-// MaxMessageSize caps every frame we read and write (bytes). A coordinate of
+// maxMessageSize caps every frame we read and write (bytes). A coordinate of
 // MaxDimensions doubles is under 300 bytes; a reply with four neighbours of
 // eight dimensions about 800 (a replier leaves out neighbours that would
 // not fit). Anything larger is not ours.
-const MaxMessageSize = 1024
+const maxMessageSize = 1024
 
 // MaxPiggyback caps the piggyback of one frame (Frame.Piggyback): another
 // protocol's data riding on the exchange. A frame may be MaxMessageSize
@@ -28,38 +28,38 @@ const MaxPiggyback = 8 << 10
 
 // maxFrameSize is what a reader accepts: the coordinate part and a full
 // piggyback.
-const maxFrameSize = MaxMessageSize + MaxPiggyback + 8
+const maxFrameSize = maxMessageSize + MaxPiggyback + 8
 
 // Bounds on one neighbour entry of a reply.
 const (
-	MaxPeerIDSize    = 64 // bytes of a peer ID (an Ed25519 one has 38)
-	MaxNeighborAddrs = 2  // multiaddrs per neighbour
-	MaxAddrSize      = 64 // bytes of one binary multiaddr
+	maxPeerIDSize    = 64 // bytes of a peer ID (an Ed25519 one has 38)
+	maxNeighborAddrs = 2  // multiaddrs per neighbour
+	maxAddrSize      = 64 // bytes of one binary multiaddr
 )
 
 // Drop reasons: why a frame was refused. Service.Drops counts them.
 const (
-	DropOversize   = "oversize"      // length prefix beyond MaxMessageSize
-	DropDecode     = "decode"        // truncated frame or bad protobuf
-	DropNoCoord    = "missing_coord" // a Message without a coordinate
-	DropNonFinite  = "non_finite"    // NaN or Inf in the coordinate
-	DropOutOfRange = "out_of_range"  // component, height or error out of range
-	DropDimensions = "dimensions"    // not our number of dimensions
-	DropStream     = "stream"        // the stream failed (reset, timeout, EOF)
+	dropOversize   = "oversize"      // length prefix beyond MaxMessageSize
+	dropDecode     = "decode"        // truncated frame or bad protobuf
+	dropNoCoord    = "missing_coord" // a Message without a coordinate
+	dropNonFinite  = "non_finite"    // NaN or Inf in the coordinate
+	dropOutOfRange = "out_of_range"  // component, height or error out of range
+	dropDimensions = "dimensions"    // not our number of dimensions
+	dropStream     = "stream"        // the stream failed (reset, timeout, EOF)
 )
 
 // Neighbour refusals: one neighbour entry of a frame refused, while the rest
 // of the frame is used. Service.Drops counts them too, one per entry.
 const (
-	DropNeighborID     = "neighbor_id"     // not a peer ID, or over MaxPeerIDSize
-	DropNeighborCoord  = "neighbor_coord"  // missing, invalid, or not our dimensions
-	DropNeighborRTT    = "neighbor_rtt"    // NaN, Inf, negative or over MaxRTT
-	DropNeighborAddr   = "neighbor_addr"   // over MaxNeighborAddrs or MaxAddrSize, or unparsable
-	DropNeighborExcess = "neighbor_excess" // beyond what was asked for (any, in a request)
-	DropNeighborDup    = "neighbor_dup"    // repeated, or naming the caller or the replier
-	// DropPiggyback: a piggyback over MaxPiggyback; the rest of the frame
+	dropNeighborID     = "neighbor_id"     // not a peer ID, or over MaxPeerIDSize
+	dropNeighborCoord  = "neighbor_coord"  // missing, invalid, or not our dimensions
+	dropNeighborRTT    = "neighbor_rtt"    // NaN, Inf, negative or over MaxRTT
+	dropNeighborAddr   = "neighbor_addr"   // over MaxNeighborAddrs or MaxAddrSize, or unparsable
+	dropNeighborExcess = "neighbor_excess" // beyond what was asked for (any, in a request)
+	dropNeighborDup    = "neighbor_dup"    // repeated, or naming the caller or the replier
+	// dropPiggyback: a piggyback over MaxPiggyback; the rest of the frame
 	// is used.
-	DropPiggyback = "piggyback_size"
+	dropPiggyback = "piggyback_size"
 )
 
 // Frame is one decoded Message: a request (Coord, Want) or a reply (Coord,
@@ -69,7 +69,7 @@ type Frame struct {
 	// Want is how many neighbours a request asks for (at most MaxNeighbors).
 	Want int
 	// Neighbors are the reply's neighbour entries that passed the checks.
-	Neighbors []Neighbor
+	Neighbors []neighbor
 	// Refused counts the entries that did not, by reason (nil if none).
 	Refused map[string]int
 	// Piggyback is another protocol's data on the frame (Piggyback), at
@@ -77,49 +77,49 @@ type Frame struct {
 	Piggyback []byte
 }
 
-// Neighbor is one neighbour entry of a reply.
-type Neighbor struct {
+// neighbor is one neighbour entry of a reply.
+type neighbor struct {
 	ID    peer.ID
 	RTT   float64 // the replier's measured RTT to it (s); 0 if unmeasured
 	Coord Coord   // its coordinate as the replier heard it
 	Addrs []ma.Multiaddr
 }
 
-// FrameError is a frame refused for Reason.
-type FrameError struct {
+// frameError is a frame refused for Reason.
+type frameError struct {
 	Reason string
 	Err    error
 }
 
-func (e *FrameError) Error() string { return "vivaldi frame: " + e.Reason + ": " + e.Err.Error() }
-func (e *FrameError) Unwrap() error { return e.Err }
+func (e *frameError) Error() string { return "vivaldi frame: " + e.Reason + ": " + e.Err.Error() }
+func (e *frameError) Unwrap() error { return e.Err }
 
-// ReadCoord reads one frame from r and checks the coordinate in it, for dims
+// readCoord reads one frame from r and checks the coordinate in it, for dims
 // dimensions. The error is a *FrameError naming the reason. Neighbour
 // entries, if any, are ignored.
-func ReadCoord(r io.Reader, dims int) (Coord, error) {
-	f, err := ReadMessage(r, dims, 0)
+func readCoord(r io.Reader, dims int) (Coord, error) {
+	f, err := readMessage(r, dims, 0)
 	return f.Coord, err
 }
 
-// ReadMessage reads one frame from r: its coordinate, for dims dimensions,
+// readMessage reads one frame from r: its coordinate, for dims dimensions,
 // must be valid, or the whole frame is refused with a *FrameError naming
 // the reason. Of its neighbour entries the first maxNeighbors valid ones
 // are kept; every other entry is refused and counted in Frame.Refused.
-func ReadMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
+func readMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
 	var m pb.Message
 	if err := pbio.NewDelimitedReader(r, maxFrameSize).ReadMsg(&m); err != nil {
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
-			return Frame{}, &FrameError{DropOversize, err}
+			return Frame{}, &frameError{dropOversize, err}
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return Frame{}, &FrameError{DropDecode, err}
+			return Frame{}, &frameError{dropDecode, err}
 		default:
 			var ne interface{ Timeout() bool }
 			if errors.As(err, &ne) {
-				return Frame{}, &FrameError{DropStream, err}
+				return Frame{}, &frameError{dropStream, err}
 			}
-			return Frame{}, &FrameError{DropDecode, err}
+			return Frame{}, &frameError{dropDecode, err}
 		}
 	}
 	c, err := fromPB(&m, dims)
@@ -129,19 +129,19 @@ func ReadMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
 	f := Frame{Coord: c, Want: int(min(m.GetWantNeighbors(), MaxNeighbors))}
 	switch b := m.GetPiggyback(); {
 	case len(b) > MaxPiggyback:
-		f.refuse(DropPiggyback)
+		f.refuse(dropPiggyback)
 	case len(b) > 0:
 		f.Piggyback = b
 	}
 	seen := make(map[peer.ID]bool, len(m.GetNeighbors()))
 	for _, e := range m.GetNeighbors() {
 		if len(f.Neighbors) >= maxNeighbors {
-			f.refuse(DropNeighborExcess)
+			f.refuse(dropNeighborExcess)
 			continue
 		}
 		n, reason := neighborFromPB(e, dims)
 		if reason == "" && seen[n.ID] {
-			reason = DropNeighborDup
+			reason = dropNeighborDup
 		}
 		if reason != "" {
 			f.refuse(reason)
@@ -161,53 +161,53 @@ func (f *Frame) refuse(reason string) {
 }
 
 // neighborFromPB checks one entry; the reason is "" if it is good.
-func neighborFromPB(e *pb.Neighbor, dims int) (Neighbor, string) {
+func neighborFromPB(e *pb.Neighbor, dims int) (neighbor, string) {
 	b := e.GetId()
-	if len(b) == 0 || len(b) > MaxPeerIDSize {
-		return Neighbor{}, DropNeighborID
+	if len(b) == 0 || len(b) > maxPeerIDSize {
+		return neighbor{}, dropNeighborID
 	}
 	id, err := peer.IDFromBytes(b)
 	if err != nil {
-		return Neighbor{}, DropNeighborID
+		return neighbor{}, dropNeighborID
 	}
 	rtt := e.GetRtt()
 	if math.IsNaN(rtt) || rtt < 0 || rtt > MaxRTT.Seconds() {
-		return Neighbor{}, DropNeighborRTT
+		return neighbor{}, dropNeighborRTT
 	}
 	if e.GetCoord() == nil {
-		return Neighbor{}, DropNeighborCoord
+		return neighbor{}, dropNeighborCoord
 	}
 	c := Coord{Vec: append([]float64(nil), e.Coord.GetVec()...), Height: e.Coord.GetHeight(), Error: e.Coord.GetError()}
 	if c.Check() != nil || len(c.Vec) != dims {
-		return Neighbor{}, DropNeighborCoord
+		return neighbor{}, dropNeighborCoord
 	}
-	if len(e.GetAddrs()) > MaxNeighborAddrs {
-		return Neighbor{}, DropNeighborAddr
+	if len(e.GetAddrs()) > maxNeighborAddrs {
+		return neighbor{}, dropNeighborAddr
 	}
 	var addrs []ma.Multiaddr
 	for _, ab := range e.GetAddrs() {
-		if len(ab) == 0 || len(ab) > MaxAddrSize {
-			return Neighbor{}, DropNeighborAddr
+		if len(ab) == 0 || len(ab) > maxAddrSize {
+			return neighbor{}, dropNeighborAddr
 		}
 		a, err := ma.NewMultiaddrBytes(ab)
 		if err != nil {
-			return Neighbor{}, DropNeighborAddr
+			return neighbor{}, dropNeighborAddr
 		}
 		addrs = append(addrs, a)
 	}
-	return Neighbor{ID: id, RTT: rtt, Coord: c, Addrs: addrs}, ""
+	return neighbor{ID: id, RTT: rtt, Coord: c, Addrs: addrs}, ""
 }
 
-// DecodeMessage is ReadMessage on a byte slice holding one frame.
-func DecodeMessage(b []byte, dims, maxNeighbors int) (Frame, error) {
-	return ReadMessage(bytes.NewReader(b), dims, maxNeighbors)
+// decodeMessage is ReadMessage on a byte slice holding one frame.
+func decodeMessage(b []byte, dims, maxNeighbors int) (Frame, error) {
+	return readMessage(bytes.NewReader(b), dims, maxNeighbors)
 }
 
-// EncodeMessage is f as one length-prefixed frame (Refused is not sent).
+// encodeMessage is f as one length-prefixed frame (Refused is not sent).
 // Neighbours at the end that would take the frame over MaxMessageSize are
 // left out, and so are addresses over the bounds, so that every frame we
 // send is one we accept.
-func EncodeMessage(f Frame) []byte {
+func encodeMessage(f Frame) []byte {
 	var buf bytes.Buffer
 	_ = pbio.NewDelimitedWriter(&buf).WriteMsg(messageToPB(f))
 	return buf.Bytes()
@@ -227,16 +227,16 @@ func messageToPB(f Frame) *pb.Message {
 			Coord: &pb.Coordinate{Vec: n.Coord.Vec, Height: n.Coord.Height, Error: n.Coord.Error},
 		}
 		for _, a := range n.Addrs {
-			if len(e.Addrs) >= MaxNeighborAddrs {
+			if len(e.Addrs) >= maxNeighborAddrs {
 				break
 			}
-			if b := a.Bytes(); len(b) <= MaxAddrSize {
+			if b := a.Bytes(); len(b) <= maxAddrSize {
 				e.Addrs = append(e.Addrs, b)
 			}
 		}
 		m.Neighbors = append(m.Neighbors, e)
 	}
-	for len(m.Neighbors) > 0 && frameSize(m) > MaxMessageSize {
+	for len(m.Neighbors) > 0 && frameSize(m) > maxMessageSize {
 		m.Neighbors = m.Neighbors[:len(m.Neighbors)-1]
 	}
 	if len(f.Piggyback) <= MaxPiggyback {
@@ -256,13 +256,13 @@ func (f Frame) String() string {
 	return fmt.Sprintf("frame{coord %v, want %d, %d neighbours, %d piggyback bytes, refused %v}", f.Coord, f.Want, len(f.Neighbors), len(f.Piggyback), f.Refused)
 }
 
-// DecodeCoord is ReadCoord on a byte slice holding one frame.
-func DecodeCoord(b []byte, dims int) (Coord, error) {
-	return ReadCoord(bytes.NewReader(b), dims)
+// decodeCoord is readCoord on a byte slice holding one frame.
+func decodeCoord(b []byte, dims int) (Coord, error) {
+	return readCoord(bytes.NewReader(b), dims)
 }
 
-// EncodeCoord is c as one length-prefixed frame.
-func EncodeCoord(c Coord) []byte {
+// encodeCoord is c as one length-prefixed frame.
+func encodeCoord(c Coord) []byte {
 	var buf bytes.Buffer
 	_ = pbio.NewDelimitedWriter(&buf).WriteMsg(toPB(c))
 	return buf.Bytes()
@@ -270,7 +270,7 @@ func EncodeCoord(c Coord) []byte {
 
 func fromPB(m *pb.Message, dims int) (Coord, error) {
 	if m.GetCoord() == nil {
-		return Coord{}, &FrameError{DropNoCoord, errors.New("no coordinate")}
+		return Coord{}, &frameError{dropNoCoord, errors.New("no coordinate")}
 	}
 	c := Coord{
 		Vec:    append([]float64(nil), m.Coord.GetVec()...),
@@ -280,15 +280,15 @@ func fromPB(m *pb.Message, dims int) (Coord, error) {
 	if err := c.Check(); err != nil {
 		switch err {
 		case ErrNonFinite:
-			return Coord{}, &FrameError{DropNonFinite, err}
+			return Coord{}, &frameError{dropNonFinite, err}
 		case ErrDimensions:
-			return Coord{}, &FrameError{DropDimensions, err}
+			return Coord{}, &frameError{dropDimensions, err}
 		default:
-			return Coord{}, &FrameError{DropOutOfRange, err}
+			return Coord{}, &frameError{dropOutOfRange, err}
 		}
 	}
 	if len(c.Vec) != dims {
-		return Coord{}, &FrameError{DropDimensions, ErrDimensions}
+		return Coord{}, &frameError{dropDimensions, ErrDimensions}
 	}
 	return c, nil
 }

@@ -38,32 +38,32 @@ func pbCoord(vec []float64, h, e float64) *pb.Message {
 // badFrames are frames the decoder must refuse for dims = 3, by reason.
 func badFrames() map[string][]byte {
 	return map[string][]byte{
-		DropOversize:   append(uvarint(maxFrameSize+1), make([]byte, 16)...),
-		DropDecode:     append(uvarint(5), 0xff, 0xff, 0xff, 0xff, 0xff),
-		DropNoCoord:    frame(&pb.Message{}),
-		DropNonFinite:  frame(pbCoord([]float64{0, math.NaN(), 0}, 0, 1)),
-		DropOutOfRange: frame(pbCoord([]float64{0, 0, 0}, -1, 1)),
-		DropDimensions: frame(pbCoord([]float64{0, 0}, 0, 1)),
+		dropOversize:   append(uvarint(maxFrameSize+1), make([]byte, 16)...),
+		dropDecode:     append(uvarint(5), 0xff, 0xff, 0xff, 0xff, 0xff),
+		dropNoCoord:    frame(&pb.Message{}),
+		dropNonFinite:  frame(pbCoord([]float64{0, math.NaN(), 0}, 0, 1)),
+		dropOutOfRange: frame(pbCoord([]float64{0, 0, 0}, -1, 1)),
+		dropDimensions: frame(pbCoord([]float64{0, 0}, 0, 1)),
 	}
 }
 
 func TestDecodeCoord_Refuses(t *testing.T) {
 	for reason, b := range badFrames() {
-		_, err := DecodeCoord(b, 3)
-		var fe *FrameError
+		_, err := decodeCoord(b, 3)
+		var fe *frameError
 		if !errors.As(err, &fe) || fe.Reason != reason {
 			t.Errorf("%s: err = %v, want FrameError %q", reason, err, reason)
 		}
 	}
 	// Truncated: the prefix promises more than arrives.
-	if _, err := DecodeCoord(append(uvarint(10), 1, 2), 3); err == nil {
+	if _, err := decodeCoord(append(uvarint(10), 1, 2), 3); err == nil {
 		t.Error("truncated frame accepted")
 	}
 }
 
 func TestDecodeCoord_RoundTrip(t *testing.T) {
 	c := Coord{Vec: []float64{0.01, -0.02, 0.03}, Height: 0.004, Error: 0.3}
-	got, err := DecodeCoord(EncodeCoord(c), 3)
+	got, err := decodeCoord(encodeCoord(c), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,8 @@ func TestDecodeCoord_RoundTrip(t *testing.T) {
 // entries, at most maxNeighbors valid ones, with every other entry counted;
 // whatever it accepts survives a round trip unchanged.
 func FuzzDecodeCoord(f *testing.F) {
-	f.Add(EncodeCoord(Coord{Vec: []float64{0.01, 0.02, 0.03}, Height: 0.001, Error: 0.5}))
-	f.Add(EncodeCoord(Coord{Vec: []float64{0, 0, 0}}))
+	f.Add(encodeCoord(Coord{Vec: []float64{0.01, 0.02, 0.03}, Height: 0.001, Error: 0.5}))
+	f.Add(encodeCoord(Coord{Vec: []float64{0, 0, 0}}))
 	for _, b := range badFrames() {
 		f.Add(b)
 	}
@@ -99,13 +99,13 @@ func FuzzDecodeCoord(f *testing.F) {
 	}
 	const maxN = 2
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := DecodeCoord(b, 3)
-		fr, ferr := DecodeMessage(b, 3, maxN)
+		c, err := decodeCoord(b, 3)
+		fr, ferr := decodeMessage(b, 3, maxN)
 		if (err == nil) != (ferr == nil) {
 			t.Fatalf("DecodeCoord %v but DecodeMessage %v", err, ferr)
 		}
 		if err != nil {
-			var fe *FrameError
+			var fe *frameError
 			if !errors.As(err, &fe) || !errors.As(ferr, &fe) {
 				t.Fatalf("error %v / %v is not a FrameError", err, ferr)
 			}
@@ -115,7 +115,7 @@ func FuzzDecodeCoord(f *testing.F) {
 			t.Fatalf("accepted invalid coordinate %v", c)
 		}
 		// An accepted coordinate survives a round trip unchanged.
-		again, err := DecodeCoord(EncodeCoord(c), 3)
+		again, err := decodeCoord(encodeCoord(c), 3)
 		if err != nil || again.Height != c.Height || again.Error != c.Error || again.DistanceTo(c) != 2*c.Height {
 			t.Fatalf("round trip of %v gave %v, %v", c, again, err)
 		}
@@ -126,8 +126,8 @@ func FuzzDecodeCoord(f *testing.F) {
 		}
 		seen := map[peer.ID]bool{}
 		for _, n := range fr.Neighbors {
-			if seen[n.ID] || n.ID.Validate() != nil || len(n.ID) > MaxPeerIDSize || !n.Coord.IsValid() || len(n.Coord.Vec) != 3 ||
-				!(n.RTT >= 0 && n.RTT <= MaxRTT.Seconds()) || len(n.Addrs) > MaxNeighborAddrs {
+			if seen[n.ID] || n.ID.Validate() != nil || len(n.ID) > maxPeerIDSize || !n.Coord.IsValid() || len(n.Coord.Vec) != 3 ||
+				!(n.RTT >= 0 && n.RTT <= MaxRTT.Seconds()) || len(n.Addrs) > maxNeighborAddrs {
 				t.Fatalf("accepted bad neighbour %+v", n)
 			}
 			seen[n.ID] = true
@@ -137,7 +137,7 @@ func FuzzDecodeCoord(f *testing.F) {
 				t.Fatalf("refused %v", fr.Refused)
 			}
 		}
-		back, err := DecodeMessage(EncodeMessage(fr), 3, maxN)
+		back, err := decodeMessage(encodeMessage(fr), 3, maxN)
 		if err != nil || back.Want != fr.Want || len(back.Neighbors) != len(fr.Neighbors) || back.Refused != nil {
 			t.Fatalf("round trip of %v gave %v, %v", fr, back, err)
 		}
@@ -178,20 +178,20 @@ func badNeighbors(t testing.TB) map[string]*pb.Neighbor {
 	good := []float64{0.01, 0.02, 0.03}
 	addr := ma.StringCast("/ip4/1.2.3.4/udp/4001/quic-v1").Bytes()
 	return map[string]*pb.Neighbor{
-		DropNeighborID + "/empty":       pbNeighbor("", 0.01, good),
-		DropNeighborID + "/garbage":     {Id: []byte{0xff, 0xff, 0x01}, Coord: &pb.Coordinate{Vec: good}},
-		DropNeighborID + "/long":        {Id: make([]byte, MaxPeerIDSize+1), Coord: &pb.Coordinate{Vec: good}},
-		DropNeighborCoord + "/missing":  pbNeighbor(id, 0.01, nil),
-		DropNeighborCoord + "/nan":      pbNeighbor(id, 0.01, []float64{0, math.NaN(), 0}),
-		DropNeighborCoord + "/dims":     pbNeighbor(id, 0.01, []float64{0, 0}),
-		DropNeighborRTT + "/nan":        pbNeighbor(id, math.NaN(), good),
-		DropNeighborRTT + "/negative":   pbNeighbor(id, -0.001, good),
-		DropNeighborRTT + "/too long":   pbNeighbor(id, 11, good),
-		DropNeighborAddr + "/too many":  pbNeighbor(id, 0.01, good, addr, addr, addr),
-		DropNeighborAddr + "/garbage":   pbNeighbor(id, 0.01, good, []byte{0xff, 0xff, 0xff}),
-		DropNeighborAddr + "/too long":  pbNeighbor(id, 0.01, good, make([]byte, MaxAddrSize+1)),
-		DropNeighborAddr + "/empty":     pbNeighbor(id, 0.01, good, []byte{}),
-		DropNeighborCoord + "/infinite": pbNeighbor(id, 0.01, []float64{0, math.Inf(1), 0}),
+		dropNeighborID + "/empty":       pbNeighbor("", 0.01, good),
+		dropNeighborID + "/garbage":     {Id: []byte{0xff, 0xff, 0x01}, Coord: &pb.Coordinate{Vec: good}},
+		dropNeighborID + "/long":        {Id: make([]byte, maxPeerIDSize+1), Coord: &pb.Coordinate{Vec: good}},
+		dropNeighborCoord + "/missing":  pbNeighbor(id, 0.01, nil),
+		dropNeighborCoord + "/nan":      pbNeighbor(id, 0.01, []float64{0, math.NaN(), 0}),
+		dropNeighborCoord + "/dims":     pbNeighbor(id, 0.01, []float64{0, 0}),
+		dropNeighborRTT + "/nan":        pbNeighbor(id, math.NaN(), good),
+		dropNeighborRTT + "/negative":   pbNeighbor(id, -0.001, good),
+		dropNeighborRTT + "/too long":   pbNeighbor(id, 11, good),
+		dropNeighborAddr + "/too many":  pbNeighbor(id, 0.01, good, addr, addr, addr),
+		dropNeighborAddr + "/garbage":   pbNeighbor(id, 0.01, good, []byte{0xff, 0xff, 0xff}),
+		dropNeighborAddr + "/too long":  pbNeighbor(id, 0.01, good, make([]byte, maxAddrSize+1)),
+		dropNeighborAddr + "/empty":     pbNeighbor(id, 0.01, good, []byte{}),
+		dropNeighborCoord + "/infinite": pbNeighbor(id, 0.01, []float64{0, math.Inf(1), 0}),
 	}
 }
 
@@ -202,7 +202,7 @@ func TestDecodeMessage_Neighbors(t *testing.T) {
 		reason, _, _ := strings.Cut(name, "/")
 		m := pbCoord(good, 0, 1)
 		m.Neighbors = []*pb.Neighbor{pbNeighbor(testID(t, 1), 0.002, good, addr.Bytes()), e}
-		f, err := DecodeMessage(frame(m), 3, 4)
+		f, err := decodeMessage(frame(m), 3, 4)
 		if err != nil {
 			t.Fatalf("%s: one bad entry refused the frame: %v", name, err)
 		}
@@ -216,24 +216,24 @@ func TestDecodeMessage_Neighbors(t *testing.T) {
 		m.Neighbors = append(m.Neighbors, pbNeighbor(testID(t, i), 0.001*float64(i), good))
 	}
 	m.Neighbors = append(m.Neighbors[:2], append([]*pb.Neighbor{pbNeighbor(testID(t, 0), 0, good)}, m.Neighbors[2:]...)...)
-	f, err := DecodeMessage(frame(m), 3, 3)
+	f, err := decodeMessage(frame(m), 3, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Neighbors) != 3 || f.Refused[DropNeighborDup] != 1 || f.Refused[DropNeighborExcess] != 2 {
+	if len(f.Neighbors) != 3 || f.Refused[dropNeighborDup] != 1 || f.Refused[dropNeighborExcess] != 2 {
 		t.Fatalf("kept %d, refused %v; want 3 kept, 1 dup, 2 excess", len(f.Neighbors), f.Refused)
 	}
 	// A request asks for at most MaxNeighbors.
 	m = pbCoord(good, 0, 1)
 	m.WantNeighbors = 1 << 30
-	if f, err := DecodeMessage(frame(m), 3, 0); err != nil || f.Want != MaxNeighbors {
+	if f, err := decodeMessage(frame(m), 3, 0); err != nil || f.Want != MaxNeighbors {
 		t.Fatalf("want %d, %v", f.Want, err)
 	}
 	// A bad coordinate still refuses the whole frame, neighbours or not.
 	m = pbCoord([]float64{0, math.NaN(), 0}, 0, 1)
 	m.Neighbors = []*pb.Neighbor{pbNeighbor(testID(t, 1), 0.002, good)}
-	var fe *FrameError
-	if _, err := DecodeMessage(frame(m), 3, 4); !errors.As(err, &fe) || fe.Reason != DropNonFinite {
+	var fe *frameError
+	if _, err := decodeMessage(frame(m), 3, 4); !errors.As(err, &fe) || fe.Reason != dropNonFinite {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -242,13 +242,13 @@ func TestEncodeMessage_RoundTrip(t *testing.T) {
 	addr := ma.StringCast("/ip4/1.2.3.4/udp/4001/quic-v1")
 	in := Frame{Coord: Coord{Vec: []float64{0.01, 0.02, 0.03}, Height: 0.001, Error: 0.4}, Want: 3}
 	for i := 0; i < 3; i++ {
-		in.Neighbors = append(in.Neighbors, Neighbor{
+		in.Neighbors = append(in.Neighbors, neighbor{
 			ID: testID(t, i), RTT: 0.001 * float64(i+1),
 			Coord: Coord{Vec: []float64{float64(i), 0, 0}, Height: 0.002, Error: 0.3},
 			Addrs: []ma.Multiaddr{addr},
 		})
 	}
-	out, err := DecodeMessage(EncodeMessage(in), 3, MaxNeighbors)
+	out, err := decodeMessage(encodeMessage(in), 3, MaxNeighbors)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,17 +266,17 @@ func TestEncodeMessage_RoundTrip(t *testing.T) {
 // A reply never exceeds MaxMessageSize: neighbours that would not fit are
 // left out (here, 8 neighbours of 32 dimensions).
 func TestEncodeMessage_FitsMaxMessageSize(t *testing.T) {
-	vec := make([]float64, MaxDimensions)
+	vec := make([]float64, maxDimensions)
 	for i := range vec {
 		vec[i] = 0.001 * float64(i+1)
 	}
 	addr := ma.StringCast("/ip6/2001:db8::1/udp/4001/quic-v1")
 	in := Frame{Coord: Coord{Vec: vec, Height: 0.001, Error: 0.4}}
 	for i := 0; i < MaxNeighbors; i++ {
-		in.Neighbors = append(in.Neighbors, Neighbor{ID: testID(t, i), RTT: 0.01, Coord: in.Coord, Addrs: []ma.Multiaddr{addr, addr, addr}})
+		in.Neighbors = append(in.Neighbors, neighbor{ID: testID(t, i), RTT: 0.01, Coord: in.Coord, Addrs: []ma.Multiaddr{addr, addr, addr}})
 	}
-	b := EncodeMessage(in)
-	out, err := DecodeMessage(b, MaxDimensions, MaxNeighbors)
+	b := encodeMessage(in)
+	out, err := decodeMessage(b, maxDimensions, MaxNeighbors)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,18 +284,18 @@ func TestEncodeMessage_FitsMaxMessageSize(t *testing.T) {
 		t.Fatalf("%d bytes, %d neighbours, refused %v: want some but not all", len(b), len(out.Neighbors), out.Refused)
 	}
 	for _, n := range out.Neighbors {
-		if len(n.Addrs) != MaxNeighborAddrs {
-			t.Fatalf("%d addresses sent, want %d", len(n.Addrs), MaxNeighborAddrs)
+		if len(n.Addrs) != maxNeighborAddrs {
+			t.Fatalf("%d addresses sent, want %d", len(n.Addrs), maxNeighborAddrs)
 		}
 	}
 	// Four neighbours of the default 8 dimensions, each with two addresses,
 	// fit (what a Service sends by default).
 	in = Frame{Coord: NewCoord(8, 0.001, 0.4)}
 	for i := 0; i < DefaultNearConfig().Share; i++ {
-		in.Neighbors = append(in.Neighbors, Neighbor{ID: testID(t, i), RTT: 0.01, Coord: NewCoord(8, 0.001, 0.4), Addrs: []ma.Multiaddr{addr, addr}})
+		in.Neighbors = append(in.Neighbors, neighbor{ID: testID(t, i), RTT: 0.01, Coord: NewCoord(8, 0.001, 0.4), Addrs: []ma.Multiaddr{addr, addr}})
 	}
-	b = EncodeMessage(in)
-	if out, err := DecodeMessage(b, 8, MaxNeighbors); err != nil || len(out.Neighbors) != len(in.Neighbors) {
+	b = encodeMessage(in)
+	if out, err := decodeMessage(b, 8, MaxNeighbors); err != nil || len(out.Neighbors) != len(in.Neighbors) {
 		t.Fatalf("default reply of %d bytes: %d neighbours, %v", len(b), len(out.Neighbors), err)
 	}
 	t.Logf("a default reply with %d neighbours: %d bytes", len(in.Neighbors), len(b))
@@ -303,21 +303,21 @@ func TestEncodeMessage_FitsMaxMessageSize(t *testing.T) {
 
 // Peers that predate neighbour gossip: their request (no want_neighbors)
 // decodes as asking for none, and the reply to it is byte for byte the one
-// they always got; ReadCoord, as they read, takes a new reply's coordinate.
+// they always got; readCoord, as they read, takes a new reply's coordinate.
 func TestWire_BackwardCompatible(t *testing.T) {
 	c := Coord{Vec: []float64{0.01, -0.02, 0.03}, Height: 0.004, Error: 0.3}
-	old := EncodeCoord(c)
-	f, err := DecodeMessage(old, 3, MaxNeighbors)
+	old := encodeCoord(c)
+	f, err := decodeMessage(old, 3, MaxNeighbors)
 	if err != nil || f.Want != 0 || len(f.Neighbors) != 0 {
 		t.Fatalf("old request: %v, %v", f, err)
 	}
-	if !bytes.Equal(EncodeMessage(Frame{Coord: c}), old) {
+	if !bytes.Equal(encodeMessage(Frame{Coord: c}), old) {
 		t.Fatal("a reply without neighbours differs from the old format")
 	}
 	m := pbCoord(c.Vec, c.Height, c.Error)
 	m.Neighbors = []*pb.Neighbor{pbNeighbor(testID(t, 1), 0.002, c.Vec)}
-	got, err := DecodeCoord(frame(m), 3)
+	got, err := decodeCoord(frame(m), 3)
 	if err != nil || got.Height != c.Height {
-		t.Fatalf("ReadCoord of a reply with neighbours: %v, %v", got, err)
+		t.Fatalf("readCoord of a reply with neighbours: %v, %v", got, err)
 	}
 }

@@ -93,7 +93,7 @@ func waitLogged(t *testing.T, ctx context.Context, r *RepelRun, since time.Time,
 			t.Logf("%.0f s: %d missing, %d duplicated, %d unsettled, %d unsurveyed, %d superpeers, %d wrong, %d unserved; %d minted, %d moves, %d fenced, %d move timeouts, %d surveys (%d moved); %d announced, %d heard, %d publish drops",
 				time.Since(since).Seconds(), st.Missing, st.Duplicated, st.Unsettled, st.Unsurveyed, len(st.Superpeers), st.Wrong, st.Unserved,
 				stats["minted"], stats["accepted"], stats["fenced"], stats["move-timed-out"], stats[repel.EventSurvey.String()], stats[repel.EventSurveyMoved.String()],
-				stats[repel.StatAnnounceSent], stats[repel.StatAnnounceRecv], stats[repel.StatPublishDrop])
+				stats["announce_sent"], stats["announce_received"], stats["publish_queue_full"])
 		}
 		return cond(st)
 	})
