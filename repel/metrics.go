@@ -35,9 +35,9 @@ func (s *Selector) report(emit counters.Emit) {
 	emit(1, "", v)
 	emit(2, "", float64(known))
 	emit(3, "", float64(stats[statLookups]))
-	emit(4, "announce", float64(stats[StatAnnounceBytes]))
-	emit(4, "move", float64(stats[StatMoveBytes]))
-	emit(4, "survey", float64(stats[StatSurveyBytes]))
-	emit(4, "gossip", float64(stats[StatGossipBytes]))
+	emit(4, "announce", float64(stats[statAnnounceBytes]))
+	emit(4, "move", float64(stats[statMoveBytes]))
+	emit(4, "survey", float64(stats[statSurveyBytes]))
+	emit(4, "gossip", float64(stats[statGossipBytes]))
 	counters.EmitAll(emit, 5, s.drops.Snapshot(), dropReasons...)
 }

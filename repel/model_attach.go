@@ -119,9 +119,9 @@ func (c *Chooser) Observed(now time.Time, id string, rtt time.Duration) {
 	c.measured[id] = measurement{rtt: rtt.Seconds(), at: now}
 }
 
-// Due reports whether holder id's measurement is missing or ProbeEvery
+// due reports whether holder id's measurement is missing or ProbeEvery
 // old: an attached client refreshes its holder's RTT at that pace.
-func (c *Chooser) Due(now time.Time, id string) bool {
+func (c *Chooser) due(now time.Time, id string) bool {
 	m, ok := c.measured[id]
 	return !ok || now.Sub(m.at) >= c.cfg.ProbeEvery
 }
@@ -197,9 +197,9 @@ func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 	return ""
 }
 
-// Order is the holders to ask, in order: the current one first while it is
+// order is the holders to ask, in order: the current one first while it is
 // live and within Switch of the first of the ranking, then the ranking.
-func (c *Chooser) Order(now time.Time, cur string, cands []Candidate) []string {
+func (c *Chooser) order(now time.Time, cur string, cands []Candidate) []string {
 	rs := c.Ranked(now, cur, cands)
 	out := make([]string, len(rs))
 	for i, r := range rs {

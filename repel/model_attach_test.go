@@ -32,7 +32,7 @@ func TestChooser_MeasuresUntilTheFirstProbeAreMeasured(t *testing.T) {
 	if got := measureAll(ch, t0, "", cands, rtt); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
 		t.Fatalf("measured %v", got)
 	}
-	if got := ch.Order(t0, "", cands); !slices.Equal(got, []string{"d", "e", "a", "b", "c"}) {
+	if got := ch.order(t0, "", cands); !slices.Equal(got, []string{"d", "e", "a", "b", "c"}) {
 		t.Fatalf("order %v", got)
 	}
 	// Attached to d, a renewal measures nothing and keeps d.
@@ -40,7 +40,7 @@ func TestChooser_MeasuresUntilTheFirstProbeAreMeasured(t *testing.T) {
 	if got := measureAll(ch, t1, "d", cands, rtt); len(got) != 0 {
 		t.Fatalf("renewal measured %v", got)
 	}
-	if got := ch.Order(t1, "d", cands); got[0] != "d" {
+	if got := ch.order(t1, "d", cands); got[0] != "d" {
 		t.Fatalf("renewal order %v", got)
 	}
 }
@@ -70,14 +70,14 @@ func TestChooser_KeepsAMeasuredChoice(t *testing.T) {
 	cands := []Candidate{{"a", 0.010}, {"b", 0.012}, {"c", 0.030}}
 	rtt := map[string]float64{"a": 40, "b": 35, "c": 12}
 	measureAll(ch, t0, "", cands, rtt)
-	if got := ch.Order(t0, "", cands)[0]; got != "c" {
+	if got := ch.order(t0, "", cands)[0]; got != "c" {
 		t.Fatalf("chose %s, want c", got)
 	}
 	for k := 1; k <= 100; k++ {
 		now := t0.Add(time.Duration(k) * 10 * time.Second)
 		ch.Observed(now, "c", 12*time.Millisecond) // the exchange after each renewal
 		measureAll(ch, now, "c", cands, rtt)
-		if got := ch.Order(now, "c", cands)[0]; got != "c" {
+		if got := ch.order(now, "c", cands)[0]; got != "c" {
 			t.Fatalf("renewal %d: order starts with %s, want c", k, got)
 		}
 	}
@@ -92,7 +92,7 @@ func TestChooser_SwitchAndRateLimit(t *testing.T) {
 	rtt := map[string]float64{"a": 20, "b": 21, "n": 30}
 	measureAll(ch, t0, "", cands, rtt)
 	// b is within 10% of a: an attached client stays with b.
-	if got := ch.Order(t0, "b", cands); !slices.Equal(got, []string{"b", "a"}) {
+	if got := ch.order(t0, "b", cands); !slices.Equal(got, []string{"b", "a"}) {
 		t.Fatalf("order %v", got)
 	}
 	// A new holder predicted at 5 ms: not measured before ProbeEvery has
@@ -102,7 +102,7 @@ func TestChooser_SwitchAndRateLimit(t *testing.T) {
 	if got := measureAll(ch, t1, "b", cands, rtt); len(got) != 0 {
 		t.Fatalf("measured %v within ProbeEvery", got)
 	}
-	if got := ch.Order(t1, "b", cands); got[0] != "n" {
+	if got := ch.order(t1, "b", cands); got[0] != "n" {
 		t.Fatalf("order %v", got)
 	}
 	// After ProbeEvery it is measured (30 ms) and the client stays with b.
@@ -110,7 +110,7 @@ func TestChooser_SwitchAndRateLimit(t *testing.T) {
 	if got := measureAll(ch, t2, "b", cands, rtt); !slices.Equal(got, []string{"n"}) {
 		t.Fatalf("measured %v", got)
 	}
-	if got := ch.Order(t2, "b", cands); !slices.Equal(got, []string{"b", "a", "n"}) {
+	if got := ch.order(t2, "b", cands); !slices.Equal(got, []string{"b", "a", "n"}) {
 		t.Fatalf("order %v", got)
 	}
 	// A client whose holder is gone measures at once.
@@ -148,15 +148,15 @@ func TestChooser_Due(t *testing.T) {
 	cfg.ProbeEvery = time.Minute
 	ch, _ := NewChooser(cfg)
 	t0 := time.Unix(0, 0)
-	if !ch.Due(t0, "a") {
+	if !ch.due(t0, "a") {
 		t.Fatal("an unmeasured holder is not due")
 	}
 	ch.Observed(t0, "a", 20*time.Millisecond)
-	if ch.Due(t0.Add(59*time.Second), "a") || !ch.Due(t0.Add(time.Minute), "a") {
+	if ch.due(t0.Add(59*time.Second), "a") || !ch.due(t0.Add(time.Minute), "a") {
 		t.Fatal("due before ProbeEvery, or not after it")
 	}
 	ch.Measured(t0.Add(time.Minute), "a", 0, false)
-	if ch.Due(t0.Add(90*time.Second), "a") {
+	if ch.due(t0.Add(90*time.Second), "a") {
 		t.Fatal("due again right after a failed measurement (it ranks the holder last until ProbeEvery)")
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/superpeer-overlay/superpeer/internal/frame"
 	"github.com/superpeer-overlay/superpeer/repel/pb"
-	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -318,7 +318,7 @@ func decodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) 
 // readMove reads one capped move frame.
 func readMove(s lpnet.Stream) (*pb.MoveFrame, error) {
 	var f pb.MoveFrame
-	if err := superpeer.ReadFrame(s, maxMoveFrame, &f); err != nil {
+	if err := frame.Read(s, maxMoveFrame, &f); err != nil {
 		return nil, err
 	}
 	return &f, nil

@@ -237,22 +237,22 @@ type Selector struct {
 
 // Counter names of Selector.Stats.
 const (
-	StatAnnounceSent  = "announce_sent"
-	StatAnnounceBytes = "announce_bytes"
+	statAnnounceSent  = "announce_sent"
+	statAnnounceBytes = "announce_bytes"
 	statAnnounceRecv  = "announce_received"
-	StatMoveSent      = "move_frames_sent"
-	StatMoveBytes     = "move_bytes"
+	statMoveSent      = "move_frames_sent"
+	statMoveBytes     = "move_bytes"
 	statLookups       = "token_lookups"
 	statPublishDrop   = "publish_queue_full"
 	statMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
-	StatHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
+	statHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
 	statProbesFailed  = "holder_probes_failed"
 	// Piggyback dissemination: piggybacks sent on the Vivaldi exchanges
 	// (both directions) and their bytes, versions received that were
 	// news, signatures checked, and piggybacks the loop was too busy to
 	// take.
-	StatGossipFrames   = "gossip_piggybacks"
-	StatGossipBytes    = "gossip_piggyback_bytes"
+	statGossipFrames   = "gossip_piggybacks"
+	statGossipBytes    = "gossip_piggyback_bytes"
 	statGossipNews     = "gossip_news"
 	statGossipBusy     = "gossip_queue_full"
 	statAnnounceLost   = "announce_streams_lost"
@@ -455,8 +455,11 @@ func (s *Selector) SettledAt() time.Time {
 // "bad-gossip", "bad-signature".
 func (s *Selector) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
-// Stats counts traffic (the Stat constants and more: received, lost and
-// queue-full counts) and the model's events by name (minted,
+// Stats counts traffic — "announce_sent", "announce_bytes",
+// "move_frames_sent", "move_bytes", "survey_frames_sent",
+// "survey_frames_received", "survey_bytes", "holder_probes",
+// "gossip_piggybacks", "gossip_piggyback_bytes" and received, lost and
+// queue-full counts — and the model's events by name (minted,
 // accepted, moved-away, fenced, settled, ...).
 func (s *Selector) Stats() map[string]uint64 { return s.stats.Snapshot() }
 
@@ -906,8 +909,8 @@ func (s *Selector) publish(ctx context.Context) {
 				log.Debugw("repel: publish failed", "err", err)
 				continue
 			}
-			s.stats.Add(StatAnnounceSent, 1)
-			s.stats.Add(StatAnnounceBytes, uint64(len(b)))
+			s.stats.Add(statAnnounceSent, 1)
+			s.stats.Add(statAnnounceBytes, uint64(len(b)))
 		}
 	}
 }
@@ -941,7 +944,7 @@ func (s *Selector) receive(ctx context.Context) {
 func (s *Selector) probeHolder(p peer.ID) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Config.MoveTimeout)
 	defer cancel()
-	s.stats.Add(StatHolderProbes, 1)
+	s.stats.Add(statHolderProbes, 1)
 	rtt, err := s.viv.Sample(ctx, p)
 	if err != nil {
 		s.stats.Add(statProbesFailed, 1)

@@ -102,7 +102,7 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 		// measurement is due (every five renewals): an RTT sample of the
 		// link that matters most. The holder learns where we are from the
 		// request itself (its clients' coordinates drive Attract).
-		if p != cur || ch.Due(now, id) {
+		if p != cur || ch.due(now, id) {
 			if rtt, err := s.viv.Sample(ctx, p); err == nil {
 				ch.Observed(time.Now(), id, rtt)
 			}

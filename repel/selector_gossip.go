@@ -54,8 +54,8 @@ func (s *Selector) takePiggyback(from peer.ID, b []byte, where string) (known []
 // countGossip counts a piggyback sent.
 func (s *Selector) countGossip(b []byte) {
 	if len(b) > 0 {
-		s.stats.Add(StatGossipFrames, 1)
-		s.stats.Add(StatGossipBytes, uint64(len(b)))
+		s.stats.Add(statGossipFrames, 1)
+		s.stats.Add(statGossipBytes, uint64(len(b)))
 	}
 }
 
@@ -154,7 +154,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 // sendAnnounce sends one signed announcement, with its digest, to another
 // holder on a stream of its own, unanswered.
 func (s *Selector) sendAnnounce(to peer.ID, st *pb.SignedToken) {
-	s.sendFrame(to, s.ids.announce, st, statAnnounceLost, StatAnnounceSent, StatAnnounceBytes)
+	s.sendFrame(to, s.ids.announce, st, statAnnounceLost, statAnnounceSent, statAnnounceBytes)
 }
 
 // handleAnnounce reads a holder's direct announcement and hands it to the

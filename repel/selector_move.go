@@ -11,15 +11,15 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/superpeer-overlay/superpeer/internal/frame"
 	"github.com/superpeer-overlay/superpeer/repel/pb"
-	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 // gone reports whether a read failed because the stream failed (ended,
 // reset, closed: a peer that went away or gave up), not because of what it
 // sent.
 func gone(err error) bool {
-	return errors.Is(err, superpeer.ErrStreamFailed) || errors.Is(err, context.Canceled)
+	return errors.Is(err, frame.ErrStreamFailed) || errors.Is(err, context.Canceled)
 }
 
 // streamTimeout bounds one move, survey or announce stream.
@@ -55,7 +55,7 @@ func (s *Selector) sendFrame(p peer.ID, id protocol.ID, f proto.Message, lost, s
 // that does not decode as a decode drop; either way the stream is reset
 // and readIncoming reports false.
 func (s *Selector) readIncoming(st lpnet.Stream, max int, f proto.Message, lost, what string) bool {
-	err := superpeer.ReadFrame(st, max, f)
+	err := frame.Read(st, max, f)
 	if err == nil {
 		return true
 	}
@@ -112,8 +112,8 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 		_ = st.Reset()
 		return
 	}
-	s.stats.Add(StatMoveSent, 1)
-	s.stats.Add(StatMoveBytes, uint64(n))
+	s.stats.Add(statMoveSent, 1)
+	s.stats.Add(statMoveBytes, uint64(n))
 	awaitClose(st)
 }
 
@@ -144,8 +144,8 @@ func (s *Selector) sendMove(m Message) {
 		fail()
 		return
 	}
-	s.stats.Add(StatMoveSent, 1)
-	s.stats.Add(StatMoveBytes, uint64(n))
+	s.stats.Add(statMoveSent, 1)
+	s.stats.Add(statMoveBytes, uint64(n))
 	f, err := readMove(st)
 	if err != nil {
 		if gone(err) || ctx.Err() != nil {

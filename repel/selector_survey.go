@@ -12,9 +12,9 @@ import (
 
 // Survey traffic, as counted in Stats.
 const (
-	StatSurveySent  = "survey_frames_sent"
-	StatSurveyBytes = "survey_bytes"
-	StatSurveyRecv  = "survey_frames_received"
+	statSurveySent  = "survey_frames_sent"
+	statSurveyBytes = "survey_bytes"
+	statSurveyRecv  = "survey_frames_received"
 	statSurveyLost  = "survey_streams_lost" // a stream that failed before its frame
 )
 
@@ -36,7 +36,7 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 		_ = st.Reset()
 		return
 	}
-	s.stats.Add(StatSurveyRecv, 1)
+	s.stats.Add(statSurveyRecv, 1)
 	ctx, cancel := context.WithTimeout(s.ctx, s.streamTimeout())
 	defer cancel()
 	s.post(ctx, input{msg: m})
@@ -47,5 +47,5 @@ func (s *Selector) handleSurvey(st lpnet.Stream) {
 // candidate, a candidate's report is missed and the holder decides without
 // it.
 func (s *Selector) sendSurvey(m Message) {
-	s.sendFrame(peer.ID(m.To), s.ids.survey, EncodeSurvey(m), statSurveyLost, StatSurveySent, StatSurveyBytes)
+	s.sendFrame(peer.ID(m.To), s.ids.survey, EncodeSurvey(m), statSurveyLost, statSurveySent, statSurveyBytes)
 }

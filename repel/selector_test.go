@@ -144,7 +144,7 @@ func TestSelector_SmallNetworkSettles(t *testing.T) {
 		for _, s := range ps.sels {
 			if _, ok := s.Held(); ok {
 				st := s.Stats()
-				if st[StatHolderProbes] > st[statProbesFailed] {
+				if st[statHolderProbes] > st[statProbesFailed] {
 					n++
 				}
 			}
@@ -305,10 +305,10 @@ func TestSelector_SurveysOverTheWire(t *testing.T) {
 	var sent, recv, reports uint64
 	for _, s := range ps.sels {
 		st := s.Stats()
-		sent += st[StatSurveySent]
-		recv += st[StatSurveyRecv]
+		sent += st[statSurveySent]
+		recv += st[statSurveyRecv]
 		if st[EventSurvey.String()] > 0 {
-			reports += st[StatSurveyRecv]
+			reports += st[statSurveyRecv]
 		}
 	}
 	if sent == 0 || recv == 0 || reports == 0 {

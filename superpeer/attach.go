@@ -19,6 +19,7 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/internal/counters"
+	"github.com/superpeer-overlay/superpeer/internal/frame"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
 )
 
@@ -236,9 +237,9 @@ func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
 // SetRole tells the protocol where the peer's role comes from.
 func (a *Attach) SetRole(role func() (Role, peer.ID)) { a.role.Store(&role) }
 
-// OnRefusedAsNonSuperpeer is called when a peer asks this one to serve it
+// onRefusedAsNonSuperpeer is called when a peer asks this one to serve it
 // while it is not a superpeer: a hint that this peer's view may be stale.
-func (a *Attach) OnRefusedAsNonSuperpeer(f func()) { a.onRefused.Store(&f) }
+func (a *Attach) onRefusedAsNonSuperpeer(f func()) { a.onRefused.Store(&f) }
 
 // Capacity is C (0: unbounded).
 func (a *Attach) Capacity() int { return a.opts.Capacity }
@@ -366,8 +367,8 @@ func (a *Attach) handle(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 	var req pb.AttachRequest
-	if err := ReadFrame(s, maxAttachFrame, &req); err != nil {
-		if errors.Is(err, ErrStreamFailed) {
+	if err := frame.Read(s, maxAttachFrame, &req); err != nil {
+		if errors.Is(err, frame.ErrStreamFailed) {
 			a.drop(dropAttachLost)
 		} else {
 			a.drop(dropAttachDecode)
@@ -430,12 +431,12 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 	}
 	a.Stats.BytesOut.Add(uint64(proto.Size(req)))
 	var resp pb.AttachResponse
-	if err := ReadFrame(s, maxAttachFrame, &resp); err != nil {
+	if err := frame.Read(s, maxAttachFrame, &resp); err != nil {
 		_ = s.Reset()
 		if ctx.Err() != nil {
 			return Answer{}, ctx.Err()
 		}
-		if errors.Is(err, ErrStreamFailed) {
+		if errors.Is(err, frame.ErrStreamFailed) {
 			a.drop(dropAttachLost)
 			return Answer{}, fmt.Errorf("superpeer: attach answer from %s: %w", sp, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/superpeer-overlay/superpeer/internal/frame"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
 )
 
@@ -116,7 +117,7 @@ func TestAttach_NotSuperpeerHintsAndTellsTheSelector(t *testing.T) {
 	as := attachAll(t, hs, AttachOptions{})
 	as[1].SetRole(asRole(Client, hs[2].ID()))
 	poked := make(chan struct{}, 1)
-	as[1].OnRefusedAsNonSuperpeer(func() { poked <- struct{}{} })
+	as[1].onRefusedAsNonSuperpeer(func() { poked <- struct{}{} })
 	ans, err := as[0].Request(context.Background(), hs[1].ID(), false, nil, 0)
 	if err != nil || ans.Status != NotSuperpeer || ans.Hint != hs[2].ID() {
 		t.Fatalf("%+v, %v; want NOT_SUPERPEER hinting %s", ans, err, hs[2].ID())
@@ -377,14 +378,14 @@ func TestRegretMicros(t *testing.T) {
 	}
 }
 
-// ReadFrame tells a stream that failed (ended mid-frame, reset) from bytes
+// frame.Read tells a stream that failed (ended mid-frame, reset) from bytes
 // that do not decode or a frame over the cap.
 func TestReadFrame_StreamFailuresAreNotDecodeErrors(t *testing.T) {
 	good, _ := proto.Marshal(&pb.AttachRequest{Leave: true})
 	for _, c := range []struct {
 		name   string
 		r      io.Reader
-		failed bool // wraps ErrStreamFailed
+		failed bool // wraps frame.ErrStreamFailed
 		ok     bool
 	}{
 		{"a whole frame", bytes.NewReader(append([]byte{byte(len(good))}, good...)), false, true},
@@ -395,9 +396,9 @@ func TestReadFrame_StreamFailuresAreNotDecodeErrors(t *testing.T) {
 		{"reset", io.MultiReader(bytes.NewReader([]byte{5}), errReader{network.ErrReset}), true, false},
 	} {
 		var req pb.AttachRequest
-		err := ReadFrame(c.r, maxAttachFrame, &req)
-		if (err == nil) != c.ok || errors.Is(err, ErrStreamFailed) != c.failed {
-			t.Errorf("%s: %v (stream failed %v), want ok %v, stream failed %v", c.name, err, errors.Is(err, ErrStreamFailed), c.ok, c.failed)
+		err := frame.Read(c.r, maxAttachFrame, &req)
+		if (err == nil) != c.ok || errors.Is(err, frame.ErrStreamFailed) != c.failed {
+			t.Errorf("%s: %v (stream failed %v), want ok %v, stream failed %v", c.name, err, errors.Is(err, frame.ErrStreamFailed), c.ok, c.failed)
 		}
 	}
 }

@@ -23,8 +23,8 @@ func (n *Notifier) Set(role Role, sp peer.ID, reason string, now time.Time) bool
 // Subscribe delivers every change from now on; cancel stops it.
 func (n *Notifier) Subscribe() (<-chan Change, func()) { return n.n.subscribe() }
 
-// Changes is how many changes have been recorded.
-func (n *Notifier) Changes() int {
+// changes is how many changes have been recorded.
+func (n *Notifier) changes() int {
 	n.n.mu.Lock()
 	defer n.n.mu.Unlock()
 	return n.n.changes

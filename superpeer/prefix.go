@@ -87,8 +87,8 @@ func (p Prefix) Group(key dht.Key) int {
 	return 2*p.split + (t - p.split)
 }
 
-// Depth is the prefix length of group g in bits.
-func (p Prefix) Depth(g int) int {
+// depth is the prefix length of group g in bits.
+func (p Prefix) depth(g int) int {
 	if p.k == 0 {
 		return 0
 	}
@@ -106,7 +106,7 @@ func (p Prefix) GroupKey(g int) dht.Key {
 		return key
 	}
 	var prefix uint64
-	depth := p.Depth(g)
+	depth := p.depth(g)
 	if depth == p.k {
 		prefix = uint64(g)
 	} else {
@@ -120,7 +120,7 @@ func (p Prefix) GroupKey(g int) dht.Key {
 func (p Prefix) SuperpeerKey(key dht.Key) dht.Key { return p.GroupKey(p.Group(key)) }
 
 // Share is the fraction of the key space that group g covers.
-func (p Prefix) Share(g int) float64 { return math.Ldexp(1, -p.Depth(g)) }
+func (p Prefix) Share(g int) float64 { return math.Ldexp(1, -p.depth(g)) }
 
 // ExpectedCount is the expected number of occupied groups, and so of
 // superpeers, among n peers with uniformly random keys:

@@ -106,7 +106,7 @@ func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
 		trigger: make(chan struct{}, 1),
 	}
 	att.SetRole(s.note.state)
-	att.OnRefusedAsNonSuperpeer(s.Recheck)
+	att.onRefusedAsNonSuperpeer(s.Recheck)
 	return s, nil
 }
 

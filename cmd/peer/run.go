@@ -484,7 +484,7 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector)
 			stats := rsel.Stats()
 			st.Surveys = &surveyStatus{
 				Surveys: stats[repel.EventSurvey.String()], Moved: stats[repel.EventSurveyMoved.String()], Kept: stats[repel.EventSurveyKept.String()],
-				FramesSent: stats[repel.StatSurveySent], FramesReceived: stats[repel.StatSurveyRecv],
+				FramesSent: stats["survey_frames_sent"], FramesReceived: stats["survey_frames_received"],
 			}
 			known := len(rsel.LiveTokens())
 			st.KnownTokens = &known

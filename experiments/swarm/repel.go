@@ -591,21 +591,21 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		}
 	}
 	for k, v := range map[string]float64{
-		"announce_sent":   per(stats[repel.StatAnnounceSent]),
-		"announce_bytes":  per(stats[repel.StatAnnounceBytes]),
-		"move_frames":     per(stats[repel.StatMoveSent]),
-		"move_bytes":      per(stats[repel.StatMoveBytes]),
-		"survey_frames":   per(stats[repel.StatSurveySent]),
-		"survey_bytes":    per(stats[repel.StatSurveyBytes]),
-		"holder_probes":   per(stats[repel.StatHolderProbes]),
+		"announce_sent":   per(stats["announce_sent"]),
+		"announce_bytes":  per(stats["announce_bytes"]),
+		"move_frames":     per(stats["move_frames_sent"]),
+		"move_bytes":      per(stats["move_bytes"]),
+		"survey_frames":   per(stats["survey_frames_sent"]),
+		"survey_bytes":    per(stats["survey_bytes"]),
+		"holder_probes":   per(stats["holder_probes"]),
 		"vivaldi_samples": per(samples),
 	} {
 		sum.PerPeerPerSecond[k] = v
 	}
 	switch {
 	case r.opts.Dissemination == repel.Piggyback:
-		rs.GossipMessages = stats[repel.StatGossipFrames] + stats[repel.StatAnnounceSent]
-		rs.GossipBytes = stats[repel.StatGossipBytes] + stats[repel.StatAnnounceBytes]
+		rs.GossipMessages = stats["gossip_piggybacks"] + stats["announce_sent"]
+		rs.GossipBytes = stats["gossip_piggyback_bytes"] + stats["announce_bytes"]
 		rs.LagSeconds = &LagSummary{P50: r.lag.quantile(0.5), P90: r.lag.quantile(0.9), P99: r.lag.quantile(0.99), Readings: r.lag.n}
 	case r.gossip != nil:
 		rs.GossipMessages = r.gossip.Messages.Load() - r.g0[0]
