@@ -14,7 +14,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
-// Dissemination is how token announcements travel (SelectorOptions).
+// Dissemination is how token announcements travel (selectorOptions).
 type Dissemination uint8
 
 const (

@@ -34,10 +34,10 @@ func TestMethod_RepelBuiltByNameOwnsItsVivaldi(t *testing.T) {
 	if err != nil || !m.Coordinates {
 		t.Fatalf("Lookup(repel) = %+v, %v; want a method with coordinates", m, err)
 	}
-	if _, err := m.New(node, superpeer.Env{Options: superpeer.PrefixOptions{}}); !errors.Is(err, superpeer.ErrMethodOptions) {
+	if _, err := m.New(node, superpeer.Env{Options: []superpeer.Option{}}); !errors.Is(err, superpeer.ErrMethodOptions) {
 		t.Fatalf("New with prefix options = %v, want ErrMethodOptions", err)
 	}
-	sel, err := m.New(node, superpeer.Env{Superpeers: 3, Attach: superpeer.AttachOptions{Capacity: 4}})
+	sel, err := m.New(node, superpeer.Env{Superpeers: 3, Attach: []superpeer.Option{superpeer.WithCapacity(4)}})
 	if err != nil {
 		t.Fatal(err)
 	}

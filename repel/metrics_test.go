@@ -25,11 +25,11 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	t.Cleanup(cancel)
 	var sels []*Selector
 	for i := range 5 {
-		opts := SelectorOptions{Config: cfg, Attach: superpeer.AttachOptions{TTL: 2 * time.Second}, Seed: uint64(i + 1)}
+		opts := []Option{WithConfig(cfg), WithAttach(superpeer.WithTTL(2 * time.Second)), WithSeed(uint64(i + 1)), WithVivaldi(ps.vivs[i])}
 		if i < 4 {
-			opts.Registerer = reg
+			opts = append(opts, WithRegisterer(reg))
 		}
-		sel, err := NewSelector(ps.nodes[i], ps.vivs[i], opts)
+		sel, err := NewSelector(ps.nodes[i], opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

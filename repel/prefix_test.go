@@ -67,7 +67,7 @@ func TestSelector_TwoPrefixesShareAHostAndItsPubSub(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { viv.Close() })
-		sel, err := NewSelector(node, viv, SelectorOptions{Config: cfg, Attach: superpeer.AttachOptions{TTL: time.Minute}, Dissemination: GossipSub})
+		sel, err := NewSelector(node, WithVivaldi(viv), WithConfig(cfg), WithAttach(superpeer.WithTTL(time.Minute)), WithDissemination(GossipSub))
 		if err != nil {
 			t.Fatalf("%s: %v", prefix, err)
 		}
@@ -77,7 +77,7 @@ func TestSelector_TwoPrefixesShareAHostAndItsPubSub(t *testing.T) {
 		}
 		sels[prefix], vivs[prefix], nodes[prefix] = sel, viv, node
 	}
-	if _, err := NewSelector(nodes["/a"], vivs["/b"], SelectorOptions{Config: cfg, Attach: superpeer.AttachOptions{TTL: time.Minute}}); err == nil || !strings.Contains(err.Error(), "WithProtocolPrefix") {
+	if _, err := NewSelector(nodes["/a"], WithVivaldi(vivs["/b"]), WithConfig(cfg), WithAttach(superpeer.WithTTL(time.Minute))); err == nil || !strings.Contains(err.Error(), "WithProtocolPrefix") {
 		t.Errorf("a Vivaldi service under another prefix than the node's: %v", err)
 	}
 	served := func(prefix protocol.ID) bool {

@@ -25,15 +25,21 @@ import (
 
 var log = logging.Logger("repel")
 
-// SelectorOptions configure the repel selector.
-type SelectorOptions struct {
-	// Config is the token method (Tokens = S). Default DefaultConfig();
-	// LocalConfig() for in-process swarms.
-	Config Config
-	// Attach configures the attach protocol (capacity C, TTL,
-	// displacement), the same as the prefix method's; the selector's
-	// clients say their regret, so displacement works for them.
-	Attach superpeer.AttachOptions
+// selectorOptions are the selector's settings: those the Options set and
+// the timers only the package's tests change.
+type selectorOptions struct {
+	Config        Config
+	Attach        []superpeer.Option
+	Vivaldi       *vivaldi.Service
+	Seed          uint64
+	Dissemination Dissemination
+	Registerer    prometheus.Registerer
+	Switch        float64 // WithSwitch
+	Probe         int     // WithProbe
+
+	// Renew is how often a client renews its attachment and reconsiders
+	// which holder is nearest (default a third of the attach TTL).
+	Renew time.Duration
 	// Tick is how often the model's timers are driven (default a quarter
 	// of the shortest of MoveInterval, MovingAnnounceInterval and
 	// MoveTimeout).
@@ -46,31 +52,13 @@ type SelectorOptions struct {
 	// model is told of (default 32): its move candidates and, for Attract,
 	// its sample of clients beside the attached ones and the digests.
 	Neighbours int
-	// Renew is how often a client renews its attachment and reconsiders
-	// which holder is nearest (default a third of the attach TTL).
-	Renew time.Duration
 	// MinReattach spaces the client's reactions to token changes (default
 	// MoveInterval).
 	MinReattach time.Duration
-	// Switch is how much nearer (by measured RTT where the client has
-	// one, predicted otherwise) another holder must be before an attached
-	// client moves to it (default 1.1: 10% nearer). AttachConfig.Switch.
-	Switch float64
-	// Probe is how many holders, nearest first, a client has measured (one
-	// Vivaldi exchange each) before it chooses, at most every five
-	// renewals while attached (default 3; negative: none, by prediction
-	// alone). AttachConfig.Probe; the other fields of the client's Chooser
-	// are DefaultAttachConfig's.
-	Probe int
 	// MintLookup is how many peers a lookup of a silent token's name asks
 	// for (default 3): the model mints when this peer ranks first among the
 	// live peers nearest the name, the next ranks later.
 	MintLookup int
-	// Seed seeds the model's randomness (0: from the clock).
-	Seed uint64
-	// Dissemination is how announcements travel: Piggyback (default) on
-	// the Vivaldi service's exchanges, or GossipSub on the node's pubsub.
-	Dissemination Dissemination
 	// GossipPush is how many requests carry a version a peer has just
 	// learned, beside the replies that carry whatever a request lacks
 	// (Piggyback; default 4).
@@ -82,27 +70,15 @@ type SelectorOptions struct {
 	// versions go out at once, and every announcement goes to the other
 	// holders directly.
 	GossipEvery time.Duration
-	// Registerer, if set, exports the selector's metrics on it until Close
-	// (superpeer_repel_*: token events, tokens held and known, name
-	// lookups, bytes sent, refused frames by reason), and those of its
-	// attach protocol unless Attach.Registerer is set. Nil, the default,
-	// registers nothing. Several selectors may register on one Registerer:
-	// their values add up (tokens known is their mean).
-	Registerer prometheus.Registerer
 }
 
-// ErrOptions is wrapped by every refusal of SelectorOptions.
+// ErrOptions is wrapped by the error of NewSelector given an invalid
+// option.
 var ErrOptions = errors.New("repel: invalid selector options")
 
-func (o *SelectorOptions) defaults() error {
+func (o *selectorOptions) defaults() error {
 	if o.Config == (Config{}) {
 		o.Config = DefaultConfig()
-	}
-	if o.Config.Capacity == 0 {
-		o.Config.Capacity = o.Attach.Capacity
-	}
-	if err := o.Config.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	c := o.Config
 	if o.Tick == 0 {
@@ -184,7 +160,7 @@ type snapshot struct {
 // Selector runs the repel method on one peer (superpeer.Selector): one
 // goroutine owns the model Node, driving its timers, feeding it gossip,
 // move frames, its Vivaldi coordinate and its peers, and turning its Ready
-// into announcements (SelectorOptions.Dissemination) and move streams. A holder whose token settled
+// into announcements (selectorOptions.Dissemination) and move streams. A holder whose token settled
 // is a superpeer. A client attaches with the attach protocol to the live
 // holder of lowest predicted RTT that accepts it (holders accept clients
 // before they settle, so tokens see where their clients are), renews every
@@ -193,7 +169,7 @@ type Selector struct {
 	node   *dht.Node
 	viv    *vivaldi.Service
 	ownViv bool // made by NewSelector, closed by Close
-	opts   SelectorOptions
+	opts   selectorOptions
 	ids    wireIDs // under the node's protocol prefix
 	attach *superpeer.Attach
 	note   superpeer.Notifier
@@ -259,21 +235,36 @@ const (
 	statGossipVerified = "gossip_signatures_checked"
 )
 
-// NewSelector makes a repel selector on node, with viv the peer's Vivaldi
-// service, or with viv nil one of its own (sampling the node's routing table
-// every defaultVivaldiInterval; Close closes it); with Dissemination GossipSub the node must have a pubsub router
-// (dht.GossipSub or dht.UsePubSub), and NewSelector registers the topic's
+// NewSelector makes a repel selector on node. Without WithVivaldi it makes
+// a Vivaldi service of its own (sampling the node's routing table every
+// defaultVivaldiInterval; Close closes it); with WithDissemination(GossipSub)
+// the node must have a pubsub router, and NewSelector registers the topic's
 // validator. Start registers the move, survey and announce protocols and
 // runs it. Every protocol ID and the topic derive from the node's protocol
-// prefix (dht.Node.ProtocolPrefix), which viv (vivaldi.WithProtocolPrefix)
-// and opts.Attach.ProtocolPrefix, if set, must share.
-func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
+// prefix (dht.Node.ProtocolPrefix), which a given Vivaldi service must
+// share.
+func NewSelector(node *dht.Node, opts ...Option) (*Selector, error) {
 	if node == nil {
 		return nil, errors.New("repel: NewSelector needs a dht.Node")
 	}
+	var o selectorOptions
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	return newSelectorWith(node, o)
+}
+
+// newSelectorWith is NewSelector on settings made (tests set the timers).
+func newSelectorWith(node *dht.Node, opts selectorOptions) (*Selector, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	viv := opts.Vivaldi
 	ownViv := viv == nil
 	if ownViv {
 		var err error
@@ -295,7 +286,7 @@ func NewSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*S
 // ownVivaldi is the Vivaldi service a selector makes when given none: it
 // samples the node's routing table, under the node's protocol prefix, every
 // defaultVivaldiInterval, and reports its metrics where the selector does.
-func ownVivaldi(node *dht.Node, opts SelectorOptions) (*vivaldi.Service, error) {
+func ownVivaldi(node *dht.Node, opts selectorOptions) (*vivaldi.Service, error) {
 	vo := []vivaldi.Option{
 		vivaldi.WithProtocolPrefix(node.ProtocolPrefix()),
 		vivaldi.WithInterval(defaultVivaldiInterval),
@@ -312,32 +303,30 @@ func ownVivaldi(node *dht.Node, opts SelectorOptions) (*vivaldi.Service, error) 
 // for itself (NewSelector with no service) samples a peer.
 const defaultVivaldiInterval = 2 * time.Second
 
-func newSelector(node *dht.Node, viv *vivaldi.Service, opts SelectorOptions) (*Selector, error) {
+func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*Selector, error) {
 	prefix := node.ProtocolPrefix()
 	if viv.ProtocolPrefix() != prefix {
 		return nil, fmt.Errorf("repel: the Vivaldi service's protocol prefix %q is not the node's %q (vivaldi.WithProtocolPrefix)", viv.ProtocolPrefix(), prefix)
-	}
-	switch p := opts.Attach.ProtocolPrefix; {
-	case p == "":
-		opts.Attach.ProtocolPrefix = prefix
-	case p != prefix:
-		return nil, fmt.Errorf("%w: the attach protocol prefix %q is not the node's %q", ErrOptions, p, prefix)
 	}
 	ps := node.PubSub()
 	if ps == nil && opts.Dissemination == GossipSub {
 		return nil, errors.New("repel: the dht.Node has no pubsub router (dht.GossipSub or dht.UsePubSub option)")
 	}
+	// The attach protocol reports where the selector does unless told
+	// otherwise, and runs under the node's prefix whatever it is told.
+	attOpts := append([]superpeer.Option{superpeer.WithRegisterer(opts.Registerer)}, opts.Attach...)
+	att, err := superpeer.NewAttach(node.Host(), append(attOpts, superpeer.WithProtocolPrefix(prefix))...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	if opts.Config.Capacity == 0 {
+		opts.Config.Capacity = att.Capacity()
+	}
 	self := node.ID()
 	model, err := NewNode(string(self), node.Key(), opts.Config, rand.New(rand.NewPCG(opts.Seed, uint64(len(self)))))
 	if err != nil {
-		return nil, err
-	}
-	if opts.Attach.Registerer == nil {
-		opts.Attach.Registerer = opts.Registerer
-	}
-	att, err := superpeer.NewAttach(node.Host(), opts.Attach)
-	if err != nil {
-		return nil, err
+		att.Close()
+		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 	}
 	if opts.Renew == 0 {
 		opts.Renew = att.TTL() / 3
@@ -958,30 +947,31 @@ func init() {
 		Summary:     "S tokens repel each other in Vivaldi space; a peer that keeps one long enough is a superpeer, and clients attach to the nearest",
 		Coordinates: true,
 		New: func(node *dht.Node, env superpeer.Env) (superpeer.Selector, error) {
-			var opts SelectorOptions
-			switch o := env.Options.(type) {
-			case nil:
-			case SelectorOptions:
-				opts = o
-			case *SelectorOptions:
-				opts = *o
-			default:
-				return nil, fmt.Errorf("%w: repel takes repel.SelectorOptions, not %T", superpeer.ErrMethodOptions, env.Options)
+			own, ok := env.Options.([]Option)
+			if !ok && env.Options != nil {
+				return nil, fmt.Errorf("%w: repel takes []repel.Option, not %T", superpeer.ErrMethodOptions, env.Options)
+			}
+			opts := append([]Option(nil), own...)
+			if env.Registerer != nil {
+				opts = append(opts, WithRegisterer(env.Registerer))
+			}
+			if env.Vivaldi != nil {
+				opts = append(opts, WithVivaldi(env.Vivaldi))
 			}
 			if env.Superpeers != 0 {
-				if opts.Config.Tokens == 0 {
-					opts.Config = DefaultConfig()
-				}
-				opts.Config.Tokens = env.Superpeers
+				opts = append(opts, func(o *selectorOptions) error {
+					if o.Config == (Config{}) {
+						o.Config = DefaultConfig()
+					}
+					o.Config.Tokens = env.Superpeers
+					return nil
+				})
 			}
 			if env.Seed != 0 {
-				opts.Seed = env.Seed
+				opts = append(opts, WithSeed(env.Seed))
 			}
-			if env.Registerer != nil {
-				opts.Registerer = env.Registerer
-			}
-			opts.Attach = env.AttachOver(opts.Attach)
-			return NewSelector(node, env.Vivaldi, opts)
+			opts = append(opts, WithAttach(env.Attach...))
+			return NewSelector(node, opts...)
 		},
 	})
 }

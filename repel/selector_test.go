@@ -74,10 +74,8 @@ func selectorNetWith(t *testing.T, n, withSel int, cfg Config, d Dissemination) 
 		}
 	}
 	for i := 0; i < withSel; i++ {
-		sel, err := NewSelector(ps.nodes[i], ps.vivs[i], SelectorOptions{
-			Config: cfg, Attach: superpeer.AttachOptions{TTL: 2 * time.Second}, Seed: uint64(i + 1),
-			Dissemination: d,
-		})
+		sel, err := NewSelector(ps.nodes[i], WithVivaldi(ps.vivs[i]), WithConfig(cfg),
+			WithAttach(superpeer.WithTTL(2*time.Second)), WithSeed(uint64(i+1)), WithDissemination(d))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,20 +551,23 @@ func TestSelector_PiggybackRefusesLiars(t *testing.T) {
 // NewSelector refuses options that make no sense with ErrOptions, and
 // leaves nothing registered: a partly filled Config (Tokens 0 is not "the
 // defaults"), an attachment that would lapse between two renewals, a bad
-// field; the zero Config is DefaultConfig.
+// option; no WithConfig is DefaultConfig.
 func TestNewSelector_RefusesBadOptions(t *testing.T) {
 	ps := selectorNet(t, 1, 0, Config{})
 	node, viv := ps.nodes[0], ps.vivs[0]
 	partly := DefaultConfig()
 	partly.Tokens = 0
-	for name, o := range map[string]SelectorOptions{
-		"tokens 0 in a filled config": {Config: partly, Attach: superpeer.AttachOptions{TTL: time.Minute}},
-		"ttl under two views":         {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: 300 * time.Millisecond}},
-		"switch under 1":              {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute}, Switch: 0.5},
-		"negative view":               {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute}, View: -time.Second},
-		"another attach prefix":       {Config: LocalConfig(), Attach: superpeer.AttachOptions{TTL: time.Minute, ProtocolPrefix: "/other"}},
+	minute := WithAttach(superpeer.WithTTL(time.Minute))
+	negativeView := func(o *selectorOptions) error { o.View = -time.Second; return nil }
+	for name, o := range map[string][]Option{
+		"tokens 0 in a filled config": {WithConfig(partly), minute},
+		"ttl under two views":         {WithConfig(LocalConfig()), WithAttach(superpeer.WithTTL(300 * time.Millisecond))},
+		"switch under 1":              {WithConfig(LocalConfig()), minute, WithSwitch(0.5)},
+		"negative view":               {WithConfig(LocalConfig()), minute, negativeView},
+		"a bad attach option":         {WithConfig(LocalConfig()), WithAttach(superpeer.WithCapacity(-1))},
+		"an unknown dissemination":    {WithConfig(LocalConfig()), minute, WithDissemination(Dissemination(7))},
 	} {
-		sel, err := NewSelector(node, viv, o)
+		sel, err := NewSelector(node, append(o, WithVivaldi(viv))...)
 		if !errors.Is(err, ErrOptions) {
 			t.Errorf("%s: %v, want ErrOptions", name, err)
 		}
@@ -574,7 +575,7 @@ func TestNewSelector_RefusesBadOptions(t *testing.T) {
 			t.Errorf("%s: a selector came back with the error", name)
 		}
 	}
-	sel, err := NewSelector(node, viv, SelectorOptions{Attach: superpeer.AttachOptions{TTL: time.Minute}})
+	sel, err := NewSelector(node, WithVivaldi(viv), minute)
 	if err != nil {
 		t.Fatalf("the zero Config: %v", err)
 	}

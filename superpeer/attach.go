@@ -14,7 +14,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio/pbio"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/dht"
@@ -68,41 +67,7 @@ type Answer struct {
 	TTL      time.Duration
 }
 
-// AttachOptions configure the attach protocol.
-type AttachOptions struct {
-	// Capacity is C, the most clients a superpeer serves; 0 is unbounded.
-	Capacity int
-	// TTL is how long an attachment lives without renewal. Default 30 s.
-	TTL time.Duration
-	// Displace lets a full superpeer take a new client in place of the one
-	// that loses least by leaving: each request says what its client loses
-	// if refused (ClientRequest.Regret: its next choice's RTT minus this
-	// one's), and a newcomer whose regret exceeds the smallest of the
-	// served clients' by more than Displace takes that client's place; the
-	// displaced client is refused at its next renewal and goes to its next
-	// choice. The places then go to the clients that lose most without
-	// them, as a centralised regret-ordered assignment gives them, not to
-	// whoever asked first. 0 is DefaultDisplace; negative never displaces
-	// (first come, first served). Clients that say no regret (the prefix
-	// method's) never displace anyone.
-	Displace time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// ProtocolPrefix is the overlay's prefix, which the protocol ID
-	// derives from: <prefix>/attach/1.0.0 (default
-	// dht.DefaultProtocolPrefix). NewPrefix and repel.NewSelector set it to
-	// their node's (dht.Node.ProtocolPrefix) and refuse another.
-	ProtocolPrefix protocol.ID
-	// Registerer, if set, exports the protocol's metrics on it until Close
-	// (superpeer_attach_*: clients served, capacity, requests by result,
-	// displacements, refused frames by reason; and superpeer_selector_role,
-	// the peer's role). Nil, the default, registers nothing. The attach
-	// protocols of several peers may register on one Registerer: their
-	// values add up (the role gauge then counts the peers in each role).
-	Registerer prometheus.Registerer
-}
-
-// DefaultDisplace is AttachOptions.Displace's default: the margin by which
+// DefaultDisplace is WithDisplace's default: the margin by which
 // a newcomer's regret must exceed a served client's before a full
 // superpeer takes it in that client's place.
 const DefaultDisplace = 2 * time.Millisecond
@@ -122,7 +87,7 @@ type AttachStats struct {
 // the selector through SetRole.
 type Attach struct {
 	h     host.Host
-	opts  AttachOptions
+	opts  attachOptions
 	proto protocol.ID // the protocol ID, under opts.ProtocolPrefix
 
 	role       atomic.Pointer[func() (Role, peer.ID)]
@@ -200,28 +165,25 @@ func (a *Attach) setUpstream(sp, only peer.ID) {
 	}
 }
 
-// NewAttach registers the attach protocol on h.
-func NewAttach(h host.Host, opts AttachOptions) (*Attach, error) {
-	if opts.Capacity < 0 {
-		return nil, fmt.Errorf("superpeer: capacity %d is negative", opts.Capacity)
+// NewAttach registers the attach protocol on h. Of the options it takes
+// the capacity, TTL, displacement, clock, protocol prefix and registerer.
+func NewAttach(h host.Host, opts ...Option) (*Attach, error) {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
 	}
+	return newAttach(h, o.Attach)
+}
+
+func newAttach(h host.Host, opts attachOptions) (*Attach, error) {
 	if opts.TTL == 0 {
-		opts.TTL = 30 * time.Second
-	}
-	if opts.TTL < 0 || opts.TTL > time.Duration(math.MaxUint32)*time.Millisecond {
-		return nil, fmt.Errorf("superpeer: attach TTL %v out of range", opts.TTL)
+		opts.TTL = defaultAttachTTL
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Displace == 0 {
-		opts.Displace = DefaultDisplace
-	}
 	if opts.ProtocolPrefix == "" {
 		opts.ProtocolPrefix = dht.DefaultProtocolPrefix
-	}
-	if opts.ProtocolPrefix[0] != '/' {
-		return nil, fmt.Errorf("superpeer: attach protocol prefix %q must start with /", opts.ProtocolPrefix)
 	}
 	a := &Attach{h: h, opts: opts, proto: attachProtocol(opts.ProtocolPrefix), table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace)}
 	unknown := func() (Role, peer.ID) { return Unknown, "" }

@@ -24,14 +24,14 @@ func checkMetrics(t *testing.T, g prometheus.Gatherer, want map[string]map[strin
 func TestAttachMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	hs := hosts(t, 4)
 	regSP, regC := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
-	sp, err := NewAttach(hs[0], AttachOptions{Capacity: 2, Registerer: regSP})
+	sp, err := NewAttach(hs[0], attachWith(attachOptions{Capacity: 2, Registerer: regSP}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sp.Close)
 	sp.SetRole(asRole(Superpeer, hs[0].ID()))
 	// Three clients on one registry: their values add up.
-	cs := attachAll(t, hs[1:], AttachOptions{Registerer: regC})
+	cs := attachAll(t, hs[1:], attachWith(attachOptions{Registerer: regC}))
 	ctx := context.Background()
 	for i, c := range cs[:2] {
 		if ans, err := c.Request(ctx, hs[0].ID(), false, nil, 0); err != nil || ans.Status != Accepted {
@@ -93,7 +93,7 @@ func TestAttachMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 
 	// Without a Registerer nothing is registered, not even on the default
 	// registry.
-	a := attachAll(t, hs[1:2], AttachOptions{})[0]
+	a := attachAll(t, hs[1:2])[0]
 	if ans, err := a.Request(ctx, hs[0].ID(), true, nil, 0); err != nil || ans.Status != Accepted {
 		t.Fatalf("leave: %+v, %v", ans, err)
 	}

@@ -46,11 +46,11 @@ func hosts(t *testing.T, n int) []host.Host {
 	return mn.Hosts()
 }
 
-func attachAll(t *testing.T, hs []host.Host, opts AttachOptions) []*Attach {
+func attachAll(t *testing.T, hs []host.Host, opts ...Option) []*Attach {
 	t.Helper()
 	out := make([]*Attach, len(hs))
 	for i, h := range hs {
-		a, err := NewAttach(h, opts)
+		a, err := NewAttach(h, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func asRole(r Role, sp peer.ID) func() (Role, peer.ID) {
 func TestAttach_CapacityTTLAndLeave(t *testing.T) {
 	hs := hosts(t, 4)
 	clock := &fakeClock{now: time.Unix(1000, 0)}
-	as := attachAll(t, hs, AttachOptions{Capacity: 2, TTL: 10 * time.Second, Now: clock.Now})
+	as := attachAll(t, hs, attachWith(attachOptions{Capacity: 2, TTL: 10 * time.Second, Now: clock.Now}))
 	sp := as[0]
 	sp.SetRole(asRole(Superpeer, hs[0].ID()))
 	ctx := context.Background()
@@ -114,7 +114,7 @@ func TestAttach_CapacityTTLAndLeave(t *testing.T) {
 
 func TestAttach_NotSuperpeerHintsAndTellsTheSelector(t *testing.T) {
 	hs := hosts(t, 3)
-	as := attachAll(t, hs, AttachOptions{})
+	as := attachAll(t, hs)
 	as[1].SetRole(asRole(Client, hs[2].ID()))
 	poked := make(chan struct{}, 1)
 	as[1].onRefusedAsNonSuperpeer(func() { poked <- struct{}{} })
@@ -131,7 +131,7 @@ func TestAttach_NotSuperpeerHintsAndTellsTheSelector(t *testing.T) {
 
 func TestAttach_BadFramesAreCountedAndServiceGoesOn(t *testing.T) {
 	hs := hosts(t, 2)
-	as := attachAll(t, hs, AttachOptions{})
+	as := attachAll(t, hs)
 	as[1].SetRole(asRole(Superpeer, hs[1].ID()))
 	ctx := context.Background()
 	send := func(msg proto.Message, raw []byte) {
@@ -168,7 +168,7 @@ func TestAttach_BadFramesAreCountedAndServiceGoesOn(t *testing.T) {
 
 func TestAttach_DecodeAnswerRefusesUnknownStatusAndBadHint(t *testing.T) {
 	hs := hosts(t, 1)
-	a := attachAll(t, hs, AttachOptions{})[0]
+	a := attachAll(t, hs)[0]
 	if _, err := a.decodeAnswer(&pb.AttachResponse{Status: 7}, "x"); err == nil {
 		t.Error("unknown status accepted")
 	}
@@ -179,7 +179,7 @@ func TestAttach_DecodeAnswerRefusesUnknownStatusAndBadHint(t *testing.T) {
 	if d := a.Drops(); d[dropAttachStatus] != 1 || d[dropAttachHint] != 1 {
 		t.Errorf("drops %v", d)
 	}
-	if _, err := NewAttach(hs[0], AttachOptions{Capacity: -1}); err == nil {
+	if _, err := NewAttach(hs[0], WithCapacity(-1)); err == nil {
 		t.Error("negative capacity accepted")
 	}
 }
@@ -242,7 +242,7 @@ func TestAttach_ProtectsAttachedConnections(t *testing.T) {
 		cms[i], hs[i] = cm, cmHost{h, cm}
 	}
 	clock := &fakeClock{now: time.Unix(1000, 0)}
-	as := attachAll(t, hs, AttachOptions{Capacity: 1, TTL: 10 * time.Second, Now: clock.Now})
+	as := attachAll(t, hs, attachWith(attachOptions{Capacity: 1, TTL: 10 * time.Second, Now: clock.Now}))
 	as[0].SetRole(asRole(Superpeer, hs[0].ID()))
 	as[1].SetRole(asRole(Superpeer, hs[1].ID()))
 	ctx := context.Background()
@@ -324,7 +324,7 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 				t.Cleanup(func() { cm.Close() })
 				hs[i] = cmHost{h, cm}
 			}
-			as := attachAll(t, hs, AttachOptions{Capacity: 2, TTL: time.Minute, Displace: tc.displace})
+			as := attachAll(t, hs, attachWith(attachOptions{Capacity: 2, TTL: time.Minute, Displace: tc.displace}))
 			sp := as[0]
 			sp.SetRole(asRole(Superpeer, hs[0].ID()))
 			ctx := context.Background()
@@ -406,3 +406,27 @@ func TestReadFrame_StreamFailuresAreNotDecodeErrors(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// attachWith is an Option setting the attach options a whole (tests), a
+// zero Displace standing for DefaultDisplace.
+func attachWith(a attachOptions) Option {
+	return func(o *options) error {
+		if a.Displace == 0 {
+			a.Displace = DefaultDisplace
+		}
+		o.Attach = a
+		return nil
+	}
+}
+
+// prefixWith is an Option setting the options whole (tests), a zero
+// Displace standing for DefaultDisplace.
+func prefixWith(p options) Option {
+	return func(o *options) error {
+		if p.Attach.Displace == 0 {
+			p.Attach.Displace = DefaultDisplace
+		}
+		*o = p
+		return nil
+	}
+}

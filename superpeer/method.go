@@ -37,8 +37,9 @@ type Env struct {
 	// Superpeers is S, the number of superpeers wanted.
 	Superpeers int
 	// Attach configures the attach protocol: capacity C, TTL,
-	// displacement, metrics.
-	Attach AttachOptions
+	// displacement, metrics (WithCapacity, WithTTL, WithDisplace, ...).
+	// They apply after the method's own options.
+	Attach []Option
 	// Seed seeds the selector's randomness (0: the method's choice).
 	Seed uint64
 	// Vivaldi is the peer's coordinate service, for a method with
@@ -46,41 +47,13 @@ type Env struct {
 	// routing table, and close it with the selector.
 	Vivaldi *vivaldi.Service
 	// Registerer, if set, receives the selector's metrics (and its attach
-	// protocol's, unless Attach.Registerer is set) until Close.
+	// protocol's, unless Attach sets another) until Close.
 	Registerer prometheus.Registerer
 	// Options are the method's own options, of the type its package
-	// documents (PrefixOptions for prefix), or nil for its defaults; the
-	// fields above, where set, take precedence over theirs.
+	// documents ([]superpeer.Option for prefix, []repel.Option for repel),
+	// or nil for its defaults; the fields above, where set, take
+	// precedence over theirs.
 	Options any
-}
-
-// AttachOver is base with every field Env.Attach sets in its place, and
-// Env.Registerer where neither sets one: the attach options a method's New
-// gives its selector.
-func (e Env) AttachOver(base AttachOptions) AttachOptions {
-	a := e.Attach
-	if a.Capacity != 0 {
-		base.Capacity = a.Capacity
-	}
-	if a.TTL != 0 {
-		base.TTL = a.TTL
-	}
-	if a.Displace != 0 {
-		base.Displace = a.Displace
-	}
-	if a.Now != nil {
-		base.Now = a.Now
-	}
-	if a.ProtocolPrefix != "" {
-		base.ProtocolPrefix = a.ProtocolPrefix
-	}
-	if a.Registerer != nil {
-		base.Registerer = a.Registerer
-	}
-	if base.Registerer == nil {
-		base.Registerer = e.Registerer
-	}
-	return base
 }
 
 // ErrUnknownMethod is returned by Lookup for a name nobody registered.
@@ -165,21 +138,19 @@ func init() {
 		Name:    "prefix",
 		Summary: "reserved top key bits: the superpeer of p is the peer responsible for key(p) AND mask; blind to latency",
 		New: func(node *dht.Node, env Env) (Selector, error) {
-			var opts PrefixOptions
-			switch o := env.Options.(type) {
-			case nil:
-			case PrefixOptions:
-				opts = o
-			case *PrefixOptions:
-				opts = *o
-			default:
-				return nil, fmt.Errorf("%w: prefix takes superpeer.PrefixOptions, not %T", ErrMethodOptions, env.Options)
+			own, ok := env.Options.([]Option)
+			if !ok && env.Options != nil {
+				return nil, fmt.Errorf("%w: prefix takes []superpeer.Option, not %T", ErrMethodOptions, env.Options)
+			}
+			opts := append([]Option(nil), own...)
+			if env.Registerer != nil {
+				opts = append(opts, WithRegisterer(env.Registerer))
 			}
 			if env.Superpeers != 0 {
-				opts.Superpeers = env.Superpeers
+				opts = append(opts, WithSuperpeers(env.Superpeers))
 			}
-			opts.Attach = env.AttachOver(opts.Attach)
-			return NewPrefix(node, opts)
+			opts = append(opts, env.Attach...)
+			return NewPrefix(node, opts...)
 		},
 	})
 }

@@ -3,6 +3,7 @@ package superpeer
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -46,14 +47,28 @@ func TestRegister_RefusesDuplicatesAndBadNames(t *testing.T) {
 	}
 }
 
-func TestEnv_AttachOver(t *testing.T) {
-	base := AttachOptions{Capacity: 3, TTL: time.Second, Displace: -1}
-	got := Env{Attach: AttachOptions{Capacity: 7}}.AttachOver(base)
-	if got.Capacity != 7 || got.TTL != time.Second || got.Displace != -1 {
-		t.Fatalf("AttachOver = %+v, want capacity 7 over the rest of base", got)
+func TestOptions_RefusedByName(t *testing.T) {
+	for name, opt := range map[string]Option{
+		"WithSuperpeers(0)":         WithSuperpeers(0),
+		"WithSuperpeers(too many)":  WithSuperpeers(1<<maxPrefixBits + 1),
+		"WithRecheck(-1s)":          WithRecheck(-time.Second),
+		"WithClientRecheck(0)":      WithClientRecheck(0),
+		"WithMinRecheck(0)":         WithMinRecheck(0),
+		"WithStartSpread(-1)":       WithStartSpread(-1),
+		"WithCapacity(-1)":          WithCapacity(-1),
+		"WithTTL(2ns)":              WithTTL(2),
+		"WithTTL(too long)":         WithTTL(time.Duration(math.MaxUint32)*time.Millisecond + 1),
+		"WithClock(nil)":            WithClock(nil),
+		"WithProtocolPrefix(\"a\")": WithProtocolPrefix("a"),
+	} {
+		if _, err := applyOptions([]Option{opt}); !errors.Is(err, ErrOption) {
+			t.Errorf("%s: %v, want ErrOption", name, err)
+		}
 	}
-	if got := (Env{}).AttachOver(base); got.Capacity != 3 || got.TTL != time.Second {
-		t.Fatalf("an empty Env changed the options: %+v", got)
+	// Later options override earlier ones; displacement defaults on.
+	o, err := applyOptions([]Option{WithCapacity(3), WithTTL(time.Second), WithCapacity(7)})
+	if err != nil || o.Attach.Capacity != 7 || o.Attach.TTL != time.Second || o.Attach.Displace != DefaultDisplace {
+		t.Fatalf("applyOptions = %+v, %v; want capacity 7, TTL 1s, displace %v", o, err, DefaultDisplace)
 	}
 }
 
@@ -84,13 +99,13 @@ func TestMethod_PrefixBuiltByName(t *testing.T) {
 		t.Cleanup(func() { sel.Close() })
 		return sel.(*PrefixSelector)
 	}
-	// Env's S and capacity win over the options'; the options' Pow2 stays.
-	sel := build(Env{Superpeers: 5, Attach: AttachOptions{Capacity: 9}, Options: PrefixOptions{Superpeers: 2, Pow2: true}})
+	// Env's S and capacity win over the method options'; their Pow2 stays.
+	sel := build(Env{Superpeers: 5, Attach: []Option{WithCapacity(9)}, Options: []Option{WithSuperpeers(2), WithCapacity(4), WithPow2()}})
 	if g, c := sel.Scheme().Groups(), sel.Attach().Capacity(); g != 8 || c != 9 {
 		t.Fatalf("groups %d capacity %d, want 8 (2^⌈log2 5⌉) and 9", g, c)
 	}
 	sel.Close()
-	if g := build(Env{Options: &PrefixOptions{Superpeers: 3}}).Scheme().Groups(); g != 3 {
+	if g := build(Env{Options: []Option{WithSuperpeers(3)}}).Scheme().Groups(); g != 3 {
 		t.Fatalf("groups %d, want 3 from the options", g)
 	}
 	if _, err := m.New(node, Env{Options: 42}); !errors.Is(err, ErrMethodOptions) {

@@ -182,10 +182,18 @@ type PrefixOp struct {
 }
 
 // NewPrefixCore is the prefix method's state machine for the peer id with
-// kad key key (dht.KeyOf(id) for a libp2p peer) under scheme. Of opts it
-// takes the periods (with PrefixSelector's defaults) and the attach TTL;
-// Superpeers and Pow2 are the scheme's business.
-func NewPrefixCore(id peer.ID, key dht.Key, scheme Prefix, opts PrefixOptions) (*PrefixCore, error) {
+// kad key key (dht.KeyOf(id)) under scheme. Of the options it takes the
+// recheck periods and the attach TTL, with NewPrefix's defaults; S and
+// WithPow2 are the scheme's business.
+func NewPrefixCore(id peer.ID, key dht.Key, scheme Prefix, opts ...Option) (*PrefixCore, error) {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newPrefixCore(id, key, scheme, o)
+}
+
+func newPrefixCore(id peer.ID, key dht.Key, scheme Prefix, opts options) (*PrefixCore, error) {
 	if id == "" {
 		return nil, errors.New("superpeer: empty peer ID")
 	}
@@ -200,8 +208,8 @@ func NewPrefixCore(id peer.ID, key dht.Key, scheme Prefix, opts PrefixOptions) (
 	}, nil
 }
 
-// periods applies the defaults of the selector's periods and checks them.
-func (o PrefixOptions) periods() (PrefixOptions, error) {
+// periods applies the defaults of the selector's periods.
+func (o options) periods() (options, error) {
 	if o.MinRecheck == 0 {
 		o.MinRecheck = 500 * time.Millisecond
 	}
@@ -216,13 +224,6 @@ func (o PrefixOptions) periods() (PrefixOptions, error) {
 	}
 	if o.StartSpread == 0 {
 		o.StartSpread = 2 * o.MinRecheck
-	}
-	if o.Recheck <= 0 || o.ClientRecheck <= 0 || o.MinRecheck < 0 || o.StartSpread < 0 {
-		return o, fmt.Errorf("superpeer: recheck %v, client recheck %v, min recheck %v, start spread %v: must be positive",
-			o.Recheck, o.ClientRecheck, o.MinRecheck, o.StartSpread)
-	}
-	if o.Attach.TTL/3 <= 0 {
-		return o, fmt.Errorf("superpeer: attach TTL %v leaves no renewal period", o.Attach.TTL)
 	}
 	return o, nil
 }

@@ -1,6 +1,7 @@
 package superpeer
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,12 +36,12 @@ func coreKey(name string) dht.Key {
 	return keyWithTop(g<<8|r, 10)
 }
 
-var coreOpts = PrefixOptions{
+var coreOpts = options{
 	Recheck:       10 * time.Second,
 	ClientRecheck: 80 * time.Second,
 	MinRecheck:    time.Second,
 	StartSpread:   2 * time.Second,
-	Attach:        AttachOptions{TTL: 60 * time.Second}, // renewals every 20 s
+	Attach:        attachOptions{TTL: 60 * time.Second}, // renewals every 20 s
 }
 
 // rig drives one core on a clock of its own.
@@ -54,9 +55,9 @@ type rig struct {
 	renewals bool
 }
 
-func newRig(t *testing.T, self string, opts PrefixOptions) *rig {
+func newRig(t *testing.T, self string, opts options) *rig {
 	t.Helper()
-	c, err := NewPrefixCore(peer.ID(self), coreKey(self), coreScheme(t), opts)
+	c, err := NewPrefixCore(peer.ID(self), coreKey(self), coreScheme(t), prefixWith(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestPrefixCore_OverflowWalk(t *testing.T) {
 // The walk asks at most three groups a step and goes on from there.
 func TestPrefixCore_OverflowWalkThreeGroupsAStep(t *testing.T) {
 	scheme, _ := Exact(8)
-	c, err := NewPrefixCore("me", keyWithTop(0b000_1, 4), scheme, coreOpts)
+	c, err := NewPrefixCore("me", keyWithTop(0b000_1, 4), scheme, prefixWith(coreOpts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,16 +464,16 @@ func TestPrefixCore_RoutingChanges(t *testing.T) {
 }
 
 func TestPrefixCore_Options(t *testing.T) {
-	if _, err := NewPrefixCore("", dht.Key{}, coreScheme(t), PrefixOptions{}); err == nil {
+	if _, err := NewPrefixCore("", dht.Key{}, coreScheme(t)); err == nil {
 		t.Fatal("empty ID accepted")
 	}
-	if _, err := NewPrefixCore("a", dht.Key{}, coreScheme(t), PrefixOptions{Recheck: -time.Second}); err == nil {
+	if _, err := NewPrefixCore("a", dht.Key{}, coreScheme(t), WithRecheck(-time.Second)); !errors.Is(err, ErrOption) {
 		t.Fatal("negative recheck accepted")
 	}
-	if _, err := NewPrefixCore("a", dht.Key{}, coreScheme(t), PrefixOptions{Attach: AttachOptions{TTL: 2}}); err == nil {
+	if _, err := NewPrefixCore("a", dht.Key{}, coreScheme(t), WithTTL(2)); !errors.Is(err, ErrOption) {
 		t.Fatal("a TTL without a renewal period accepted")
 	}
-	c, err := NewPrefixCore("a", dht.Key{}, coreScheme(t), PrefixOptions{})
+	c, err := NewPrefixCore("a", dht.Key{}, coreScheme(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,38 +13,6 @@ import (
 	"github.com/superpeer-overlay/superpeer/dht"
 )
 
-// PrefixOptions configure the prefix selector.
-type PrefixOptions struct {
-	// Superpeers is S, the number of superpeers wanted (default 8).
-	Superpeers int
-	// Pow2 uses the seed's 2^⌈log2 S⌉ groups instead of exactly S.
-	Pow2 bool
-	// Recheck is how often a peer looks its superpeer key up again (default
-	// the attach TTL). Attachments are renewed every TTL/3 apart from this;
-	// a failed renewal, a refusal and a routing-table change in the peer's
-	// group each bring a lookup forward.
-	Recheck time.Duration
-	// ClientRecheck is how often a client that is attached looks its
-	// superpeer key up again (default 8 × Recheck). Superpeers and
-	// unattached peers recheck every Recheck. A client needs few lookups of
-	// its own: its superpeer's failure shows as a failed renewal, and a
-	// superpeer that is overtaken by a closer peer learns it from its
-	// routing table and refuses the next renewal, which brings the client's
-	// lookup forward. This is what keeps the lookup load of a swarm of
-	// thousands of peers small (n / (8·Recheck) lookups per second).
-	ClientRecheck time.Duration
-	// MinRecheck spaces rechecks triggered by routing-table changes and
-	// refusals (default 500 ms), so a burst of joins costs one lookup.
-	MinRecheck time.Duration
-	// StartSpread spreads the first lookups of peers started together over
-	// this window, by peer key (default 2 × MinRecheck), and likewise the
-	// lookups of the clients of a superpeer that failed. A swarm of n peers
-	// on one machine sets it in proportion to n.
-	StartSpread time.Duration
-	// Attach configures the attach protocol (capacity C, TTL).
-	Attach AttachOptions
-}
-
 // PrefixSelector is the reserved-ID-bits method on one peer. The peer is a
 // superpeer iff a DHT lookup of its superpeer key answers with itself; a
 // client attaches to the superpeer of its group, or, when that one is full,
@@ -68,32 +36,38 @@ type PrefixSelector struct {
 
 // NewPrefix makes a prefix selector on node; Start runs it. Its attach
 // protocol runs under the node's protocol prefix.
-func NewPrefix(node *dht.Node, opts PrefixOptions) (*PrefixSelector, error) {
-	if opts.Superpeers == 0 {
-		opts.Superpeers = 8
+func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.Superpeers == 0 {
+		o.Superpeers = 8
 	}
 	var scheme Prefix
-	var err error
-	if opts.Pow2 {
-		scheme, err = Pow2(BitsFor(opts.Superpeers))
+	if o.Pow2 {
+		scheme, err = Pow2(BitsFor(o.Superpeers))
 	} else {
-		scheme, err = Exact(opts.Superpeers)
+		scheme, err = Exact(o.Superpeers)
 	}
 	if err != nil {
 		return nil, err
 	}
-	switch p := opts.Attach.ProtocolPrefix; {
+	switch p := o.Attach.ProtocolPrefix; {
 	case p == "":
-		opts.Attach.ProtocolPrefix = node.ProtocolPrefix()
+		o.Attach.ProtocolPrefix = node.ProtocolPrefix()
 	case p != node.ProtocolPrefix():
-		return nil, fmt.Errorf("superpeer: attach protocol prefix %q is not the node's %q", p, node.ProtocolPrefix())
+		return nil, fmt.Errorf("%w: attach protocol prefix %q is not the node's %q", ErrOption, p, node.ProtocolPrefix())
 	}
-	att, err := NewAttach(node.Host(), opts.Attach)
+	if _, err := o.periods(); err != nil {
+		return nil, err
+	}
+	att, err := newAttach(node.Host(), o.Attach)
 	if err != nil {
 		return nil, err
 	}
-	opts.Attach.TTL = att.TTL()
-	core, err := NewPrefixCore(node.ID(), node.Key(), scheme, opts)
+	o.Attach.TTL = att.TTL()
+	core, err := newPrefixCore(node.ID(), node.Key(), scheme, o)
 	if err != nil {
 		att.Close()
 		return nil, err

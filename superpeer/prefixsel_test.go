@@ -25,7 +25,7 @@ type prefixPeer struct {
 
 // prefixNet starts n peers with seeded keys on a fully linked mocknet,
 // joined into one DHT, each running a prefix selector with opts.
-func prefixNet(t *testing.T, n int, seed int64, opts PrefixOptions) []*prefixPeer {
+func prefixNet(t *testing.T, n int, seed int64, opts options) []*prefixPeer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -64,7 +64,7 @@ func prefixNet(t *testing.T, n int, seed int64, opts PrefixOptions) []*prefixPee
 		}
 	}
 	for _, p := range peers {
-		sel, err := NewPrefix(p.node, opts)
+		sel, err := NewPrefix(p.node, prefixWith(opts))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,13 +165,13 @@ func waitSettled(t *testing.T, peers []*prefixPeer, capacity int, limit time.Dur
 	}
 }
 
-func livePrefixOptions(S, capacity int) PrefixOptions {
-	return PrefixOptions{
+func livePrefixOptions(S, capacity int) options {
+	return options{
 		Superpeers:  S,
 		Recheck:     2 * time.Second,
 		MinRecheck:  50 * time.Millisecond,
 		StartSpread: 300 * time.Millisecond,
-		Attach:      AttachOptions{Capacity: capacity, TTL: 1500 * time.Millisecond},
+		Attach:      attachOptions{Capacity: capacity, TTL: 1500 * time.Millisecond},
 	}
 }
 

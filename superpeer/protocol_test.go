@@ -20,12 +20,12 @@ const defaultAttachID protocol.ID = "/superpeer/attach/1.0.0"
 // finds no protocol to speak.
 func TestAttach_ProtocolPrefix(t *testing.T) {
 	hs := hosts(t, 3)
-	def := attachAll(t, hs[2:], AttachOptions{})[0]
+	def := attachAll(t, hs[2:])[0]
 	if !slices.Contains(hs[2].Mux().Protocols(), defaultAttachID) || attachProtocol(dht.DefaultProtocolPrefix) != defaultAttachID {
 		t.Fatalf("the default attach protocol serves %v, not %s", hs[2].Mux().Protocols(), defaultAttachID)
 	}
-	a := attachAll(t, hs[:2], AttachOptions{ProtocolPrefix: "/a"})
-	b := attachAll(t, hs[:2], AttachOptions{ProtocolPrefix: "/b"})
+	a := attachAll(t, hs[:2], WithProtocolPrefix("/a"))
+	b := attachAll(t, hs[:2], WithProtocolPrefix("/b"))
 	a[0].SetRole(asRole(Superpeer, hs[0].ID()))
 	b[0].SetRole(asRole(Client, ""))
 	ctx := context.Background()
@@ -46,7 +46,7 @@ func TestAttach_ProtocolPrefix(t *testing.T) {
 	if def.Stats.Served.Load() != 0 || def.Load() != 0 {
 		t.Errorf("the default attach protocol served %d", def.Stats.Served.Load())
 	}
-	if _, err := NewAttach(hs[2], AttachOptions{ProtocolPrefix: "a"}); err == nil {
+	if _, err := NewAttach(hs[2], WithProtocolPrefix("a")); err == nil {
 		t.Error("a prefix without / accepted")
 	}
 }
@@ -60,10 +60,10 @@ func TestNewPrefix_AttachUnderTheNodesPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	if _, err := NewPrefix(node, PrefixOptions{Attach: AttachOptions{ProtocolPrefix: "/y"}}); err == nil {
+	if _, err := NewPrefix(node, WithProtocolPrefix("/y")); err == nil {
 		t.Error("an attach prefix other than the node's accepted")
 	}
-	sel, err := NewPrefix(node, PrefixOptions{})
+	sel, err := NewPrefix(node)
 	if err != nil {
 		t.Fatal(err)
 	}

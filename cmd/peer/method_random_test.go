@@ -61,7 +61,7 @@ type randomSel struct {
 }
 
 func newRandom(node *dht.Node, env superpeer.Env) (superpeer.Selector, error) {
-	att, err := superpeer.NewAttach(node.Host(), env.AttachOver(superpeer.AttachOptions{ProtocolPrefix: node.ProtocolPrefix()}))
+	att, err := superpeer.NewAttach(node.Host(), append([]superpeer.Option{superpeer.WithProtocolPrefix(node.ProtocolPrefix()), superpeer.WithRegisterer(env.Registerer)}, env.Attach...)...)
 	if err != nil {
 		return nil, err
 	}

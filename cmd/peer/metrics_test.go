@@ -16,7 +16,6 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/repel"
-	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -172,7 +171,7 @@ func registeredMetrics(t *testing.T) map[string]bool {
 	defer viv.Close()
 	cfg := repel.LocalConfig()
 	cfg.Tokens = 1
-	sel, err := repel.NewSelector(node, viv, repel.SelectorOptions{Config: cfg, Attach: superpeer.AttachOptions{Registerer: reg}, Registerer: reg})
+	sel, err := repel.NewSelector(node, repel.WithVivaldi(viv), repel.WithConfig(cfg), repel.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,14 +229,16 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		env := superpeer.Env{Superpeers: *superpeers, Attach: superpeer.AttachOptions{Capacity: *capacity, TTL: *ttl}, Registerer: metricsReg}
+		env := superpeer.Env{Superpeers: *superpeers, Attach: []superpeer.Option{superpeer.WithCapacity(*capacity), superpeer.WithTTL(*ttl)}, Registerer: metricsReg}
 		started = fmt.Sprintf("selecting superpeers by %s: S = %d", m.Name, *superpeers)
 		switch m.Name {
 		case "prefix":
-			env.Options = superpeer.PrefixOptions{Pow2: *pow2}
+			if *pow2 {
+				env.Options = []superpeer.Option{superpeer.WithPow2()}
+			}
 		case "repel":
-			env.Attach.Displace = displaceOption(*displace)
-			env.Options = repel.SelectorOptions{Config: rcfg, Dissemination: dissemination}
+			env.Attach = append(env.Attach, superpeer.WithDisplace(*displace))
+			env.Options = []repel.Option{repel.WithConfig(rcfg), repel.WithDissemination(dissemination)}
 			started += fmt.Sprintf(", force %s, T_settle %v, T_dead %v, announce every %v by %s",
 				rcfg.Model, rcfg.SettleAfter, rcfg.DeadAfter, rcfg.AnnounceInterval, dissemination)
 		}
@@ -499,14 +501,4 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector)
 		_ = json.NewEncoder(w).Encode(st)
 	})
 	return mux
-}
-
-// displaceOption is --displace as superpeer.AttachOptions takes it: 0
-// turns displacement off, which the options spell negative (their 0 is
-// the default).
-func displaceOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }

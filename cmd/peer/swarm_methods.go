@@ -86,8 +86,11 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 	var state func() metrics.Assignment
 	switch m.Name {
 	case "prefix":
-		opts := superpeer.PrefixOptions{Superpeers: f.superpeers, Pow2: f.pow2, Attach: superpeer.AttachOptions{Capacity: f.capacity, TTL: f.ttl}}
-		if err := s.StartPrefix(ctx, opts); err != nil {
+		opts := []superpeer.Option{superpeer.WithSuperpeers(f.superpeers), superpeer.WithCapacity(f.capacity), superpeer.WithTTL(f.ttl)}
+		if f.pow2 {
+			opts = append(opts, superpeer.WithPow2())
+		}
+		if err := s.StartPrefix(ctx, opts...); err != nil {
 			return nil, err
 		}
 		defer s.StopMethod()
@@ -125,7 +128,7 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		}
 		cfg := swarm.RepelSwarmConfig(f.superpeers, model)
 		cfg.SurveyInterval = f.survey
-		rr, err := s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: f.capacity, TTL: f.ttl, Displace: displaceOption(f.displace)}, Probe: f.probe, Dissemination: f.dissemination}, gossip)
+		rr, err := s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Capacity: f.capacity, TTL: f.ttl, Attach: []superpeer.Option{superpeer.WithDisplace(f.displace)}, Probe: f.probe, Dissemination: f.dissemination}, gossip)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +190,7 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 			mr.Kill = kr
 		}
 	default:
-		env := superpeer.Env{Superpeers: f.superpeers, Attach: superpeer.AttachOptions{Capacity: f.capacity, TTL: f.ttl, Displace: displaceOption(f.displace)}}
+		env := superpeer.Env{Superpeers: f.superpeers, Attach: []superpeer.Option{superpeer.WithCapacity(f.capacity), superpeer.WithTTL(f.ttl), superpeer.WithDisplace(f.displace)}}
 		var v *swarm.VivaldiRun
 		if m.Coordinates {
 			v = vr

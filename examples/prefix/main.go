@@ -69,10 +69,10 @@ func run(seed int64, n, S int, limit time.Duration, out io.Writer) error {
 		} else if err := node.Bootstrap(ctx, first); err != nil {
 			return fmt.Errorf("peer %d: %w", i, err)
 		}
-		sel, err := superpeer.NewPrefix(node, superpeer.PrefixOptions{
-			Superpeers: S,
-			Attach:     superpeer.AttachOptions{TTL: 3 * time.Second}, // no capacity bound
-		})
+		sel, err := superpeer.NewPrefix(node,
+			superpeer.WithSuperpeers(S),
+			superpeer.WithTTL(3*time.Second), // no capacity bound
+		)
 		if err != nil {
 			return err
 		}

@@ -79,11 +79,12 @@ func run(seed int64, n, S int, limit time.Duration, out io.Writer) error {
 			return err
 		}
 		defer viv.Close()
-		sel, err := repel.NewSelector(node, viv, repel.SelectorOptions{
-			Config: cfg,
-			Attach: superpeer.AttachOptions{TTL: 2 * time.Second}, // no capacity bound
-			Seed:   uint64(seed)<<8 + uint64(i) + 1,
-		})
+		sel, err := repel.NewSelector(node,
+			repel.WithVivaldi(viv),
+			repel.WithConfig(cfg),
+			repel.WithAttach(superpeer.WithTTL(2*time.Second)), // no capacity bound
+			repel.WithSeed(uint64(seed)<<8+uint64(i)+1),
+		)
 		if err != nil {
 			return err
 		}

@@ -66,10 +66,7 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 	if c.TTL == 0 {
 		c.TTL = 6 * time.Second
 	}
-	err = s.StartPrefix(ctx, superpeer.PrefixOptions{
-		Superpeers: c.S,
-		Attach:     superpeer.AttachOptions{Capacity: c.Capacity, TTL: c.TTL},
-	})
+	err = s.StartPrefix(ctx, superpeer.WithSuperpeers(c.S), superpeer.WithCapacity(c.Capacity), superpeer.WithTTL(c.TTL))
 	if err != nil {
 		return fail(err)
 	}

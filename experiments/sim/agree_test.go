@@ -17,7 +17,6 @@ import (
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 	"github.com/superpeer-overlay/superpeer/repel"
-	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -373,7 +372,7 @@ func runRepelAgreement(t *testing.T, seed int64) repelAgreement {
 	v, coords, samples := liveCoords(t, ctx, s, seed, agreeRepelInterval, agreeRepelSamples)
 	coordsAt := time.Since(start)
 	v.SetInterval(2 * time.Second)
-	r, err := s.StartRepel(ctx, v, swarm.RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{TTL: 12 * time.Second}, Seed: seed}, nil)
+	r, err := s.StartRepel(ctx, v, swarm.RepelOptions{Config: cfg, TTL: 12 * time.Second, Seed: seed}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

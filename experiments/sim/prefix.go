@@ -57,7 +57,7 @@ const (
 // the keys and C: the order in which clients come is that of their first
 // steps (spread over the start by key), not their indices.
 func Prefix(keys []dht.Key, scheme superpeer.Prefix, capacity int) PrefixResult {
-	r, err := simulatePrefix(keys, scheme, superpeer.PrefixOptions{Attach: superpeer.AttachOptions{Capacity: max(0, capacity)}})
+	r, err := simulatePrefix(keys, scheme, max(0, capacity), defaultAttachTTL)
 	if err != nil {
 		panic(err) // the default periods are valid
 	}
@@ -75,18 +75,19 @@ type prefixSim struct {
 	wake     []time.Duration          // per peer, the Tick scheduled, -1 for none
 	served   []bool
 	unserved int
-	opts     superpeer.PrefixOptions
+	capacity int           // C of every superpeer
+	ttl      time.Duration // the attach TTL
 	res      PrefixResult
 }
 
-func simulatePrefix(keys []dht.Key, scheme superpeer.Prefix, opts superpeer.PrefixOptions) (PrefixResult, error) {
+// defaultAttachTTL is superpeer.NewAttach's default TTL.
+const defaultAttachTTL = 30 * time.Second
+
+func simulatePrefix(keys []dht.Key, scheme superpeer.Prefix, capacity int, ttl time.Duration) (PrefixResult, error) {
 	n := len(keys)
 	G := scheme.Groups()
-	if opts.Attach.TTL == 0 {
-		opts.Attach.TTL = 30 * time.Second // NewAttach's default
-	}
 	s := &prefixSim{
-		loop: &Loop{}, scheme: scheme, keys: keys, opts: opts,
+		loop: &Loop{}, scheme: scheme, keys: keys, capacity: capacity, ttl: ttl,
 		ids: make([]peer.ID, n), cores: make([]*superpeer.PrefixCore, n), tables: make([]*superpeer.AttachTable, n),
 		answer: make([]int, G), wake: make([]time.Duration, n), served: make([]bool, n), unserved: n,
 		res: PrefixResult{Leader: make([]int, G), Group: make([]int32, n), Assignment: make(metrics.Assignment, n)},
@@ -105,7 +106,7 @@ func simulatePrefix(keys []dht.Key, scheme superpeer.Prefix, opts superpeer.Pref
 	}
 	for i := range keys {
 		s.ids[i] = peer.ID(strconv.Itoa(i))
-		c, err := superpeer.NewPrefixCore(s.ids[i], keys[i], scheme, opts)
+		c, err := superpeer.NewPrefixCore(s.ids[i], keys[i], scheme, superpeer.WithTTL(ttl))
 		if err != nil {
 			return PrefixResult{}, err
 		}
@@ -210,7 +211,7 @@ func (s *prefixSim) serve(j, i int) superpeer.Status {
 		return superpeer.NotSuperpeer
 	}
 	if s.tables[j] == nil {
-		s.tables[j] = superpeer.NewAttachTable(s.opts.Attach.Capacity, s.opts.Attach.TTL, 0)
+		s.tables[j] = superpeer.NewAttachTable(s.capacity, s.ttl, 0)
 	}
 	st, _ := s.tables[j].Admit(s.now(), s.ids[i], 0, superpeer.ClientCoord{})
 	return st

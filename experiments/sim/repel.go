@@ -45,7 +45,7 @@ type RepelOptions struct {
 	// Capacity is C, the most clients a holder accepts under
 	// AttachSelector (0: unbounded).
 	Capacity int
-	// Displace is the holders' superpeer.AttachOptions.Displace under
+	// Displace is the holders' superpeer.WithDisplace under
 	// AttachSelector: a full holder takes a newcomer in place of its
 	// client of least regret (repel.Regret) when the newcomer's exceeds it
 	// by more than Displace (0: first come, first served).

@@ -70,7 +70,7 @@ type attacher struct {
 	ids      []string
 	index    map[string]int
 	capacity int           // 0: unbounded
-	displace time.Duration // superpeer.AttachOptions.Displace
+	displace time.Duration // superpeer.WithDisplace
 	cfg      repel.AttachConfig
 
 	att    []int // each peer's holder, -1 for none

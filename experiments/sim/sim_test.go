@@ -226,7 +226,7 @@ func TestPrefix_AgreesWithLiveSwarm(t *testing.T) {
 	if err := s.WaitConverged(ctx, 20); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StartPrefix(ctx, superpeer.PrefixOptions{Superpeers: S, Attach: superpeer.AttachOptions{Capacity: 2 * n / S, TTL: 3 * time.Second}}); err != nil {
+	if err := s.StartPrefix(ctx, superpeer.WithSuperpeers(S), superpeer.WithCapacity(2*n/S), superpeer.WithTTL(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WaitPrefix(ctx, s.SelectionStart()); err != nil {

@@ -126,12 +126,17 @@ type RepelOptions struct {
 	// Config is the token method; Tokens is S. Default
 	// RepelSwarmConfig(8, repel.Attract).
 	Config repel.Config
-	// Attach configures the attach protocol (capacity C, TTL).
-	Attach superpeer.AttachOptions
+	// Capacity is C, the most clients a holder serves (0: unbounded).
+	Capacity int
+	// TTL is the attachment lifetime (0: the attach protocol's default),
+	// in the swarm's time: a dilated swarm stretches it.
+	TTL time.Duration
+	// Attach are further attach options (superpeer.WithDisplace, ...).
+	Attach []superpeer.Option
 	// Seed seeds the selectors (default the swarm's seed).
 	Seed int64
 	// Probe is how many holders a client measures before it chooses
-	// (repel.SelectorOptions.Probe; 0: the selector's default, 3).
+	// (repel.WithProbe; 0: the selector's default, 3).
 	Probe int
 	// Dissemination is how announcements travel (default repel.Piggyback;
 	// repel.GossipSub needs nodes with RepelNodeOptions).
@@ -175,10 +180,20 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	}
 	// With the swarm dilated every timer runs that much slower (the
 	// measured RTTs are divided by it already).
-	cfg, att := opts.Config.Dilated(s.Dilation()), opts.Attach
-	att.TTL = s.Wall(att.TTL)
+	att := []superpeer.Option{superpeer.WithCapacity(opts.Capacity)}
+	if opts.TTL != 0 {
+		att = append(att, superpeer.WithTTL(s.Wall(opts.TTL)))
+	}
+	ropts := []repel.Option{
+		repel.WithConfig(opts.Config.Dilated(s.Dilation())),
+		repel.WithAttach(append(att, opts.Attach...)...),
+		repel.WithDissemination(opts.Dissemination),
+	}
+	if opts.Probe != 0 {
+		ropts = append(ropts, repel.WithProbe(opts.Probe))
+	}
 	run, err := s.StartMethod(ctx, "repel", MethodOptions{
-		Env:     superpeer.Env{Options: repel.SelectorOptions{Config: cfg, Attach: att, Probe: opts.Probe, Dissemination: opts.Dissemination}},
+		Env:     superpeer.Env{Options: ropts},
 		Seed:    opts.Seed,
 		Vivaldi: v,
 	})
@@ -391,7 +406,7 @@ func (st RepelState) Converged() bool {
 // State reads every live selector.
 func (r *RepelRun) State() RepelState {
 	S := r.opts.Config.Tokens
-	capacity := r.opts.Attach.Capacity
+	capacity := r.opts.Capacity
 	st := RepelState{Holders: make([][]int, S), Assignment: make(metrics.Assignment, len(r.s.Peers))}
 	for i := range st.Assignment {
 		st.Assignment[i] = metrics.Unassigned
@@ -559,7 +574,7 @@ func (r *RepelRun) counts() (stats, drops map[string]uint64) {
 func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSummary, RepelSummary, error) {
 	st := r.State()
 	S := r.opts.Config.Tokens
-	capacity := r.opts.Attach.Capacity
+	capacity := r.opts.Capacity
 	live := r.s.Live()
 	stats, drops := r.counts()
 	rs := RepelSummary{

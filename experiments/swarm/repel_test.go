@@ -8,7 +8,6 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/repel"
-	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 // repelSwarm is a converged PlanetLab swarm whose nodes run GossipSub, with
@@ -59,7 +58,7 @@ func repelSwarm(t *testing.T, n int, seed int64) (*Swarm, *VivaldiRun) {
 func startRepel(t *testing.T, ctx context.Context, s *Swarm, v *VivaldiRun, S, capacity int) *RepelRun {
 	t.Helper()
 	cfg := RepelSwarmConfig(S, repel.Attract)
-	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Attach: superpeer.AttachOptions{Capacity: capacity, TTL: 12 * time.Second}}, nil)
+	r, err := s.StartRepel(ctx, v, RepelOptions{Config: cfg, Capacity: capacity, TTL: 12 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
-func prefixOptions(S, capacity int) superpeer.PrefixOptions {
-	return superpeer.PrefixOptions{
-		Superpeers: S,
-		MinRecheck: 200 * time.Millisecond,
-		Attach:     superpeer.AttachOptions{Capacity: capacity, TTL: 3 * time.Second},
+func prefixOptions(S, capacity int) []superpeer.Option {
+	return []superpeer.Option{
+		superpeer.WithSuperpeers(S),
+		superpeer.WithMinRecheck(200 * time.Millisecond),
+		superpeer.WithCapacity(capacity),
+		superpeer.WithTTL(3 * time.Second),
 	}
 }
 
@@ -24,7 +25,7 @@ func TestPrefix_SwarmSelectsExactlyTheRightSuperpeers(t *testing.T) {
 	defer cancel()
 	// 200 peers in 16 groups is 12.5 a group: capacity 14 makes the
 	// fullest groups overflow into their neighbours.
-	if err := s.StartPrefix(ctx, prefixOptions(16, 14)); err != nil {
+	if err := s.StartPrefix(ctx, prefixOptions(16, 14)...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WaitPrefix(ctx, s.SelectionStart()); err != nil {
@@ -67,7 +68,7 @@ func TestPrefix_TightCapacityServesEveryone(t *testing.T) {
 	s, _ := planetlabSwarm(t, n, 14)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := s.StartPrefix(ctx, prefixOptions(S, C)); err != nil {
+	if err := s.StartPrefix(ctx, prefixOptions(S, C)...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WaitPrefix(ctx, s.SelectionStart()); err != nil {
@@ -109,7 +110,7 @@ func TestPrefix_SwarmRecoversWhenEverySuperpeerDies(t *testing.T) {
 	s, _ := planetlabSwarm(t, 200, 12)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := s.StartPrefix(ctx, prefixOptions(16, 0)); err != nil {
+	if err := s.StartPrefix(ctx, prefixOptions(16, 0)...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WaitPrefix(ctx, s.SelectionStart()); err != nil {
@@ -158,9 +159,8 @@ func TestPrefix_LateJoinerNeedsOneLookup(t *testing.T) {
 	opts := prefixOptions(8, 0)
 	// Only the first decision counts: no timed rechecks, and attachments
 	// that outlive the test.
-	opts.Recheck = time.Hour
-	opts.Attach.TTL = time.Hour
-	if err := s.StartPrefix(ctx, opts); err != nil {
+	opts = append(opts, superpeer.WithRecheck(time.Hour), superpeer.WithTTL(time.Hour))
+	if err := s.StartPrefix(ctx, opts...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.WaitPrefix(ctx, s.SelectionStart()); err != nil {

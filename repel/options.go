@@ -1,0 +1,110 @@
+package repel
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/superpeer-overlay/superpeer/superpeer"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// Option configures NewSelector. Options apply in order, a later one
+// overriding an earlier; an invalid value makes NewSelector fail with an
+// error wrapping ErrOptions.
+type Option func(*selectorOptions) error
+
+// WithConfig sets the token method (Tokens = S; default DefaultConfig(),
+// LocalConfig() for in-process swarms). c must be valid (Config.Validate):
+// a partly filled Config is refused, not completed. A zero Capacity takes
+// the attach protocol's (superpeer.WithCapacity).
+func WithConfig(c Config) Option {
+	return func(o *selectorOptions) error {
+		probe := c
+		if probe.Capacity == 0 {
+			probe.Capacity = 1
+		}
+		if err := probe.Validate(); err != nil {
+			return fmt.Errorf("%w: WithConfig: %w", ErrOptions, err)
+		}
+		o.Config = c
+		return nil
+	}
+}
+
+// WithAttach configures the attach protocol (capacity C, TTL,
+// displacement, clock, metrics), the same as the prefix method's; the
+// selector's clients say their regret, so displacement works for them.
+// Several WithAttach add up. The protocol runs under the node's protocol
+// prefix whatever superpeer.WithProtocolPrefix says.
+func WithAttach(opts ...superpeer.Option) Option {
+	return func(o *selectorOptions) error {
+		o.Attach = append(o.Attach, opts...)
+		return nil
+	}
+}
+
+// WithVivaldi gives the selector the peer's Vivaldi service, under the
+// node's protocol prefix (vivaldi.WithProtocolPrefix). Without it the
+// selector makes its own, sampling the node's routing table every 2 s, and
+// closes it at Close.
+func WithVivaldi(v *vivaldi.Service) Option {
+	return func(o *selectorOptions) error { o.Vivaldi = v; return nil }
+}
+
+// WithSeed seeds the model's randomness (default: from the clock).
+func WithSeed(seed uint64) Option {
+	return func(o *selectorOptions) error { o.Seed = seed; return nil }
+}
+
+// WithDissemination sets how announcements travel: Piggyback (default) on
+// the Vivaldi service's exchanges, or GossipSub on the node's pubsub (the
+// node needs a router: dht.WithGossipSub or dht.WithPubSub).
+func WithDissemination(d Dissemination) Option {
+	return func(o *selectorOptions) error {
+		if d != Piggyback && d != GossipSub {
+			return fmt.Errorf("%w: WithDissemination(%v): unknown", ErrOptions, d)
+		}
+		o.Dissemination = d
+		return nil
+	}
+}
+
+// WithProbe sets how many holders, nearest first, a client has measured
+// (one Vivaldi exchange each) before it chooses, at most every five
+// renewals while attached (default 3; 0 or negative: none, by
+// prediction alone). AttachConfig.Probe; the other fields of the client's Chooser are
+// DefaultAttachConfig's.
+func WithProbe(n int) Option {
+	return func(o *selectorOptions) error {
+		if n == 0 {
+			n = -1
+		}
+		o.Probe = n
+		return nil
+	}
+}
+
+// WithSwitch sets how much nearer (by measured RTT where the client has
+// one, predicted otherwise) another holder must be before an attached
+// client moves to it (default 1.1: 10% nearer; at least 1).
+// AttachConfig.Switch.
+func WithSwitch(f float64) Option {
+	return func(o *selectorOptions) error {
+		if !(f >= 1) {
+			return fmt.Errorf("%w: WithSwitch(%v): must be ≥ 1", ErrOptions, f)
+		}
+		o.Switch = f
+		return nil
+	}
+}
+
+// WithRegisterer exports the selector's metrics on r until Close
+// (superpeer_repel_*: token events, tokens held and known, name lookups,
+// bytes sent, refused frames by reason), and those of its attach protocol
+// unless WithAttach gives it another. Nil, the default, registers nothing.
+// Several selectors may register on one Registerer: their values add up
+// (tokens known is their mean).
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(o *selectorOptions) error { o.Registerer = r; return nil }
+}

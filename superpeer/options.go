@@ -1,0 +1,198 @@
+package superpeer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Option configures a prefix selector (NewPrefix, NewPrefixCore) and the
+// attach protocol (NewAttach, which the selectors of every method make).
+// Options apply in order, a later one overriding an earlier; a constructor
+// ignores the options that do not concern it (NewAttach ignores
+// WithSuperpeers). An invalid value makes the constructor fail with an error
+// wrapping ErrOption.
+type Option func(*options) error
+
+// ErrOption is wrapped by the error of a constructor given an invalid
+// option.
+var ErrOption = errors.New("superpeer: invalid option")
+
+func badOption(name string, v any, why string) error {
+	return fmt.Errorf("%w: %s(%v): %s", ErrOption, name, v, why)
+}
+
+// WithSuperpeers sets S, the number of superpeers wanted (default 8): S
+// groups of the exact prefix code, or 2^⌈log2 S⌉ with WithPow2.
+func WithSuperpeers(S int) Option {
+	return func(o *options) error {
+		if S < 1 || S > 1<<maxPrefixBits {
+			return badOption("WithSuperpeers", S, fmt.Sprintf("not in [1, %d]", 1<<maxPrefixBits))
+		}
+		o.Superpeers = S
+		return nil
+	}
+}
+
+// WithPow2 groups the keys into 2^⌈log2 S⌉ groups of equal key share, Lo
+// et al.'s own scheme, instead of exactly S.
+func WithPow2() Option {
+	return func(o *options) error { o.Pow2 = true; return nil }
+}
+
+// WithRecheck sets how often a peer looks its superpeer key up again
+// (default the attach TTL). Attachments are renewed every TTL/3 apart from
+// this; a failed renewal, a refusal and a routing-table change in the peer's
+// group each bring a lookup forward.
+func WithRecheck(every time.Duration) Option {
+	return positive("WithRecheck", every, func(o *options) { o.Recheck = every })
+}
+
+// WithClientRecheck sets how often a client that is attached looks its
+// superpeer key up again (default 8 × the recheck period). Superpeers and
+// unattached peers recheck every recheck period. A client needs few lookups
+// of its own: its superpeer's failure shows as a failed renewal, and a
+// superpeer that is overtaken by a closer peer learns it from its routing
+// table and refuses the next renewal, which brings the client's lookup
+// forward. This is what keeps the lookup load of a swarm of thousands of
+// peers small (n / (8·recheck) lookups per second).
+func WithClientRecheck(every time.Duration) Option {
+	return positive("WithClientRecheck", every, func(o *options) { o.ClientRecheck = every })
+}
+
+// WithMinRecheck spaces rechecks triggered by routing-table changes and
+// refusals (default 500 ms), so a burst of joins costs one lookup.
+func WithMinRecheck(d time.Duration) Option {
+	return positive("WithMinRecheck", d, func(o *options) { o.MinRecheck = d })
+}
+
+// WithStartSpread spreads the first lookups of peers started together over
+// this window, by peer key (default 2 × the minimum recheck), and likewise
+// the lookups of the clients of a superpeer that failed. A swarm of n peers
+// on one machine sets it in proportion to n.
+func WithStartSpread(d time.Duration) Option {
+	return positive("WithStartSpread", d, func(o *options) { o.StartSpread = d })
+}
+
+// WithCapacity sets C, the most clients a superpeer serves (default 0:
+// unbounded).
+func WithCapacity(C int) Option {
+	return func(o *options) error {
+		if C < 0 {
+			return badOption("WithCapacity", C, "negative")
+		}
+		o.Attach.Capacity = C
+		return nil
+	}
+}
+
+// WithTTL sets how long an attachment lives without renewal (default 30 s;
+// clients renew every TTL/3).
+func WithTTL(ttl time.Duration) Option {
+	return func(o *options) error {
+		if ttl < 3 || ttl > time.Duration(math.MaxUint32)*time.Millisecond {
+			return badOption("WithTTL", ttl, "not in [3ns, 2^32 ms]")
+		}
+		o.Attach.TTL = ttl
+		return nil
+	}
+}
+
+// WithDisplace sets the margin of displacement (default DefaultDisplace):
+// a full superpeer takes a new client in place of the one that loses least
+// by leaving when the newcomer's regret (ClientRequest.Regret: its next
+// choice's RTT minus this one's) exceeds that client's by more than margin;
+// the displaced client is refused at its next renewal and goes to its next
+// choice. The places then go to the clients that lose most without them,
+// as a centralised regret-ordered assignment gives them, not to whoever
+// asked first. A margin ≤ 0 turns displacement off (first come, first
+// served). Clients that say no regret (the prefix method's) never displace
+// anyone.
+func WithDisplace(margin time.Duration) Option {
+	return func(o *options) error { o.Attach.Displace = margin; return nil }
+}
+
+// WithClock sets the attach protocol's clock (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) error {
+		if now == nil {
+			return badOption("WithClock", "nil", "no clock")
+		}
+		o.Attach.Now = now
+		return nil
+	}
+}
+
+// WithProtocolPrefix sets the overlay's prefix, which the attach protocol
+// ID derives from: <prefix>/attach/1.0.0 (default
+// dht.DefaultProtocolPrefix). NewPrefix and repel.NewSelector use their
+// node's (dht.Node.ProtocolPrefix) and refuse another.
+func WithProtocolPrefix(p protocol.ID) Option {
+	return func(o *options) error {
+		if p == "" || p[0] != '/' {
+			return badOption("WithProtocolPrefix", p, "must start with /")
+		}
+		o.Attach.ProtocolPrefix = p
+		return nil
+	}
+}
+
+// WithRegisterer exports the attach protocol's metrics on r until Close
+// (superpeer_attach_*: clients served, capacity, requests by result,
+// displacements, refused frames by reason; and superpeer_selector_role,
+// the peer's role). Nil, the default, registers nothing. The attach
+// protocols of several peers may register on one Registerer: their values
+// add up (the role gauge then counts the peers in each role).
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(o *options) error { o.Attach.Registerer = r; return nil }
+}
+
+func positive(name string, d time.Duration, set func(*options)) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return badOption(name, d, "must be positive")
+		}
+		set(o)
+		return nil
+	}
+}
+
+// options are the settings the Options make; zero fields take the
+// defaults of NewPrefix, NewPrefixCore and NewAttach.
+type options struct {
+	Superpeers    int
+	Pow2          bool
+	Recheck       time.Duration
+	ClientRecheck time.Duration
+	MinRecheck    time.Duration
+	StartSpread   time.Duration
+	Attach        attachOptions
+}
+
+// attachOptions configure the attach protocol; see the With functions.
+type attachOptions struct {
+	Capacity       int
+	TTL            time.Duration
+	Displace       time.Duration
+	Now            func() time.Time
+	ProtocolPrefix protocol.ID
+	Registerer     prometheus.Registerer
+}
+
+// applyOptions is the settings of opts over the defaults.
+func applyOptions(opts []Option) (options, error) {
+	o := options{Attach: attachOptions{Displace: DefaultDisplace}}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
