@@ -30,7 +30,7 @@ func testNetwork(t *testing.T, n int, opts ...Option) []*Node {
 	t.Cleanup(cancel)
 	var nodes []*Node
 	for _, h := range mn.Hosts() {
-		node, err := New(ctx, h, append([]Option{RoutingTableRefresh(0)}, opts...)...)
+		node, err := New(ctx, h, append([]Option{WithRoutingTableRefresh(0)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

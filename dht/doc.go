@@ -20,8 +20,8 @@
 // vivaldi.WithProtocolPrefix). Overlays under different prefixes share a
 // host without seeing each other.
 //
-// Embedding. New takes the application's host, and with UseKad and
-// UsePubSub the kad-dht and the pubsub router the application runs already;
+// Embedding. New takes the application's host, and with WithKad and
+// WithPubSub the kad-dht and the pubsub router the application runs already;
 // Close stops our handlers and what the node built, and leaves the host and
 // what the application gave to their owner.
 package dht

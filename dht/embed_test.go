@@ -62,7 +62,7 @@ func TestNode_UseKadAndPubSub(t *testing.T) {
 		if pss[i], err = pubsub.NewGossipSub(appCtx, h); err != nil {
 			t.Fatal(err)
 		}
-		if nodes[i], err = New(ctx, h, UseKad(kads[i]), UsePubSub(pss[i]), ProtocolPrefix("/app")); err != nil {
+		if nodes[i], err = New(ctx, h, WithKad(kads[i]), WithPubSub(pss[i]), WithProtocolPrefix("/app")); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { nodes[i].Close() })
@@ -179,31 +179,31 @@ func TestNew_RefusesInconsistentOptions(t *testing.T) {
 		opts []Option
 		want error
 	}{
-		{"BucketSize", []Option{UseKad(kad), BucketSize(10)}, ErrKadOption},
-		{"Concurrency first", []Option{Concurrency(2), UseKad(kad)}, ErrKadOption},
-		{"RoutingTableRefresh", []Option{UseKad(kad), RoutingTableRefresh(0)}, ErrKadOption},
-		{"KadOptions", []Option{UseKad(kad), KadOptions(kaddht.DisableValues())}, ErrKadOption},
-		{"ReuseStreams", []Option{UseKad(kad), ReuseStreams()}, ErrKadOption},
-		{"GossipSub with UsePubSub", []Option{UsePubSub(ps), GossipSub()}, ErrPubSubOption},
+		{"WithBucketSize", []Option{WithKad(kad), WithBucketSize(10)}, ErrKadOption},
+		{"Concurrency first", []Option{WithConcurrency(2), WithKad(kad)}, ErrKadOption},
+		{"WithRoutingTableRefresh", []Option{WithKad(kad), WithRoutingTableRefresh(0)}, ErrKadOption},
+		{"WithKadOptions", []Option{WithKad(kad), WithKadOptions(kaddht.DisableValues())}, ErrKadOption},
+		{"WithReuseStreams", []Option{WithKad(kad), WithReuseStreams()}, ErrKadOption},
+		{"GossipSub with WithPubSub", []Option{WithPubSub(ps), WithGossipSub()}, ErrPubSubOption},
 	} {
 		if _, err := New(ctx, h0, c.opts...); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	if _, err := New(ctx, h1, UseKad(kad)); !errors.Is(err, ErrOtherHost) {
+	if _, err := New(ctx, h1, WithKad(kad)); !errors.Is(err, ErrOtherHost) {
 		t.Errorf("a kad-dht of another host: %v, want %v", err, ErrOtherHost)
 	}
-	if _, err := New(ctx, h0, UseKad(nil)); err == nil {
-		t.Error("UseKad(nil) accepted")
+	if _, err := New(ctx, h0, WithKad(nil)); err == nil {
+		t.Error("WithKad(nil) accepted")
 	}
-	if _, err := New(ctx, h0, UsePubSub(nil)); err == nil {
-		t.Error("UsePubSub(nil) accepted")
+	if _, err := New(ctx, h0, WithPubSub(nil)); err == nil {
+		t.Error("WithPubSub(nil) accepted")
 	}
 	if kad.Context().Err() != nil {
 		t.Error("a refused New closed the application's kad-dht")
 	}
 	// Options of the node's own (prefix, lookups, metrics) go with it.
-	node, err := New(ctx, h0, UseKad(kad), UsePubSub(ps), ProtocolPrefix("/app"), LookupTimeout(time.Second))
+	node, err := New(ctx, h0, WithKad(kad), WithPubSub(ps), WithProtocolPrefix("/app"), WithLookupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestNode_DefaultProtocolIDs(t *testing.T) {
 	}
 	t.Cleanup(func() { mn.Close() })
 	ctx := context.Background()
-	def, err := New(ctx, mn.Hosts()[0], RoutingTableRefresh(0))
+	def, err := New(ctx, mn.Hosts()[0], WithRoutingTableRefresh(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestNode_DefaultProtocolIDs(t *testing.T) {
 			t.Errorf("the default node does not speak %s: %v", id, hostProtocols(def.Host()))
 		}
 	}
-	other, err := New(ctx, mn.Hosts()[1], RoutingTableRefresh(0), ProtocolPrefix("/other"))
+	other, err := New(ctx, mn.Hosts()[1], WithRoutingTableRefresh(0), WithProtocolPrefix("/other"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestNode_PrefixesSeparateOverlays(t *testing.T) {
 		if i%2 == 1 {
 			prefix = "/b"
 		}
-		node, err := New(ctx, h, RoutingTableRefresh(0), ProtocolPrefix(prefix))
+		node, err := New(ctx, h, WithRoutingTableRefresh(0), WithProtocolPrefix(prefix))
 		if err != nil {
 			t.Fatal(err)
 		}

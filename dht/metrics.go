@@ -8,15 +8,15 @@ import (
 	"github.com/superpeer-overlay/superpeer/internal/counters"
 )
 
-// Registerer exports the node's metrics (superpeer_dht_*: lookups, the
+// WithRegisterer exports the node's metrics (superpeer_dht_*: lookups, the
 // raw-key protocol's requests, refused frames by reason, the routing
 // table's size) on reg, read from Stats at every scrape, until Close. By
 // default nothing is registered. Several nodes may register on one reg:
 // their values add up.
-func Registerer(reg prometheus.Registerer) Option {
+func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(c *config) error {
 		if reg == nil {
-			return errors.New("dht.Registerer: nil registerer")
+			return errors.New("dht.WithRegisterer: nil registerer")
 		}
 		c.reg = reg
 		return nil

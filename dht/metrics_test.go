@@ -13,7 +13,7 @@ import (
 
 func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	nodes := testNetwork(t, 3, Registerer(reg)) // three nodes on one registry: their values add up
+	nodes := testNetwork(t, 3, WithRegisterer(reg)) // three nodes on one registry: their values add up
 	a, b := nodes[0], nodes[1]
 	ctx := context.Background()
 	s, err := a.Host().NewStream(ctx, b.ID(), a.closestProtocol())
@@ -88,7 +88,7 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	if names, err := counters.Named(prometheus.DefaultGatherer, "superpeer_"); err != nil || len(names) > 0 {
 		t.Errorf("registered on the default registry without the option: %v (%v)", names, err)
 	}
-	if _, err := New(ctx, nodes[0].Host(), Registerer(nil)); err == nil {
+	if _, err := New(ctx, nodes[0].Host(), WithRegisterer(nil)); err == nil {
 		t.Error("Registerer(nil) accepted")
 	}
 }

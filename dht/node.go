@@ -29,17 +29,17 @@ const DefaultProtocolPrefix protocol.ID = "/superpeer"
 // Errors of inconsistent options.
 var (
 	// ErrKadOption: an option that configures the kad-dht the node builds
-	// (BucketSize, Concurrency, RoutingTableRefresh, KadOptions,
-	// ReuseStreams) given with UseKad, whose kad-dht its owner configured.
-	ErrKadOption = errors.New("dht: option for a kad-dht the node builds, given with UseKad")
-	// ErrOtherHost: the kad-dht given with UseKad runs on another host.
+	// (WithBucketSize, WithConcurrency, WithRoutingTableRefresh, WithKadOptions,
+	// WithReuseStreams) given with WithKad, whose kad-dht its owner configured.
+	ErrKadOption = errors.New("dht: option for a kad-dht the node builds, given with WithKad")
+	// ErrOtherHost: the kad-dht given with WithKad runs on another host.
 	ErrOtherHost = errors.New("dht: the kad-dht given runs on another host")
-	// ErrPubSubOption: GossipSub (the node builds a router) given with
-	// UsePubSub (the application's router).
-	ErrPubSubOption = errors.New("dht: GossipSub given with UsePubSub")
+	// ErrPubSubOption: WithGossipSub (the node builds a router) given with
+	// WithPubSub (the application's router).
+	ErrPubSubOption = errors.New("dht: WithGossipSub given with WithPubSub")
 )
 
-// routingPoll is how often a node on an application's kad-dht (UseKad)
+// routingPoll is how often a node on an application's kad-dht (WithKad)
 // compares the routing table with its last look, for WatchRoutingTable.
 const routingPoll = 250 * time.Millisecond
 
@@ -61,36 +61,36 @@ type config struct {
 	reuseStreams  bool
 	reg           prometheus.Registerer
 
-	kad     *kaddht.IpfsDHT // the application's (UseKad), or nil
-	ps      *pubsub.PubSub  // the application's (UsePubSub), or nil
+	kad     *kaddht.IpfsDHT // the application's (WithKad), or nil
+	ps      *pubsub.PubSub  // the application's (WithPubSub), or nil
 	kadOnly []string        // the options given that configure a kad-dht we build
 }
 
 // Option configures a Node.
 type Option func(*config) error
 
-// ProtocolPrefix sets the prefix of the overlay's protocols (default
-// /superpeer): kad-dht's (unless UseKad: then its owner chose them), the
+// WithProtocolPrefix sets the prefix of the overlay's protocols (default
+// /superpeer): kad-dht's (unless WithKad: then its owner chose them), the
 // raw-key lookup's, and those of the components built on the node (the
 // attach protocol, repel's protocols and topic; give vivaldi.Service the
 // same with vivaldi.WithProtocolPrefix). Overlays under different prefixes
 // share a host without seeing each other.
-func ProtocolPrefix(p protocol.ID) Option {
+func WithProtocolPrefix(p protocol.ID) Option {
 	return func(c *config) error {
 		if p == "" || p[0] != '/' {
-			return fmt.Errorf("dht.ProtocolPrefix: %q must start with /", p)
+			return fmt.Errorf("dht.WithProtocolPrefix: %q must start with /", p)
 		}
 		c.prefix = p
 		return nil
 	}
 }
 
-// Bootstrap gives peers to connect to when the node starts.
-func Bootstrap(peers ...peer.AddrInfo) Option {
+// WithBootstrap gives peers to connect to when the node starts.
+func WithBootstrap(peers ...peer.AddrInfo) Option {
 	return func(c *config) error {
 		for _, p := range peers {
 			if p.ID == "" {
-				return errors.New("dht.Bootstrap: peer without an ID")
+				return errors.New("dht.WithBootstrap: peer without an ID")
 			}
 		}
 		c.bootstrap = append(c.bootstrap, peers...)
@@ -98,10 +98,10 @@ func Bootstrap(peers ...peer.AddrInfo) Option {
 	}
 }
 
-// GossipSub also starts a GossipSub router on the host, for the methods that
+// WithGossipSub also starts a GossipSub router on the host, for the methods that
 // gossip (repel); the node's context bounds it. An application that runs
-// pubsub already gives its router with UsePubSub instead.
-func GossipSub(opts ...pubsub.Option) Option {
+// pubsub already gives its router with WithPubSub instead.
+func WithGossipSub(opts ...pubsub.Option) Option {
 	return func(c *config) error {
 		c.gossip = true
 		c.gossipOpts = opts
@@ -109,66 +109,66 @@ func GossipSub(opts ...pubsub.Option) Option {
 	}
 }
 
-// BucketSize is kad-dht's k (default 20).
-func BucketSize(k int) Option {
+// WithBucketSize is kad-dht's k (default 20).
+func WithBucketSize(k int) Option {
 	return func(c *config) error {
 		if k < 1 {
-			return fmt.Errorf("dht.BucketSize: %d must be at least 1", k)
+			return fmt.Errorf("dht.WithBucketSize: %d must be at least 1", k)
 		}
-		c.kadOnly = append(c.kadOnly, "BucketSize")
+		c.kadOnly = append(c.kadOnly, "WithBucketSize")
 		c.bucketSize = k
 		return nil
 	}
 }
 
-// Concurrency is α, the parallelism of lookups (default 3).
-func Concurrency(alpha int) Option {
+// WithConcurrency is α, the parallelism of lookups (default 3).
+func WithConcurrency(alpha int) Option {
 	return func(c *config) error {
 		if alpha < 1 {
-			return fmt.Errorf("dht.Concurrency: %d must be at least 1", alpha)
+			return fmt.Errorf("dht.WithConcurrency: %d must be at least 1", alpha)
 		}
-		c.kadOnly = append(c.kadOnly, "Concurrency")
+		c.kadOnly = append(c.kadOnly, "WithConcurrency")
 		c.alpha = alpha
 		return nil
 	}
 }
 
-// RoutingTableRefresh sets how often kad-dht refreshes its routing table;
+// WithRoutingTableRefresh sets how often kad-dht refreshes its routing table;
 // 0 turns periodic refresh off (the node still refreshes when it bootstraps).
-func RoutingTableRefresh(period time.Duration) Option {
+func WithRoutingTableRefresh(period time.Duration) Option {
 	return func(c *config) error {
 		if period < 0 {
-			return fmt.Errorf("dht.RoutingTableRefresh: %v is negative", period)
+			return fmt.Errorf("dht.WithRoutingTableRefresh: %v is negative", period)
 		}
-		c.kadOnly = append(c.kadOnly, "RoutingTableRefresh")
+		c.kadOnly = append(c.kadOnly, "WithRoutingTableRefresh")
 		c.autoRefresh = period > 0
 		c.refreshPeriod = period
 		return nil
 	}
 }
 
-// LookupTimeout bounds one lookup (default 20 s); each request of a
+// WithLookupTimeout bounds one lookup (default 20 s); each request of a
 // raw-key lookup gets a quarter of it.
-func LookupTimeout(d time.Duration) Option {
+func WithLookupTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("dht.LookupTimeout: %v must be positive", d)
+			return fmt.Errorf("dht.WithLookupTimeout: %v must be positive", d)
 		}
 		c.lookupTimeout = d
 		return nil
 	}
 }
 
-// KadOptions passes options straight to kad-dht, after ours.
-func KadOptions(opts ...kaddht.Option) Option {
+// WithKadOptions passes options straight to kad-dht, after ours.
+func WithKadOptions(opts ...kaddht.Option) Option {
 	return func(c *config) error {
-		c.kadOnly = append(c.kadOnly, "KadOptions")
+		c.kadOnly = append(c.kadOnly, "WithKadOptions")
 		c.extra = append(c.extra, opts...)
 		return nil
 	}
 }
 
-// UseKad runs the node on the application's kad-dht instead of building
+// WithKad runs the node on the application's kad-dht instead of building
 // one: it must run on the node's host (else ErrOtherHost), and in server
 // mode, or other peers never put this one in their routing tables. Its
 // owner configured it, so the options that configure the kad-dht the node
@@ -181,26 +181,26 @@ func KadOptions(opts ...kaddht.Option) Option {
 // kad-dht calls under a lock of its own, so writing them while it runs is
 // a data race, and the owner may set them again later). Stats.KadSent
 // stays 0: kad-dht sends with its own message sender.
-func UseKad(kad *kaddht.IpfsDHT) Option {
+func WithKad(kad *kaddht.IpfsDHT) Option {
 	return func(c *config) error {
 		if kad == nil {
-			return errors.New("dht.UseKad: nil kad-dht")
+			return errors.New("dht.WithKad: nil kad-dht")
 		}
 		c.kad = kad
 		return nil
 	}
 }
 
-// UsePubSub gives the node the application's pubsub router (Node.PubSub),
-// for the methods that gossip, in place of GossipSub (with which it is
+// WithPubSub gives the node the application's pubsub router (Node.PubSub),
+// for the methods that gossip, in place of WithGossipSub (with which it is
 // refused: ErrPubSubOption). It must run on the node's host; pubsub does
 // not say which host it runs on, so New cannot check. Close leaves it
 // running; a method unregisters what it registered on it (repel: its
 // topic and the topic's validator) when it closes.
-func UsePubSub(ps *pubsub.PubSub) Option {
+func WithPubSub(ps *pubsub.PubSub) Option {
 	return func(c *config) error {
 		if ps == nil {
-			return errors.New("dht.UsePubSub: nil pubsub")
+			return errors.New("dht.WithPubSub: nil pubsub")
 		}
 		c.ps = ps
 		return nil
@@ -211,7 +211,7 @@ func UsePubSub(ps *pubsub.PubSub) Option {
 // prefix, optionally GossipSub, and the raw-key lookup protocol. The host
 // belongs to the caller: an application embeds a Node in its own host, and
 // Close leaves the host running, as it leaves a kad-dht or a pubsub router
-// the application gave (UseKad, UsePubSub).
+// the application gave (WithKad, WithPubSub).
 type Node struct {
 	h      host.Host
 	kad    *kaddht.IpfsDHT
@@ -221,7 +221,7 @@ type Node struct {
 	cfg    config
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the routing-table poll (UseKad)
+	wg     sync.WaitGroup // the routing-table poll (WithKad)
 	stats  *Stats
 
 	stopMetrics func()
@@ -240,7 +240,7 @@ type RoutingEvent struct {
 // WatchRoutingTable delivers routing-table changes until cancel. Events
 // that find the channel full are dropped: a watcher that must not miss the
 // state should read the table itself after an event. On the application's
-// kad-dht (UseKad) the events are the differences between looks at the
+// kad-dht (WithKad) the events are the differences between looks at the
 // table a quarter second apart.
 func (n *Node) WatchRoutingTable() (<-chan RoutingEvent, func()) {
 	ch := make(chan RoutingEvent, 64)
@@ -273,7 +273,7 @@ func (n *Node) routingEvent(p peer.ID, added bool) {
 
 // New starts a Node on h. It does not dial anyone: call Bootstrap. Create
 // it before h has connections of its own (see WatchRoutingTable), unless it
-// runs on the application's kad-dht (UseKad). ctx bounds the node's
+// runs on the application's kad-dht (WithKad). ctx bounds the node's
 // background work: the GossipSub it builds, and its watch of an
 // application's kad-dht's routing table.
 func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
@@ -347,7 +347,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		rt.PeerRemoved = func(p peer.ID) { removed(p); n.routingEvent(p, false) }
 	} else {
 		// The application's kad-dht runs already, and its callbacks are
-		// its owner's: watch the table instead (see UseKad).
+		// its owner's: watch the table instead (see WithKad).
 		known := peerSet(rt.ListPeers())
 		n.wg.Add(1)
 		go func() {
@@ -437,11 +437,11 @@ func (n *Node) Key() Key { return n.key }
 func (n *Node) ProtocolPrefix() protocol.ID { return n.cfg.prefix }
 
 // Kad is the underlying kad-dht: the node's own, or the application's
-// (UseKad).
+// (WithKad).
 func (n *Node) Kad() *kaddht.IpfsDHT { return n.kad }
 
 // PubSub is the pubsub router: the node's GossipSub, the application's
-// (UsePubSub), or nil without either option.
+// (WithPubSub), or nil without either option.
 func (n *Node) PubSub() *pubsub.PubSub { return n.ps }
 
 // RoutingTable is kad-dht's routing table.
@@ -458,7 +458,7 @@ func (n *Node) Bootstrap(ctx context.Context, peers ...peer.AddrInfo) error {
 	if err != nil || !joined {
 		return err
 	}
-	return n.Refresh(ctx)
+	return n.refresh(ctx)
 }
 
 // Join connects to the configured bootstrap peers and any given here, waits
@@ -531,8 +531,8 @@ func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration) error 
 	return nil
 }
 
-// Refresh runs one kad-dht routing-table refresh and waits for it.
-func (n *Node) Refresh(ctx context.Context) error {
+// refresh runs one kad-dht routing-table refresh and waits for it.
+func (n *Node) refresh(ctx context.Context) error {
 	select {
 	case err := <-n.kad.ForceRefresh():
 		return err
@@ -581,7 +581,7 @@ func (n *Node) kadProtocols() string {
 
 // Close stops our handlers and what the node built: its kad-dht and its
 // GossipSub. The host stays up, and so do a kad-dht and a pubsub router
-// the application gave (UseKad, UsePubSub).
+// the application gave (WithKad, WithPubSub).
 func (n *Node) Close() error {
 	var err error
 	n.closeOnce.Do(func() {

@@ -72,11 +72,11 @@ func (m *oneShotSender) SendMessage(ctx context.Context, p peer.ID, mes *kadpb.M
 	return s.Close()
 }
 
-// ReuseStreams keeps kad-dht's own message sender, which holds one stream
+// WithReuseStreams keeps kad-dht's own message sender, which holds one stream
 // open per peer it has asked (fewer stream openings, far more goroutines).
-func ReuseStreams() Option {
+func WithReuseStreams() Option {
 	return func(c *config) error {
-		c.kadOnly = append(c.kadOnly, "ReuseStreams")
+		c.kadOnly = append(c.kadOnly, "WithReuseStreams")
 		c.reuseStreams = true
 		return nil
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
-// Dissemination is how token announcements travel (selectorOptions).
+// Dissemination is how token announcements travel (WithDissemination).
 type Dissemination uint8
 
 const (
@@ -31,7 +31,7 @@ const (
 	Piggyback Dissemination = iota
 	// GossipSub: announcements are published on the tokens topic
 	// (<prefix>/repel/tokens/1); the dht.Node must have a pubsub router
-	// (dht.GossipSub, or the application's: dht.UsePubSub). For
+	// (dht.WithGossipSub, or the application's: dht.WithPubSub). For
 	// applications that run it anyway.
 	GossipSub
 )

@@ -25,7 +25,7 @@ func TestMethod_RepelBuiltByNameOwnsItsVivaldi(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := dht.New(ctx, h, dht.RoutingTableRefresh(0), dht.ProtocolPrefix("/test"))
+	node, err := dht.New(ctx, h, dht.WithRoutingTableRefresh(0), dht.WithProtocolPrefix("/test"))
 	if err != nil {
 		t.Fatal(err)
 	}

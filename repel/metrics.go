@@ -2,7 +2,7 @@ package repel
 
 import "github.com/superpeer-overlay/superpeer/internal/counters"
 
-// The selector's metric families (selectorOptions.Registerer), in the
+// The selector's metric families (WithRegisterer), in the
 // order report emits them.
 var metricFamilies = []counters.Family{
 	{Name: "superpeer_repel_token_events_total", Help: "What happened to this peer's token, by event (EventKind): minted, accepted, move-offered, moved-away, move-timed-out, move-refused, fenced, settled, site-shared, survey, survey-moved, survey-kept.", Kind: counters.Counter, Label: "event"},

@@ -239,7 +239,7 @@ func (c *Chooser) Ranked(now time.Time, cur string, cands []Candidate) []Choice 
 
 // Regret is what the client loses if the k-th holder of its order refuses
 // it: the next one's RTT minus the k-th's (the attach request's regret, by
-// which a full holder with superpeer.AttachOptions.Displace keeps the
+// which a full holder with superpeer.WithDisplace keeps the
 // clients that lose most without it). It is negative for a client that
 // stays with its holder while a nearer one is within Switch: it would gain
 // by going, and is the first a full holder lets go. 0 (none said) when the

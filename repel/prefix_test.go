@@ -57,7 +57,7 @@ func TestSelector_TwoPrefixesShareAHostAndItsPubSub(t *testing.T) {
 	vivs := map[protocol.ID]*vivaldi.Service{}
 	nodes := map[protocol.ID]*dht.Node{}
 	for _, prefix := range []protocol.ID{"/a", "/b"} {
-		node, err := dht.New(ctx, h, dht.ProtocolPrefix(prefix), dht.UsePubSub(ps), dht.RoutingTableRefresh(0))
+		node, err := dht.New(ctx, h, dht.WithProtocolPrefix(prefix), dht.WithPubSub(ps), dht.WithRoutingTableRefresh(0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -160,7 +160,7 @@ type snapshot struct {
 // Selector runs the repel method on one peer (superpeer.Selector): one
 // goroutine owns the model Node, driving its timers, feeding it gossip,
 // move frames, its Vivaldi coordinate and its peers, and turning its Ready
-// into announcements (selectorOptions.Dissemination) and move streams. A holder whose token settled
+// into announcements (WithDissemination) and move streams. A holder whose token settled
 // is a superpeer. A client attaches with the attach protocol to the live
 // holder of lowest predicted RTT that accepts it (holders accept clients
 // before they settle, so tokens see where their clients are), renews every
@@ -310,7 +310,7 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 	}
 	ps := node.PubSub()
 	if ps == nil && opts.Dissemination == GossipSub {
-		return nil, errors.New("repel: the dht.Node has no pubsub router (dht.GossipSub or dht.UsePubSub option)")
+		return nil, errors.New("repel: the dht.Node has no pubsub router (dht.WithGossipSub or dht.WithPubSub option)")
 	}
 	// The attach protocol reports where the selector does unless told
 	// otherwise, and runs under the node's prefix whatever it is told.

@@ -53,7 +53,7 @@ func selectorNetWith(t *testing.T, n, withSel int, cfg Config, d Dissemination) 
 	t.Cleanup(func() { _ = mn.Close() })
 	ps := &testPeerSet{hosts: mn.Hosts()}
 	for i, h := range ps.hosts {
-		node, err := dht.New(ctx, h, dht.ProtocolPrefix("/test"), dht.GossipSub())
+		node, err := dht.New(ctx, h, dht.WithProtocolPrefix("/test"), dht.WithGossipSub())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -76,7 +76,7 @@ const DefaultDisplace = 2 * time.Millisecond
 type AttachStats struct {
 	Sent, Served, Accepted, RefusedFull, RefusedNotSuperpeer atomic.Uint64
 	// Displaced counts clients this superpeer dropped for a newcomer that
-	// loses more without it (AttachOptions.Displace).
+	// loses more without it (WithDisplace).
 	Displaced         atomic.Uint64
 	BytesIn, BytesOut atomic.Uint64
 }
@@ -94,9 +94,9 @@ type Attach struct {
 	reportRole atomic.Pointer[func() Role]
 	onRefused  atomic.Pointer[func()]
 
-	mu       sync.Mutex
-	table    *AttachTable // the clients served, behind mu
-	upstream peer.ID      // the superpeer that last accepted this peer
+	mu         sync.Mutex
+	table      *AttachTable // the clients served, behind mu
+	upstreamID peer.ID      // the superpeer that last accepted this peer
 
 	drops       counters.Set
 	stopMetrics func()
@@ -153,13 +153,13 @@ func (a *Attach) forgetLocked(p peer.ID) {
 func (a *Attach) setUpstream(sp, only peer.ID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if sp == a.upstream || (only != "" && a.upstream != only) {
+	if sp == a.upstreamID || (only != "" && a.upstreamID != only) {
 		return
 	}
-	if a.upstream != "" {
-		a.h.ConnManager().Unprotect(a.upstream, protectUpstream)
+	if a.upstreamID != "" {
+		a.h.ConnManager().Unprotect(a.upstreamID, protectUpstream)
 	}
-	a.upstream = sp
+	a.upstreamID = sp
 	if sp != "" {
 		a.h.ConnManager().Protect(sp, protectUpstream)
 	}
@@ -419,12 +419,12 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 	return ans, nil
 }
 
-// Upstream is the superpeer that last accepted this peer as a client, ""
+// upstream is the superpeer that last accepted this peer as a client, ""
 // after it left or was refused there.
-func (a *Attach) Upstream() peer.ID {
+func (a *Attach) upstream() peer.ID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.upstream
+	return a.upstreamID
 }
 
 func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, error) {

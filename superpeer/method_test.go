@@ -81,7 +81,7 @@ func TestMethod_PrefixBuiltByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := dht.New(ctx, h, dht.RoutingTableRefresh(0))
+	node, err := dht.New(ctx, h, dht.WithRoutingTableRefresh(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,8 +129,9 @@ func WithClock(now func() time.Time) Option {
 
 // WithProtocolPrefix sets the overlay's prefix, which the attach protocol
 // ID derives from: <prefix>/attach/1.0.0 (default
-// dht.DefaultProtocolPrefix). NewPrefix and repel.NewSelector use their
-// node's (dht.Node.ProtocolPrefix) and refuse another.
+// dht.DefaultProtocolPrefix). NewPrefix runs its attach protocol under
+// its node's prefix (dht.Node.ProtocolPrefix) and refuses another;
+// repel.NewSelector uses its node's whatever this says.
 func WithProtocolPrefix(p protocol.ID) Option {
 	return func(o *options) error {
 		if p == "" || p[0] != '/' {

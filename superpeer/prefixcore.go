@@ -43,7 +43,7 @@ type PrefixCore struct {
 	key    dht.Key
 	scheme Prefix
 	group  int
-	// The periods, PrefixOptions' with their defaults.
+	// The periods, the options' with their defaults.
 	recheck, clientRecheck, minRecheck, startSpread, renewEvery time.Duration
 
 	started bool

@@ -42,7 +42,7 @@ func prefixNet(t *testing.T, n int, seed int64, opts options) []*prefixPeer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		node, err := dht.New(ctx, h, dht.RoutingTableRefresh(0))
+		node, err := dht.New(ctx, h, dht.WithRoutingTableRefresh(0))
 		if err != nil {
 			t.Fatal(err)
 		}

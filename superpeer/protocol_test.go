@@ -55,7 +55,7 @@ func TestAttach_ProtocolPrefix(t *testing.T) {
 // takes the node's prefix, and another one is refused.
 func TestNewPrefix_AttachUnderTheNodesPrefix(t *testing.T) {
 	hs := hosts(t, 1)
-	node, err := dht.New(context.Background(), hs[0], dht.RoutingTableRefresh(0), dht.ProtocolPrefix("/x"))
+	node, err := dht.New(context.Background(), hs[0], dht.WithRoutingTableRefresh(0), dht.WithProtocolPrefix("/x"))
 	if err != nil {
 		t.Fatal(err)
 	}

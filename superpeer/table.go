@@ -10,13 +10,13 @@ import (
 // AttachTable is the superpeer side of the attach protocol as a pure core:
 // the clients a superpeer serves, each with its last renewal, the regret it
 // said and its coordinate; the capacity; the leases; and displacement by
-// regret (AttachOptions). Attach runs it behind its lock, the simulator on
+// regret (WithDisplace). Attach runs it behind its lock, the simulator on
 // virtual time. Time is an argument; the table reads no clock, starts
 // nothing and is not safe for concurrent use. Client IDs are not empty.
 type AttachTable struct {
 	capacity int           // 0 or less: unbounded
 	ttl      time.Duration // a lease lapses when silent for longer
-	displace time.Duration // AttachOptions.Displace
+	displace time.Duration // WithDisplace
 	clients  map[peer.ID]served
 	// oldest is at most every served client's last renewal (any value
 	// when none is served): expire scans the leases only once the oldest
@@ -34,7 +34,7 @@ type served struct {
 // NewAttachTable is an empty table of at most capacity clients (0:
 // unbounded) whose leases lapse after ttl without renewal, where a
 // newcomer to a full table takes the place of a served client under the
-// rule of AttachOptions.Displace with margin displace.
+// rule of WithDisplace with margin displace.
 func NewAttachTable(capacity int, ttl, displace time.Duration) *AttachTable {
 	return &AttachTable{capacity: capacity, ttl: ttl, displace: displace, clients: map[peer.ID]served{}}
 }
@@ -44,7 +44,7 @@ func NewAttachTable(capacity int, ttl, displace time.Duration) *AttachTable {
 // renewed, its regret and coordinate replaced. A newcomer is accepted while
 // the table has room; when it is full, it is accepted only in place of the
 // served client of least regret (then of least ID) that it displaces (the
-// rule of AttachOptions.Displace), returned as displaced, and refused (Full)
+// rule of WithDisplace), returned as displaced, and refused (Full)
 // otherwise. regret is what id loses if refused (ClientRequest.Regret),
 // taken as the attach protocol carries it: in whole microseconds (rounded
 // toward zero) within ±maxRegret.
@@ -156,7 +156,7 @@ func (t *AttachTable) displaceable(regret time.Duration) (peer.ID, bool) {
 	return victim, true
 }
 
-// displaces is the rule of AttachOptions.Displace: a newcomer that says
+// displaces is the rule of WithDisplace: a newcomer that says
 // regret takes the place of a served client that said least (negative if
 // that one would gain by going) when it loses more than margin more without
 // it. margin ≤ 0 turns it off, and a newcomer that says no regret (or a

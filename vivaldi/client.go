@@ -85,7 +85,7 @@ func NewClient(cfg Config, rng *rand.Rand) (*Client, error) {
 	return &Client{
 		cfg:    cfg,
 		rng:    rng,
-		coord:  NewCoord(cfg.Dimensions, cfg.HeightMin, cfg.ErrorMax),
+		coord:  newCoord(cfg.Dimensions, cfg.HeightMin, cfg.ErrorMax),
 		filter: make(map[string]*filterState),
 	}, nil
 }
@@ -126,8 +126,8 @@ func (c *Client) DistanceTo(o Coord) time.Duration {
 	return time.Duration(d * float64(time.Second))
 }
 
-// ForgetNode drops the latency filter of a peer that has gone.
-func (c *Client) ForgetNode(peer string) {
+// forgetNode drops the latency filter of a peer that has gone.
+func (c *Client) forgetNode(peer string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f, ok := c.filter[peer]; ok {
@@ -186,7 +186,7 @@ func (c *Client) Update(peer string, remote Coord, rtt time.Duration) error {
 		// Cannot happen with finite, bounded inputs short of a bug, but a
 		// NaN stored here would spread to every peer that samples us.
 		c.stats.Resets++
-		c.coord = NewCoord(c.cfg.Dimensions, c.cfg.HeightMin, c.cfg.ErrorMax)
+		c.coord = newCoord(c.cfg.Dimensions, c.cfg.HeightMin, c.cfg.ErrorMax)
 		return nil
 	}
 	c.stats.Updates++

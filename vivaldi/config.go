@@ -168,12 +168,9 @@ type Config struct {
 	EarlyConfidence float64
 }
 
-// DefaultConfig is the configuration for a libp2p swarm on the Internet. It
-// is DefaultWANConfig.
-func DefaultConfig() Config { return DefaultWANConfig() }
-
-// DefaultWANConfig is tuned on measured Internet matrices (PlanetLab, Seattle).
-func DefaultWANConfig() Config {
+// DefaultConfig is the configuration for a libp2p swarm on the Internet,
+// tuned on measured Internet matrices (PlanetLab, Seattle).
+func DefaultConfig() Config {
 	return Config{
 		Dimensions:         8,
 		ErrorMax:           1.5,
@@ -194,16 +191,6 @@ func DefaultWANConfig() Config {
 		StartHeightSamples: 32,
 		EarlyConfidence:    0.25,
 	}
-}
-
-// DefaultLANConfig is for peers on one site or in one process, where RTTs are
-// sub-millisecond and dominated by scheduling jitter: a longer filter, and
-// two dimensions are plenty.
-func DefaultLANConfig() Config {
-	c := DefaultWANConfig()
-	c.Dimensions = 2
-	c.LatencyFilterSize = 5
-	return c
 }
 
 // Validate reports the first field that is out of range.

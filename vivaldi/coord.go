@@ -36,8 +36,8 @@ const maxDimensions = 32
 // value would overflow a distance to Inf, so it is refused like Inf.
 const maxComponent = 1000
 
-// NewCoord is the origin in dims dimensions with the given height and error.
-func NewCoord(dims int, height, err float64) Coord {
+// newCoord is the origin in dims dimensions with the given height and error.
+func newCoord(dims int, height, err float64) Coord {
 	return Coord{Vec: make([]float64, dims), Height: height, Error: err}
 }
 

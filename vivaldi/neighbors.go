@@ -25,7 +25,7 @@ type NearConfig struct {
 	// neighbours (16, as the simulator's near set).
 	Size int
 	// Share is how many neighbours a caller asks for in each reply, and at
-	// most how many a reply carries (4; at most MaxNeighbors; 0 asks for
+	// most how many a reply carries (4; at most maxShare; 0 asks for
 	// none, which is what a peer that predates neighbour gossip does).
 	Share int
 	// NearFraction is the share of samples taken from the near set (or
@@ -67,8 +67,8 @@ type NearConfig struct {
 	Retry time.Duration
 }
 
-// MaxNeighbors bounds the neighbours one reply may carry.
-const MaxNeighbors = 8
+// maxShare bounds the neighbours one reply may carry.
+const maxShare = 8
 
 // maxTried bounds the peers Neighbors remembers having measured.
 const maxTried = 4096
@@ -97,8 +97,8 @@ func (c NearConfig) Validate() error {
 	switch {
 	case c.Size < 1 || c.Size > 1024:
 		return bad("Size", c.Size, "must be in [1, 1024]")
-	case c.Share < 0 || c.Share > MaxNeighbors:
-		return bad("Share", c.Share, fmt.Sprintf("must be in [0, %d]", MaxNeighbors))
+	case c.Share < 0 || c.Share > maxShare:
+		return bad("Share", c.Share, fmt.Sprintf("must be in [0, %d]", maxShare))
 	case !(c.NearFraction >= 0 && c.NearFraction <= 1):
 		return bad("NearFraction", c.NearFraction, "must be in [0, 1]")
 	case !(c.ProbeShare >= 0 && c.ProbeShare <= 1):

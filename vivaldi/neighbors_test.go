@@ -50,7 +50,7 @@ func TestNearConfig_Validate(t *testing.T) {
 	}
 	for field, mut := range map[string]func(*NearConfig){
 		"Size":         func(c *NearConfig) { c.Size = 0 },
-		"Share":        func(c *NearConfig) { c.Share = MaxNeighbors + 1 },
+		"Share":        func(c *NearConfig) { c.Share = maxShare + 1 },
 		"NearFraction": func(c *NearConfig) { c.NearFraction = math.NaN() },
 		"ProbeShare":   func(c *NearConfig) { c.ProbeShare = -0.1 },
 		"ProbeSlack":   func(c *NearConfig) { c.ProbeSlack = 0.5 },

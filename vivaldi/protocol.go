@@ -215,20 +215,20 @@ func (s *Service) PeerCoordinates() map[peer.ID]Coord {
 	return out
 }
 
-// NearSet is the near neighbours with their RTT estimates, lowest first.
-func (s *Service) NearSet() []NearPeer {
+// nearSet is the near neighbours with their RTT estimates, lowest first.
+func (s *Service) nearSet() []nearPeer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.near.Nearest(s.cfg.near.Size, "")
-	out := make([]NearPeer, len(sh))
+	out := make([]nearPeer, len(sh))
 	for i, x := range sh {
-		out[i] = NearPeer{ID: peer.ID(x.ID), RTT: time.Duration(x.RTT * float64(time.Second))}
+		out[i] = nearPeer{ID: peer.ID(x.ID), RTT: time.Duration(x.RTT * float64(time.Second))}
 	}
 	return out
 }
 
-// NearPeer is a near neighbour and the least of its recent RTT samples.
-type NearPeer struct {
+// nearPeer is a near neighbour and the least of its recent RTT samples.
+type nearPeer struct {
 	ID  peer.ID
 	RTT time.Duration
 }
@@ -257,7 +257,7 @@ func (s *Service) drop(reason string, from peer.ID, err error) {
 }
 
 // refused counts a frame's refused neighbour entries.
-func (s *Service) refused(f Frame, from peer.ID) {
+func (s *Service) refused(f wireFrame, from peer.ID) {
 	if len(f.Refused) == 0 {
 		return
 	}
@@ -316,9 +316,9 @@ func (s *Service) handle(st network.Stream) {
 // reply is our answer to req from the peer from: our coordinate and up to
 // req.Want neighbours (shareFor), each with its coordinate and up to
 // MaxNeighborAddrs addresses, in a frame within MaxMessageSize.
-func (s *Service) reply(from peer.ID, req Frame) *pb.Message {
-	f := Frame{Coord: s.client.GetCoordinate()}
-	if k := min(req.Want, MaxNeighbors); k > 0 {
+func (s *Service) reply(from peer.ID, req wireFrame) *pb.Message {
+	f := wireFrame{Coord: s.client.GetCoordinate()}
+	if k := min(req.Want, maxShare); k > 0 {
 		s.mu.Lock()
 		for _, sh := range shareFor(s.near, s.h.ID(), from, req.Coord, s.peers, k) {
 			id := peer.ID(sh.ID)
@@ -430,10 +430,10 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 // the request: libp2p negotiates lazily once it knows p speaks the
 // protocol; negotiating it first, out of the timed part, changed the sample
 // by 0.02 ms on mocknet, at the cost of a round trip.)
-func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame, error) {
+func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, wireFrame, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	req := messageToPB(Frame{Coord: s.client.GetCoordinate(), Want: s.cfg.near.Share})
+	req := messageToPB(wireFrame{Coord: s.client.GetCoordinate(), Want: s.cfg.near.Share})
 	if pg := s.piggy(); pg != nil {
 		if b := pg.Request(p); len(b) <= MaxPiggyback {
 			req.Piggyback = b
@@ -441,7 +441,7 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame
 	}
 	st, err := s.h.NewStream(ctx, p, s.proto)
 	if err != nil {
-		return 0, Frame{}, fmt.Errorf("vivaldi: open stream to %s: %w", p, err)
+		return 0, wireFrame{}, fmt.Errorf("vivaldi: open stream to %s: %w", p, err)
 	}
 	defer st.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -451,7 +451,7 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame
 	start := time.Now()
 	if err := w.WriteMsg(req); err != nil {
 		_ = st.Reset()
-		return 0, Frame{}, fmt.Errorf("vivaldi: send to %s: %w", p, err)
+		return 0, wireFrame{}, fmt.Errorf("vivaldi: send to %s: %w", p, err)
 	}
 	f, err := readMessage(st, s.cfg.model.Dimensions, s.cfg.near.Share)
 	rtt := time.Since(start)
@@ -461,7 +461,7 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, Frame
 	if err != nil {
 		s.drop(reasonOf(err), p, err)
 		_ = st.Reset()
-		return 0, Frame{}, fmt.Errorf("vivaldi: reply from %s: %w", p, err)
+		return 0, wireFrame{}, fmt.Errorf("vivaldi: reply from %s: %w", p, err)
 	}
 	return rtt, f, nil
 }
@@ -484,7 +484,7 @@ func (s *Service) ForgetPeer(p peer.ID) {
 	delete(s.peers, p)
 	s.near.Forget(string(p))
 	s.mu.Unlock()
-	s.client.ForgetNode(p.String())
+	s.client.forgetNode(p.String())
 }
 
 // loop starts a sample every interval, jittered uniformly over [½, 1½] of

@@ -199,7 +199,7 @@ func TestService_GossipsNeighbours(t *testing.T) {
 	if _, err := b.Sample(ctx, hs[2].ID()); err != nil {
 		t.Fatal(err)
 	}
-	if ns := b.NearSet(); len(ns) != 1 || ns[0].ID != hs[2].ID() || ns[0].RTT <= 0 {
+	if ns := b.nearSet(); len(ns) != 1 || ns[0].ID != hs[2].ID() || ns[0].RTT <= 0 {
 		t.Fatalf("b's near set %v", ns)
 	}
 	if _, err := a.Sample(ctx, hs[1].ID()); err != nil {
@@ -220,8 +220,8 @@ func TestService_GossipsNeighbours(t *testing.T) {
 	if !probed {
 		t.Fatal("a never measured the neighbour b told it of")
 	}
-	if len(a.NearSet()) != 2 || a.Stats().Probes != 1 {
-		t.Fatalf("a's near set %v, stats %+v", a.NearSet(), a.Stats())
+	if len(a.nearSet()) != 2 || a.Stats().Probes != 1 {
+		t.Fatalf("a's near set %v, stats %+v", a.nearSet(), a.Stats())
 	}
 	if _, ok := a.PeerCoordinate(hs[2].ID()); !ok {
 		t.Fatal("a has no coordinate of c")
@@ -325,7 +325,7 @@ func TestService_OldPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	exchange := func(req []byte) Frame {
+	exchange := func(req []byte) wireFrame {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		st, err := hs[1].NewStream(ctx, hs[0].ID(), defaultID)
@@ -336,7 +336,7 @@ func TestService_OldPeers(t *testing.T) {
 		if _, err := st.Write(req); err != nil {
 			t.Fatal(err)
 		}
-		f, err := readMessage(st, 3, MaxNeighbors)
+		f, err := readMessage(st, 3, maxShare)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 // not fit). Anything larger is not ours.
 const maxMessageSize = 1024
 
-// MaxPiggyback caps the piggyback of one frame (Frame.Piggyback): another
+// MaxPiggyback caps the piggyback of one frame (wireFrame.Piggyback): another
 // protocol's data riding on the exchange. A frame may be MaxMessageSize
 // plus this (and its field's few bytes of framing) long.
 const MaxPiggyback = 8 << 10
@@ -62,11 +62,11 @@ const (
 	dropPiggyback = "piggyback_size"
 )
 
-// Frame is one decoded Message: a request (Coord, Want) or a reply (Coord,
+// wireFrame is one decoded Message: a request (Coord, Want) or a reply (Coord,
 // Neighbors).
-type Frame struct {
+type wireFrame struct {
 	Coord Coord
-	// Want is how many neighbours a request asks for (at most MaxNeighbors).
+	// Want is how many neighbours a request asks for (at most maxShare).
 	Want int
 	// Neighbors are the reply's neighbour entries that passed the checks.
 	Neighbors []neighbor
@@ -105,28 +105,28 @@ func readCoord(r io.Reader, dims int) (Coord, error) {
 // readMessage reads one frame from r: its coordinate, for dims dimensions,
 // must be valid, or the whole frame is refused with a *FrameError naming
 // the reason. Of its neighbour entries the first maxNeighbors valid ones
-// are kept; every other entry is refused and counted in Frame.Refused.
-func readMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
+// are kept; every other entry is refused and counted in wireFrame.Refused.
+func readMessage(r io.Reader, dims, maxNeighbors int) (wireFrame, error) {
 	var m pb.Message
 	if err := pbio.NewDelimitedReader(r, maxFrameSize).ReadMsg(&m); err != nil {
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
-			return Frame{}, &frameError{dropOversize, err}
+			return wireFrame{}, &frameError{dropOversize, err}
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return Frame{}, &frameError{dropDecode, err}
+			return wireFrame{}, &frameError{dropDecode, err}
 		default:
 			var ne interface{ Timeout() bool }
 			if errors.As(err, &ne) {
-				return Frame{}, &frameError{dropStream, err}
+				return wireFrame{}, &frameError{dropStream, err}
 			}
-			return Frame{}, &frameError{dropDecode, err}
+			return wireFrame{}, &frameError{dropDecode, err}
 		}
 	}
 	c, err := fromPB(&m, dims)
 	if err != nil {
-		return Frame{}, err
+		return wireFrame{}, err
 	}
-	f := Frame{Coord: c, Want: int(min(m.GetWantNeighbors(), MaxNeighbors))}
+	f := wireFrame{Coord: c, Want: int(min(m.GetWantNeighbors(), maxShare))}
 	switch b := m.GetPiggyback(); {
 	case len(b) > MaxPiggyback:
 		f.refuse(dropPiggyback)
@@ -153,7 +153,7 @@ func readMessage(r io.Reader, dims, maxNeighbors int) (Frame, error) {
 	return f, nil
 }
 
-func (f *Frame) refuse(reason string) {
+func (f *wireFrame) refuse(reason string) {
 	if f.Refused == nil {
 		f.Refused = make(map[string]int)
 	}
@@ -199,7 +199,7 @@ func neighborFromPB(e *pb.Neighbor, dims int) (neighbor, string) {
 }
 
 // decodeMessage is ReadMessage on a byte slice holding one frame.
-func decodeMessage(b []byte, dims, maxNeighbors int) (Frame, error) {
+func decodeMessage(b []byte, dims, maxNeighbors int) (wireFrame, error) {
 	return readMessage(bytes.NewReader(b), dims, maxNeighbors)
 }
 
@@ -207,7 +207,7 @@ func decodeMessage(b []byte, dims, maxNeighbors int) (Frame, error) {
 // Neighbours at the end that would take the frame over MaxMessageSize are
 // left out, and so are addresses over the bounds, so that every frame we
 // send is one we accept.
-func encodeMessage(f Frame) []byte {
+func encodeMessage(f wireFrame) []byte {
 	var buf bytes.Buffer
 	_ = pbio.NewDelimitedWriter(&buf).WriteMsg(messageToPB(f))
 	return buf.Bytes()
@@ -215,10 +215,10 @@ func encodeMessage(f Frame) []byte {
 
 // messageToPB is f as a Message that fits MaxMessageSize: trailing
 // neighbours are dropped until it does.
-func messageToPB(f Frame) *pb.Message {
+func messageToPB(f wireFrame) *pb.Message {
 	m := toPB(f.Coord)
 	if f.Want > 0 {
-		m.WantNeighbors = uint32(min(f.Want, MaxNeighbors))
+		m.WantNeighbors = uint32(min(f.Want, maxShare))
 	}
 	for _, n := range f.Neighbors {
 		e := &pb.Neighbor{
@@ -252,7 +252,7 @@ func messageToPB(f Frame) *pb.Message {
 func frameSize(m *pb.Message) int { return proto.Size(m) }
 
 // String is a short description of f, for logs.
-func (f Frame) String() string {
+func (f wireFrame) String() string {
 	return fmt.Sprintf("frame{coord %v, want %d, %d neighbours, %d piggyback bytes, refused %v}", f.Coord, f.Want, len(f.Neighbors), len(f.Piggyback), f.Refused)
 }
 

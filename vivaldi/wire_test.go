@@ -121,7 +121,7 @@ func FuzzDecodeCoord(f *testing.F) {
 		}
 		// Neighbours: at most maxN, each valid and distinct; the rest
 		// counted; the accepted ones survive a round trip.
-		if fr.Want < 0 || fr.Want > MaxNeighbors || len(fr.Neighbors) > maxN {
+		if fr.Want < 0 || fr.Want > maxShare || len(fr.Neighbors) > maxN {
 			t.Fatalf("want %d, %d neighbours", fr.Want, len(fr.Neighbors))
 		}
 		seen := map[peer.ID]bool{}
@@ -223,10 +223,10 @@ func TestDecodeMessage_Neighbors(t *testing.T) {
 	if len(f.Neighbors) != 3 || f.Refused[dropNeighborDup] != 1 || f.Refused[dropNeighborExcess] != 2 {
 		t.Fatalf("kept %d, refused %v; want 3 kept, 1 dup, 2 excess", len(f.Neighbors), f.Refused)
 	}
-	// A request asks for at most MaxNeighbors.
+	// A request asks for at most maxShare.
 	m = pbCoord(good, 0, 1)
 	m.WantNeighbors = 1 << 30
-	if f, err := decodeMessage(frame(m), 3, 0); err != nil || f.Want != MaxNeighbors {
+	if f, err := decodeMessage(frame(m), 3, 0); err != nil || f.Want != maxShare {
 		t.Fatalf("want %d, %v", f.Want, err)
 	}
 	// A bad coordinate still refuses the whole frame, neighbours or not.
@@ -240,7 +240,7 @@ func TestDecodeMessage_Neighbors(t *testing.T) {
 
 func TestEncodeMessage_RoundTrip(t *testing.T) {
 	addr := ma.StringCast("/ip4/1.2.3.4/udp/4001/quic-v1")
-	in := Frame{Coord: Coord{Vec: []float64{0.01, 0.02, 0.03}, Height: 0.001, Error: 0.4}, Want: 3}
+	in := wireFrame{Coord: Coord{Vec: []float64{0.01, 0.02, 0.03}, Height: 0.001, Error: 0.4}, Want: 3}
 	for i := 0; i < 3; i++ {
 		in.Neighbors = append(in.Neighbors, neighbor{
 			ID: testID(t, i), RTT: 0.001 * float64(i+1),
@@ -248,7 +248,7 @@ func TestEncodeMessage_RoundTrip(t *testing.T) {
 			Addrs: []ma.Multiaddr{addr},
 		})
 	}
-	out, err := decodeMessage(encodeMessage(in), 3, MaxNeighbors)
+	out, err := decodeMessage(encodeMessage(in), 3, maxShare)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,16 +271,16 @@ func TestEncodeMessage_FitsMaxMessageSize(t *testing.T) {
 		vec[i] = 0.001 * float64(i+1)
 	}
 	addr := ma.StringCast("/ip6/2001:db8::1/udp/4001/quic-v1")
-	in := Frame{Coord: Coord{Vec: vec, Height: 0.001, Error: 0.4}}
-	for i := 0; i < MaxNeighbors; i++ {
+	in := wireFrame{Coord: Coord{Vec: vec, Height: 0.001, Error: 0.4}}
+	for i := 0; i < maxShare; i++ {
 		in.Neighbors = append(in.Neighbors, neighbor{ID: testID(t, i), RTT: 0.01, Coord: in.Coord, Addrs: []ma.Multiaddr{addr, addr, addr}})
 	}
 	b := encodeMessage(in)
-	out, err := decodeMessage(b, maxDimensions, MaxNeighbors)
+	out, err := decodeMessage(b, maxDimensions, maxShare)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Neighbors) == 0 || len(out.Neighbors) == MaxNeighbors || out.Refused != nil {
+	if len(out.Neighbors) == 0 || len(out.Neighbors) == maxShare || out.Refused != nil {
 		t.Fatalf("%d bytes, %d neighbours, refused %v: want some but not all", len(b), len(out.Neighbors), out.Refused)
 	}
 	for _, n := range out.Neighbors {
@@ -290,12 +290,12 @@ func TestEncodeMessage_FitsMaxMessageSize(t *testing.T) {
 	}
 	// Four neighbours of the default 8 dimensions, each with two addresses,
 	// fit (what a Service sends by default).
-	in = Frame{Coord: NewCoord(8, 0.001, 0.4)}
+	in = wireFrame{Coord: newCoord(8, 0.001, 0.4)}
 	for i := 0; i < DefaultNearConfig().Share; i++ {
-		in.Neighbors = append(in.Neighbors, neighbor{ID: testID(t, i), RTT: 0.01, Coord: NewCoord(8, 0.001, 0.4), Addrs: []ma.Multiaddr{addr, addr}})
+		in.Neighbors = append(in.Neighbors, neighbor{ID: testID(t, i), RTT: 0.01, Coord: newCoord(8, 0.001, 0.4), Addrs: []ma.Multiaddr{addr, addr}})
 	}
 	b = encodeMessage(in)
-	if out, err := decodeMessage(b, 8, MaxNeighbors); err != nil || len(out.Neighbors) != len(in.Neighbors) {
+	if out, err := decodeMessage(b, 8, maxShare); err != nil || len(out.Neighbors) != len(in.Neighbors) {
 		t.Fatalf("default reply of %d bytes: %d neighbours, %v", len(b), len(out.Neighbors), err)
 	}
 	t.Logf("a default reply with %d neighbours: %d bytes", len(in.Neighbors), len(b))
@@ -307,11 +307,11 @@ func TestEncodeMessage_FitsMaxMessageSize(t *testing.T) {
 func TestWire_BackwardCompatible(t *testing.T) {
 	c := Coord{Vec: []float64{0.01, -0.02, 0.03}, Height: 0.004, Error: 0.3}
 	old := encodeCoord(c)
-	f, err := decodeMessage(old, 3, MaxNeighbors)
+	f, err := decodeMessage(old, 3, maxShare)
 	if err != nil || f.Want != 0 || len(f.Neighbors) != 0 {
 		t.Fatalf("old request: %v, %v", f, err)
 	}
-	if !bytes.Equal(encodeMessage(Frame{Coord: c}), old) {
+	if !bytes.Equal(encodeMessage(wireFrame{Coord: c}), old) {
 		t.Fatal("a reply without neighbours differs from the old format")
 	}
 	m := pbCoord(c.Vec, c.Height, c.Error)

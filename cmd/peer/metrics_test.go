@@ -159,7 +159,7 @@ func registeredMetrics(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	reg := newMetricsRegistry()
-	node, err := dht.New(ctx, h, dht.Registerer(reg))
+	node, err := dht.New(ctx, h, dht.WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}

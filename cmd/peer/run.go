@@ -205,14 +205,14 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nodeOpts := []dht.Option{dht.Bootstrap(bootInfos...), dht.RoutingTableRefresh(*refresh)}
+	nodeOpts := []dht.Option{dht.WithBootstrap(bootInfos...), dht.WithRoutingTableRefresh(*refresh)}
 	if *method == "repel" && dissemination == repel.GossipSub {
 		// GossipSub's defaults: a real deployment has no swarm's hundreds
 		// of peers per process.
-		nodeOpts = append(nodeOpts, dht.GossipSub())
+		nodeOpts = append(nodeOpts, dht.WithGossipSub())
 	}
 	if metricsReg != nil {
-		nodeOpts = append(nodeOpts, dht.Registerer(metricsReg))
+		nodeOpts = append(nodeOpts, dht.WithRegisterer(metricsReg))
 	}
 	node, err := dht.New(ctx, h, nodeOpts...)
 	if err != nil {

@@ -72,7 +72,7 @@ func RepelNodeOptions() ([]dht.Option, *GossipCounter) {
 	// sent each peer's IHAVE to 15-20 peers every second, more RPCs than
 	// the announcements themselves.
 	params.GossipFactor = 0
-	return []dht.Option{dht.GossipSub(
+	return []dht.Option{dht.WithGossipSub(
 		pubsub.WithRawTracer(g),
 		pubsub.WithFloodPublish(false),
 		pubsub.WithGossipSubParams(params),
@@ -527,7 +527,7 @@ type RepelSummary struct {
 	Fenced uint64 `json:"fenced"`
 	// RefusedFull counts attach requests a full holder refused; Displaced,
 	// clients a full holder dropped for a newcomer that loses more without
-	// it (superpeer.AttachOptions.Displace), since selection started.
+	// it (superpeer.WithDisplace), since selection started.
 	RefusedFull uint64 `json:"refused_full"`
 	Displaced   uint64 `json:"displaced"`
 	// Surveys counts the settled holders' surveys (repel.Config.SurveyInterval);

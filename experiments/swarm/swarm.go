@@ -49,7 +49,7 @@ type Config struct {
 	// default: no periodic routing-table refresh. A refresh looks up a random
 	// key in every bucket; thousands of peers refreshing at once spend the
 	// machine on it, and the swarm converges by self-lookups instead
-	// (WaitConverged). Pass dht.RoutingTableRefresh to turn it back on.
+	// (WaitConverged). Pass dht.WithRoutingTableRefresh to turn it back on.
 	NodeOptions []dht.Option
 	// Hold leaves the last Hold peers out of Join: built but not in the
 	// overlay, to join later with JoinLate.
@@ -238,7 +238,7 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 			h.Network().Notify(cm.Notifee())
 			lh.cm = cm
 		}
-		node, err := dht.New(ctx, lh, append([]dht.Option{dht.RoutingTableRefresh(0)}, cfg.NodeOptions...)...)
+		node, err := dht.New(ctx, lh, append([]dht.Option{dht.WithRoutingTableRefresh(0)}, cfg.NodeOptions...)...)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)

@@ -87,7 +87,7 @@ type AttachRequest struct {
 	// the client ranks them; negative when the client would gain by going (it
 	// stays with its superpeer while a nearer one is within its switch
 	// margin); 0: not said. A full superpeer may take a client in place of
-	// one that says it loses less (AttachOptions.Displace).
+	// one that says it loses less (WithDisplace).
 	RegretUs      int32 `protobuf:"zigzag32,4,opt,name=regret_us,json=regretUs,proto3" json:"regret_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
