@@ -75,8 +75,8 @@
 //   - Repulsion, the seed: potential Σ_j φ(d(x, x_j)) over the other
 //     tokens, force 1/d^p along unit(x − x_j) (p = RepelPower, default 2:
 //     φ = 1/d). Run to rest it pushes the tokens to the rim of the
-//     coordinate cloud: on PlanetLab the mean client RTT is 4.2–5.0× a
-//     greedy k-median's and worse than random superpeers.
+//     coordinate cloud: on PlanetLab the mean client RTT is several times
+//     a greedy k-median's and worse than random superpeers'.
 //   - Attract, ours and the default: potential = mean over the known
 //     clients c of min(d(c, x), d(c, nearest other token)) + λ·Σ_j φ(d(x,
 //     x_j)). The first term is the k-median cost of the clients with this
@@ -100,7 +100,7 @@
 // (digest points are also move candidates). For this the attach protocol should let clients attach to
 // holders (LiveTokens) before they settle, and the adapter should mark them
 // Attached; without digests a holder knows only its neighbours and its own
-// clients, and on PlanetLab lands at 1.2–1.4× the k-median instead.
+// clients, and on PlanetLab lands further from the k-median.
 //
 // In each model the system potential (systemPotential) changes by exactly
 // the moving token's change, so with one shared view every move lowers it
@@ -127,10 +127,10 @@
 //     token, and one that measures far does.
 //   - Two holders measured within SiteRTT of each other are at one site,
 //     whatever their coordinates say (on PlanetLab Vivaldi puts some pairs
-//     of hosts 0.1–0.4 ms apart 60–110 ms apart, and tokens settled on
-//     both). The holder whose version loses the fencing order (Beats) sees
-//     the other token at its own place and moves for any gain worth
-//     MinGain, cooling aside (EventSiteShared); the other stays.
+//     of hosts of one site far apart, and tokens settled on both). The
+//     holder whose version loses the fencing order (Beats) sees the other
+//     token at its own place and moves for any gain worth MinGain,
+//     cooling aside (EventSiteShared); the other stays.
 //
 // Both make the potentials the holders descend differ from
 // systemPotential's (which predicts every distance); cooling still bounds
@@ -161,15 +161,15 @@
 // summed RTT by SurveyGain. Settled tokens keep their coordinate moves
 // (SettledMinGain): a survey weighs only the holder's own clients, and it
 // is the capacitated potential that sends a second token to a crowd one
-// cannot hold. In the simulator, on PlanetLab at n = 490 and 2000 with
-// S = 8, 16, 32, surveys took the mean client RTT from 1.067× a greedy
-// k-median over the true RTTs to 1.015× (seeds 1–8).
+// cannot hold. In the simulator on PlanetLab, surveys brought the mean
+// client RTT closer to a greedy k-median's over the true RTTs.
 //
 // # Measurements
 //
 // What the method gives, in the simulator and in live swarms, and how its
 // defaults were chosen, is in experiments/README.md (`repel`,
-// `repel-coords`, the live repel sections); the test that embeds the
+// `repel-coords`, the live repel sections, and "How the defaults were
+// chosen" for the figures behind this doc's claims); the test that embeds the
 // PlanetLab matrix and runs the nodes to rest on virtual time is
 // TestPlanetLab (REPEL_PLANETLAB=1 go test ./repel/ -run TestPlanetLab -v).
 package repel

@@ -55,9 +55,9 @@ type Config struct {
 	// CoolingMoves: every this many moves on a token's count (Token.Moves)
 	// double the gain its next move needs. In one static view the potential
 	// alone makes moves stop; across holders whose views differ it does not
-	// (measured on PlanetLab with digests: a token passed around every few
-	// minutes for hours), and cooling bounds the moves anyway. 0 disables
-	// cooling.
+	// (seen on PlanetLab with digests, where a token kept being passed
+	// around: experiments/README.md, "How the defaults were chosen"), and
+	// cooling bounds the moves anyway. 0 disables cooling.
 	CoolingMoves int
 	// CoolingRest is how long a settled token must rest to take one move
 	// off its count, so that it can follow a changing swarm at that pace.
@@ -84,9 +84,9 @@ type Config struct {
 	// and the one whose token version loses the fencing order (Beats:
 	// the lower epoch, then the lower holder key) moves its token away —
 	// two superpeers there would serve one crowd. Coordinates cannot tell:
-	// on PlanetLab Vivaldi puts some pairs of hosts of one site (0.1–0.4
-	// ms apart) 60–110 ms apart, and tokens settled on both. 0 disables
-	// it; it needs ProbeTTL.
+	// on PlanetLab Vivaldi puts some pairs of hosts of one site far apart,
+	// and tokens settled on both (figures: experiments/README.md, "How the
+	// defaults were chosen"). 0 disables it; it needs ProbeTTL.
 	SiteRTT time.Duration
 
 	// SurveyInterval: a settled holder checks its place by measurement
@@ -99,13 +99,14 @@ type Config struct {
 	// hands it the token (Token.Surveyed: it stays settled). A survey that
 	// finds no better place doubles the wait before the next, up to
 	// maxSurveyBackoff×. The coordinates bring a token near its clients,
-	// and on PlanetLab a greedy k-median over them is 5–60% worse than
+	// but on PlanetLab a greedy k-median over them is markedly worse than
 	// over the true RTTs, so the last step is measured. A settled token
 	// still moves on the coordinates' word for SettledMinGain: a survey
 	// weighs only the holder's own clients, and the capacitated potential
-	// is what places two tokens in a crowd too big for one (without it
-	// the simulator's n = 490, S = 8, seed 8 ended at 1.51× the
-	// k-median). 0 disables surveys; they need ProbeTTL.
+	// is what places two tokens in a crowd too big for one (without it a
+	// simulator run on PlanetLab sent such a crowd's overflow to distant
+	// superpeers). Figures: experiments/README.md, "How the defaults were
+	// chosen". 0 disables surveys; they need ProbeTTL.
 	SurveyInterval time.Duration
 	// SurveyCandidates is how many candidates one survey measures.
 	SurveyCandidates int

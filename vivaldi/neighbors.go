@@ -38,10 +38,12 @@ type NearConfig struct {
 	// while one is worth it and the near set is full (0.75); while it is
 	// not full every near sample measures a candidate if there is one. The
 	// rest keep the near neighbours' RTTs fresh and notice the ones gone.
-	// On PlanetLab (200 peers, seeds 1 and 3, the protocol's logic without a
-	// network: TestNeighbors_PlanetLab) the near sets held 51%, 63%, 69% of
-	// every peer's true 16 nearest after 60 samples per peer at 0.5, 0.75,
-	// 1, and 86%, 91%, 93% after 120.
+	// 0.75 was chosen by experiment (on PlanetLab, the protocol's logic
+	// without a network: TestNeighbors_PlanetLab): the near sets find more
+	// of every peer's true nearest sooner than at 0.5, nearly as fast as
+	// at 1, which spends no near sample on the near neighbours while a
+	// candidate is worth measuring (figures: experiments/README.md, "How
+	// the defaults were chosen").
 	ProbeShare float64
 	// ProbeSlack: a candidate is worth measuring while its estimated RTT
 	// (below) is under ProbeSlack times the worst near neighbour's (1.5:
