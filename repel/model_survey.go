@@ -13,7 +13,7 @@ import (
 // Surveys (Config.SurveyInterval): a settled holder checks its place by
 // measurement. The coordinates bring a token near its clients, but they are
 // only a prediction: on the PlanetLab matrix a greedy k-median over the
-// coordinates is 5–60% worse than over the true RTTs. So once settled, a
+// coordinates is considerably worse than over the true RTTs. So once settled, a
 // holder asks a few candidates — the clients the coordinates rank best as
 // the 1-median of its clients — to measure their RTTs to itself and to a
 // sample of its clients, compares each candidate's sum with its own
