@@ -72,7 +72,7 @@
 // drop beats MinGain (SettledMinGain once settled) times the token's own
 // share of the potential. Two models (Config.Model):
 //
-//   - Repulsion, the seed: potential Σ_j φ(d(x, x_j)) over the other
+//   - Repulsion, Lo et al.'s: potential Σ_j φ(d(x, x_j)) over the other
 //     tokens, force 1/d^p along unit(x − x_j) (p = RepelPower, default 2:
 //     φ = 1/d). Run to rest it pushes the tokens to the rim of the
 //     coordinate cloud: on PlanetLab the mean client RTT is several times
@@ -109,7 +109,7 @@
 // CoolingMoves doubles the gain a token needs every so many moves on its
 // count, and only rest (CoolingRest per move) brings the count down, which
 // bounds the moves anyway. ForceThreshold adds the
-// seed's gate on |F| (Force) before any candidate is scored.
+// gate of Lo et al. on |F| (Force) before any candidate is scored.
 //
 // # Measurements (Config.ProbeTTL)
 //

@@ -13,7 +13,7 @@ import (
 type Model uint8
 
 const (
-	// Repulsion is the seed's rule (Lo et al. 2005): every other token j
+	// Repulsion is Lo et al.'s rule (Lo et al. 2005): every other token j
 	// pushes token i along unit(x_i − x_j) with magnitude 1/d^p, d the
 	// predicted RTT between them; the potential is Σ_j φ(d_ij) with
 	// φ(d) = d^(1−p)/(p−1), or −ln d for p = 1. Run to rest it drives the

@@ -13,7 +13,7 @@ type Config struct {
 	// Tokens is S, the number of tokens and so of superpeers.
 	Tokens int
 
-	// Model is the potential: Repulsion (the seed) or Attract (ours).
+	// Model is the potential: Repulsion (Lo et al.'s) or Attract (ours).
 	Model Model
 	// RepelPower is p in the repulsion law |F| = 1/d^p. 2 (Coulomb, φ = 1/d)
 	// repels strongly at short range and little at long range; 1 (φ = −ln d)
@@ -35,7 +35,7 @@ type Config struct {
 	// is 0.
 	Capacity int
 
-	// ForceThreshold gates the move decision as in the seed: a holder
+	// ForceThreshold gates the move decision as Lo et al. do: a holder
 	// considers moving only when |F| passes it (Repulsion: 1/s^p; Attract:
 	// clients' unit pulls averaged, dimensionless, plus λ-weighted
 	// repulsion). 0 leaves the gate to MinGain alone.

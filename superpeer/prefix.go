@@ -22,14 +22,14 @@ const maxPrefixBits = 32
 // superpeers asked for. A Prefix built by Exact keeps k bits for some groups
 // and k−1 for the others (a prefix code), so that there are exactly S groups;
 // a group of k−1 bits covers twice the key space of one of k bits, so no
-// group's expected load passes 2× the mean. Pow2 is the seed's scheme.
+// group's expected load passes 2× the mean. Pow2 is Lo et al.'s scheme.
 type Prefix struct {
 	k     int // bits of the longest group prefix
 	split int // how many (k−1)-bit prefixes are split into two k-bit groups
 	s     int // groups
 }
 
-// Pow2 is the seed's scheme: k reserved bits, 2^k groups.
+// Pow2 is Lo et al.'s scheme: k reserved bits, 2^k groups.
 func Pow2(k int) (Prefix, error) {
 	if k < 0 || k > maxPrefixBits {
 		return Prefix{}, fmt.Errorf("superpeer: %d reserved bits not in [0, %d]", k, maxPrefixBits)
@@ -124,7 +124,7 @@ func (p Prefix) Share(g int) float64 { return math.Ldexp(1, -p.depth(g)) }
 
 // ExpectedCount is the expected number of occupied groups, and so of
 // superpeers, among n peers with uniformly random keys:
-// Σ_g 1 − (1 − share_g)^n. For the seed's scheme it is 2^k·(1 − (1 − 2^−k)^n).
+// Σ_g 1 − (1 − share_g)^n. For Lo et al.'s scheme it is 2^k·(1 − (1 − 2^−k)^n).
 func (p Prefix) ExpectedCount(n int) float64 {
 	occupied := func(share float64) float64 { return -math.Expm1(float64(n) * math.Log1p(-share)) }
 	if p.k == 0 {

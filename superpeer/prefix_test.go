@@ -160,7 +160,7 @@ func TestPrefix_GroupsPartitionTheSpaceEvenly(t *testing.T) {
 
 func TestPrefix_ExpectedCount(t *testing.T) {
 	p, _ := Pow2(4)
-	// The seed's formula 2^k·(1 − (1 − 2^−k)^n).
+	// Lo et al.'s formula 2^k·(1 − (1 − 2^−k)^n).
 	for _, n := range []int{1, 10, 100, 1000} {
 		want := 16 * (1 - math.Pow(1-1.0/16, float64(n)))
 		if got := p.ExpectedCount(n); math.Abs(got-want) > 1e-9 {

@@ -83,7 +83,7 @@ func runCount(o Options, r *report.Run) error {
 					Book: metrics.BookPrefixCount(float64(n), sc.scheme.Bits(), p.M),
 				}
 				if sc.name == "pow2" {
-					// The seed's formula, from metrics, must be the scheme's own.
+					// Lo et al.'s formula, from metrics, must be the scheme's own.
 					row.Expected = metrics.ExpectedPrefixCount(n, k)
 				}
 				rows = append(rows, row)
@@ -116,7 +116,7 @@ func runCount(o Options, r *report.Run) error {
 				report.Series{Name: fmt.Sprintf("S=%d measured", S), X: xs, Y: log10s(meas), Points: true},
 				report.Series{Name: fmt.Sprintf("S=%d book", S), X: xs, Y: log10s(book)})
 		}
-		title := "seed's scheme: 2^⌈log2 S⌉ groups"
+		title := "Lo et al.'s scheme: 2^⌈log2 S⌉ groups"
 		if scheme == "exact" {
 			title = "exactly S groups (prefix code)"
 		}

@@ -200,7 +200,7 @@ func runRepel(o Options, r *report.Run) error {
 		Displace: superpeer.DefaultDisplace.String(),
 	}
 	p.Repulsion.Model = repel.Repulsion
-	// The seed's rule as the seed has it: no surveys (a survey would move
+	// Lo et al.'s rule as they give it: no surveys (a survey would move
 	// each token to the measured middle of its clients, whatever the force).
 	p.Repulsion.SurveyInterval = 0
 	p.Choose.ProbeEvery = 5 * 15 * time.Second // five renewals, as the selector

@@ -358,7 +358,7 @@ type SelectionSummary struct {
 	Bits   int    `json:"bits"`
 	Count  int    `json:"count"`
 	// Expected is the expected number of occupied groups among the live
-	// peers (for the seed's scheme 2^k·(1 − (1 − 2^−k)^n)).
+	// peers (for Lo et al.'s scheme 2^k·(1 − (1 − 2^−k)^n)).
 	Expected float64 `json:"expected"`
 	// Book is Tanenbaum & van Steen's 2^(k−m)·N with m = 256 and N the
 	// number of peers, as printed; it is 2^k only when N = 2^m.
