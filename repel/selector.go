@@ -189,7 +189,7 @@ type Selector struct {
 
 	lastSnap time.Time // owned by loop: when the snapshot was last taken
 
-	inbox chan input
+	inbox chan *input // pointers: a buffer of inputs by value was 100 KB a peer
 	kick  chan struct{}
 	pub   chan []byte
 
@@ -339,7 +339,7 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 	}
 	s := &Selector{
 		node: node, viv: viv, opts: opts, ids: wireIDsUnder(prefix), attach: att, model: model,
-		inbox:       make(chan input, 256),
+		inbox:       make(chan *input, 256),
 		kick:        make(chan struct{}, 1),
 		pub:         make(chan []byte, 1),
 		unreachable: map[peer.ID]time.Time{},
@@ -522,7 +522,7 @@ func (s *Selector) Close() error {
 // post hands an input to the loop, unless ctx ends first.
 func (s *Selector) post(ctx context.Context, in input) bool {
 	select {
-	case s.inbox <- in:
+	case s.inbox <- &in:
 		return true
 	case <-ctx.Done():
 		return false

@@ -66,7 +66,7 @@ func (s *Selector) handOver(toks []signedToken, direct peer.ID) {
 		return
 	}
 	select {
-	case s.inbox <- input{gossip: toks, direct: direct}:
+	case s.inbox <- &input{gossip: toks, direct: direct}:
 	default:
 		s.stats.Add(statGossipBusy, 1)
 	}

@@ -514,21 +514,26 @@ func nearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) b
 		k K
 		d float64
 	}
-	var all []kd
+	before := func(a, b kd) bool { return a.d < b.d || (a.d == b.d && a.k < b.k) }
+	// The k best so far, in order: k is a handful and known may hold
+	// thousands, so an insertion into k beats sorting them all.
+	all := make([]kd, 0, k)
 	for id, c := range known {
 		if (skip != nil && skip(id)) || len(c.Vec) != len(target.Vec) || !c.IsValid() {
 			continue
 		}
-		all = append(all, kd{id, target.DistanceTo(c)})
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].d != all[j].d {
-			return all[i].d < all[j].d
+		x := kd{id, target.DistanceTo(c)}
+		if len(all) == k && !before(x, all[k-1]) {
+			continue
 		}
-		return all[i].k < all[j].k
-	})
-	if len(all) > k {
-		all = all[:k]
+		if len(all) < k {
+			all = append(all, x)
+		} else {
+			all[k-1] = x
+		}
+		for i := len(all) - 1; i > 0 && before(all[i], all[i-1]); i-- {
+			all[i], all[i-1] = all[i-1], all[i]
+		}
 	}
 	out := make([]K, len(all))
 	for i, x := range all {

@@ -537,3 +537,36 @@ func TestNeighbors_PlanetLab(t *testing.T) {
 		t.Fatalf("near sets hold %.1f%% of the true nearest, want ≥ 85%%", 100*got)
 	}
 }
+
+// nearestTo keeps the k best of known in one pass: the same peers, in the
+// same order (distance, then ID), as sorting them all, with ties and
+// skipped peers, for every k from 0 past the number known.
+func TestNearestTo_AsAFullSort(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for trial := 0; trial < 200; trial++ {
+		known := map[string]Coord{}
+		for i := 0; i < 1+rng.Intn(60); i++ {
+			// Coordinates on a coarse grid, so that distances tie.
+			known[fmt.Sprintf("p%02d", i)] = Coord{Vec: []float64{float64(rng.Intn(5)), float64(rng.Intn(5))}, Height: 0.001, Error: 1}
+		}
+		target := Coord{Vec: []float64{float64(rng.Intn(5)), float64(rng.Intn(5))}, Height: 0.001, Error: 1}
+		skip := func(id string) bool { return id[len(id)-1] == '3' }
+		var all []string
+		for id := range known {
+			if !skip(id) {
+				all = append(all, id)
+			}
+		}
+		sort.Slice(all, func(i, j int) bool {
+			di, dj := target.DistanceTo(known[all[i]]), target.DistanceTo(known[all[j]])
+			return di < dj || (di == dj && all[i] < all[j])
+		})
+		for k := 0; k <= len(known)+1; k++ {
+			want := all[:min(k, len(all))]
+			got := nearestTo(target, known, k, skip)
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("trial %d, k %d: got %v, want %v", trial, k, got, want)
+			}
+		}
+	}
+}
