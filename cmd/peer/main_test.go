@@ -224,6 +224,9 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "stray"}, 2, "unexpected argument"},
 		{[]string{"swarm", "--conns", "64:32"}, 2, "--conns"},
 		{[]string{"swarm", "--conns", "many"}, 2, "--conns"},
+		{[]string{"swarm", "--memlimit", "lots"}, 2, "--memlimit"},
+		{[]string{"swarm", "--memlimit", "0MiB"}, 2, "--memlimit"},
+		{[]string{"swarm", "--memlimit", "99999999999GiB"}, 2, "--memlimit"},
 		{[]string{"swarm", "--pprof", "nowhere:port"}, 2, "--pprof"},
 		{[]string{"swarm", "--displace", "-1ms"}, 2, "--displace"},
 		{[]string{"swarm", "--method", "prefix,bogus"}, 2, `unknown method "bogus" (registered: prefix, repel`},
@@ -329,5 +332,26 @@ func TestParseMemTotal(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && memTotal() == 0 {
 		t.Error("memTotal: 0 on Linux")
+	}
+}
+
+func TestParseMemLimit(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		n    int
+		want int64
+	}{
+		{"", 100, -1},
+		{"off", 100, 0},
+		{"auto", 490, 490 << 21},
+		{"900MiB", 1, 900 << 20},
+		{"4GiB", 1, 4 << 30},
+		{"512KiB", 1, 512 << 10},
+		{"1000000B", 1, 1000000},
+	} {
+		got, err := parseMemLimit(c.v, c.n)
+		if err != nil || got != c.want {
+			t.Errorf("parseMemLimit(%q, %d) = %d, %v; want %d", c.v, c.n, got, err, c.want)
+		}
 	}
 }

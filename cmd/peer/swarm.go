@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"os"
 	"os/signal"
@@ -39,6 +40,9 @@ type swarmReport struct {
 	// Args are the command-line arguments of the run, to rerun it.
 	Args      []string `json:"args"`
 	GCPercent int      `json:"gc_percent"`
+	// MemLimit is the runtime's soft memory limit in bytes during the run
+	// (math.MaxInt64: none).
+	MemLimit int64 `json:"mem_limit"`
 	// Dilation is the time dilation of the Vivaldi and selection phases
 	// (--dilate): every figure is in the network's time.
 	Dilation     float64 `json:"dilation"`
@@ -158,6 +162,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
+	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB a peer), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
 	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(superpeer.MethodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
@@ -202,14 +207,23 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if *gogc < 0 {
 		return fmt.Errorf("%w: --gogc %d is negative", errUsage, *gogc)
 	}
+	limit, err := parseMemLimit(*memLimit, *n)
+	if err != nil {
+		return err
+	}
 	if *gogc > 0 && os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(*gogc))
+	}
+	if limit < 0 && os.Getenv("GOMEMLIMIT") == "" {
 		// A lazy collector lets garbage grow to GOGC/100 times the live
 		// heap; a soft limit at half the machine's memory makes it work
 		// harder before that crowds out the rest of the machine.
-		if total := memTotal(); total > 0 && os.Getenv("GOMEMLIMIT") == "" {
-			defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(total / 2)))
+		if total := memTotal(); total > 0 {
+			limit = int64(total / 2)
 		}
+	}
+	if limit > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
 	if *pprofAddr != "" {
 		if err := servePprof(*pprofAddr, stderr); err != nil {
@@ -301,6 +315,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	rep := swarmReport{
 		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Args: args,
 		GCPercent:          gcPercent(),
+		MemLimit:           debug.SetMemoryLimit(-1),
 		BuildSeconds:       s.BuildTime.Seconds(),
 		JoinRetries:        s.JoinRetries.Load(),
 		JoinLookupFailures: s.JoinLookupFailures.Load(),
@@ -548,6 +563,36 @@ func (p *progress) done() {
 	if p.tty && p.stage != "" {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// parseMemLimit reads --memlimit for n peers: bytes, 0 for off, -1 for
+// the default.
+func parseMemLimit(v string, n int) (int64, error) {
+	bad := func() (int64, error) {
+		return 0, fmt.Errorf("%w: --memlimit %q: want off, auto, or a size such as 900MiB or 4GiB", errUsage, v)
+	}
+	switch v {
+	case "":
+		return -1, nil
+	case "off":
+		return 0, nil
+	case "auto":
+		return int64(max(n, 1)) << 21, nil
+	}
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok {
+			x, err := strconv.ParseInt(num, 10, 64)
+			if err != nil || x <= 0 || x > math.MaxInt64>>u.shift {
+				return bad()
+			}
+			return x << u.shift, nil
+		}
+	}
+	return bad()
 }
 
 // parseConns reads --conns: LOW:HIGH watermarks, or off (-1: no trimming).
