@@ -164,7 +164,7 @@ type snapshot struct {
 // is a superpeer. A client attaches with the attach protocol to the live
 // holder of lowest predicted RTT that accepts it (holders accept clients
 // before they settle, so tokens see where their clients are), renews every
-// Renew, and re-attaches when its holder loses the token.
+// third of the attach TTL, and re-attaches when its holder loses the token.
 type Selector struct {
 	node   *dht.Node
 	viv    *vivaldi.Service
@@ -237,7 +237,7 @@ const (
 
 // NewSelector makes a repel selector on node. Without WithVivaldi it makes
 // a Vivaldi service of its own (sampling the node's routing table every
-// defaultVivaldiInterval; Close closes it); with WithDissemination(GossipSub)
+// 2 s; Close closes it); with WithDissemination(GossipSub)
 // the node must have a pubsub router, and NewSelector registers the topic's
 // validator. Start registers the move, survey and announce protocols and
 // runs it. Every protocol ID and the topic derive from the node's protocol
