@@ -102,7 +102,8 @@
 // Attached; without digests a holder knows only its neighbours and its own
 // clients, and on PlanetLab lands further from the k-median.
 //
-// In each model the system potential (systemPotential) changes by exactly
+// In each model the system potential (Repulsion: Σ_{i<j} φ(d_ij); Attract:
+// the clients' mean distance to their nearest token plus λ·Σ φ) changes by exactly
 // the moving token's change, so with one shared view every move lowers it
 // by a positive amount and moves stop: a distributed local search. Holders'
 // views differ in practice (own samples of peers, drifting coordinates), so
@@ -133,7 +134,7 @@
 //     cooling aside (EventSiteShared); the other stays.
 //
 // Both make the potentials the holders descend differ from
-// systemPotential's (which predicts every distance); cooling still bounds
+// the system potential's (which predicts every distance); cooling still bounds
 // the moves.
 //
 // # Surveys (Config.SurveyInterval)

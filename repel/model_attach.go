@@ -243,8 +243,8 @@ func (c *Chooser) Ranked(now time.Time, cur string, cands []Candidate) []Choice 
 // clients that lose most without it). It is negative for a client that
 // stays with its holder while a nearer one is within Switch: it would gain
 // by going, and is the first a full holder lets go. 0 (none said) when the
-// next RTT is unknown (NaN); noOtherChoice for the last holder of the order
-// or when the next measurement failed.
+// next RTT is unknown (NaN); the largest Duration (no other choice) for
+// the last holder of the order or when the next measurement failed.
 func Regret(order []Choice, k int) time.Duration {
 	if k+1 >= len(order) {
 		return noOtherChoice

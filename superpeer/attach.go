@@ -131,8 +131,8 @@ type ClientRequest struct {
 	// Regret is what the client loses if refused: the RTT of the next
 	// superpeer it would ask minus this one's; negative if it would gain by
 	// going (0: not said; a newcomer saying none never displaces anyone;
-	// maxRegret: no other choice). Sent in whole microseconds within
-	// ±maxRegret.
+	// 2^31−1 µs, about 36 min: no other choice). Sent in whole microseconds
+	// within ±(2^31−1) µs.
 	Regret time.Duration
 }
 

@@ -47,7 +47,7 @@ func NewAttachTable(capacity int, ttl, displace time.Duration) *AttachTable {
 // rule of WithDisplace), returned as displaced, and refused (Full)
 // otherwise. regret is what id loses if refused (ClientRequest.Regret),
 // taken as the attach protocol carries it: in whole microseconds (rounded
-// toward zero) within ±maxRegret.
+// toward zero) within ±(2^31−1) µs.
 func (t *AttachTable) Admit(now time.Time, id peer.ID, regret time.Duration, coord ClientCoord) (st Status, displaced peer.ID) {
 	regret = time.Duration(regretMicros(regret)) * time.Microsecond
 	t.expire(now)

@@ -19,7 +19,7 @@
 // WithProtocolPrefix, the overlay's prefix): the caller sends its
 // coordinate, the callee answers with its own, and the caller times the
 // exchange as the RTT sample. Frames are varint-length-prefixed protobuf
-// capped at MaxMessageSize; a bad frame resets the stream and is counted in
+// capped at 1 KiB (plus MaxPiggyback); a bad frame resets the stream and is counted in
 // Service.Drops under a named reason.
 //
 // A live peer cannot pick its near neighbours by true RTT, as a simulator

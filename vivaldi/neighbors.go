@@ -18,14 +18,14 @@ import (
 // random peers. Neighbors is pure (no libp2p; peers are opaque strings, the
 // clock and the randomness injected); Service drives it.
 
-// NearConfig tunes Neighbors. Durations are of the injected clock; RTTs are
+// NearConfig tunes the neighbour table of a Service. Durations are of the injected clock; RTTs are
 // seconds, as everywhere in this package.
 type NearConfig struct {
 	// Size is K, the number of peers of lowest measured RTT kept as near
 	// neighbours (16, as the simulator's near set).
 	Size int
 	// Share is how many neighbours a caller asks for in each reply, and at
-	// most how many a reply carries (4; at most maxShare; 0 asks for
+	// most how many a reply carries (4; at most 8; 0 asks for
 	// none, which is what a peer that predates neighbour gossip does).
 	Share int
 	// NearFraction is the share of samples taken from the near set (or
@@ -158,7 +158,7 @@ type shared struct {
 	RTT float64
 }
 
-// NearStats counts what Neighbors did.
+// NearStats counts what the neighbour table did.
 type NearStats struct {
 	Members    int     // near neighbours now
 	Candidates int     // candidates waiting to be measured
@@ -214,7 +214,7 @@ type neighbors struct {
 	stats   NearStats
 }
 
-// ErrNearConfig is wrapped by newNeighbors's error for an invalid config.
+// ErrNearConfig is wrapped by NewService's error for an invalid NearConfig.
 var ErrNearConfig = errors.New("vivaldi: invalid near config")
 
 // newNeighbors makes an empty neighbour set; now and rng are its clock and

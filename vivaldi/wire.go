@@ -21,9 +21,9 @@ import (
 // not fit). Anything larger is not ours.
 const maxMessageSize = 1024
 
-// MaxPiggyback caps the piggyback of one frame (wireFrame.Piggyback): another
-// protocol's data riding on the exchange. A frame may be MaxMessageSize
-// plus this (and its field's few bytes of framing) long.
+// MaxPiggyback caps the piggyback of one frame: another protocol's data
+// riding on the exchange. A frame may be 1 KiB (the cap of a frame without
+// one) plus this (and its field's few bytes of framing) long.
 const MaxPiggyback = 8 << 10
 
 // maxFrameSize is what a reader accepts: the coordinate part and a full
