@@ -20,11 +20,7 @@ type Option func(*selectorOptions) error
 // the attach protocol's (superpeer.WithCapacity).
 func WithConfig(c Config) Option {
 	return func(o *selectorOptions) error {
-		probe := c
-		if probe.Capacity == 0 {
-			probe.Capacity = 1
-		}
-		if err := probe.Validate(); err != nil {
+		if err := c.Validate(); err != nil {
 			return fmt.Errorf("%w: WithConfig: %w", ErrOptions, err)
 		}
 		o.Config = c

@@ -256,23 +256,18 @@ func NewSelector(node *dht.Node, opts ...Option) (*Selector, error) {
 			return nil, err
 		}
 	}
-	return newSelectorWith(node, o)
-}
-
-// newSelectorWith is NewSelector on settings made (tests set the timers).
-func newSelectorWith(node *dht.Node, opts selectorOptions) (*Selector, error) {
-	if err := opts.defaults(); err != nil {
+	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	viv := opts.Vivaldi
+	viv := o.Vivaldi
 	ownViv := viv == nil
 	if ownViv {
 		var err error
-		if viv, err = ownVivaldi(node, opts); err != nil {
+		if viv, err = ownVivaldi(node, o); err != nil {
 			return nil, err
 		}
 	}
-	s, err := newSelector(node, viv, opts)
+	s, err := newSelector(node, viv, o)
 	if err != nil {
 		if ownViv {
 			viv.Close()

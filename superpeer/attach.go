@@ -94,9 +94,9 @@ type Attach struct {
 	reportRole atomic.Pointer[func() Role]
 	onRefused  atomic.Pointer[func()]
 
-	mu         sync.Mutex
-	table      *AttachTable // the clients served, behind mu
-	upstreamID peer.ID      // the superpeer that last accepted this peer
+	mu       sync.Mutex
+	table    *AttachTable // the clients served, behind mu
+	upstream peer.ID      // the superpeer that last accepted this peer
 
 	drops       counters.Set
 	stopMetrics func()
@@ -153,13 +153,13 @@ func (a *Attach) forgetLocked(p peer.ID) {
 func (a *Attach) setUpstream(sp, only peer.ID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if sp == a.upstreamID || (only != "" && a.upstreamID != only) {
+	if sp == a.upstream || (only != "" && a.upstream != only) {
 		return
 	}
-	if a.upstreamID != "" {
-		a.h.ConnManager().Unprotect(a.upstreamID, protectUpstream)
+	if a.upstream != "" {
+		a.h.ConnManager().Unprotect(a.upstream, protectUpstream)
 	}
-	a.upstreamID = sp
+	a.upstream = sp
 	if sp != "" {
 		a.h.ConnManager().Protect(sp, protectUpstream)
 	}
@@ -417,14 +417,6 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 		a.setUpstream("", sp)
 	}
 	return ans, nil
-}
-
-// upstream is the superpeer that last accepted this peer as a client, ""
-// after it left or was refused there.
-func (a *Attach) upstream() peer.ID {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.upstreamID
 }
 
 func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, error) {

@@ -251,9 +251,9 @@ func TestAttach_ProtectsAttachedConnections(t *testing.T) {
 	if ans, err := as[2].Request(ctx, hs[0].ID(), false, nil, 0); err != nil || ans.Status != Accepted {
 		t.Fatalf("attach: %+v, %v", ans, err)
 	}
-	if !cms[0].IsProtected(client, protectClient) || !up() || as[2].upstream() != hs[0].ID() {
+	if !cms[0].IsProtected(client, protectClient) || !up() || as[2].upstreamNow() != hs[0].ID() {
 		t.Fatalf("after attaching: superpeer protects client %v, client protects superpeer %v, upstream %v",
-			cms[0].IsProtected(client, protectClient), up(), as[2].upstream())
+			cms[0].IsProtected(client, protectClient), up(), as[2].upstreamNow())
 	}
 	// Another superpeer takes the client: the protection moves.
 	if ans, _ := as[2].Request(ctx, hs[1].ID(), false, nil, 0); ans.Status != Accepted {
@@ -273,8 +273,8 @@ func TestAttach_ProtectsAttachedConnections(t *testing.T) {
 	if ans, _ := as[2].Request(ctx, hs[1].ID(), false, nil, 0); ans.Status != Full {
 		t.Fatalf("want FULL, got %+v", ans)
 	}
-	if as[2].upstream() != "" || cms[2].IsProtected(hs[1].ID(), protectUpstream) {
-		t.Errorf("refused client still protects its old superpeer (upstream %v)", as[2].upstream())
+	if as[2].upstreamNow() != "" || cms[2].IsProtected(hs[1].ID(), protectUpstream) {
+		t.Errorf("refused client still protects its old superpeer (upstream %v)", as[2].upstreamNow())
 	}
 	// Leaving unprotects on the superpeer's side; DropClients clears all.
 	if ans, _ := as[2].Request(ctx, hs[0].ID(), true, nil, 0); ans.Status != Accepted {
@@ -359,8 +359,8 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 			if ans, _ := as[tc.victim].RequestWith(ctx, hs[0].ID(), ClientRequest{Regret: tc.second}); ans.Status != Full {
 				t.Errorf("displaced client's renewal: %+v, want FULL", ans)
 			}
-			if as[tc.victim].upstream() != "" {
-				t.Errorf("displaced client still names %s its superpeer", as[tc.victim].upstream())
+			if as[tc.victim].upstreamNow() != "" {
+				t.Errorf("displaced client still names %s its superpeer", as[tc.victim].upstreamNow())
 			}
 		})
 	}
@@ -429,4 +429,12 @@ func prefixWith(p options) Option {
 		*o = p
 		return nil
 	}
+}
+
+// upstreamNow is the superpeer that last accepted a as a client, "" after
+// it left or was refused there.
+func (a *Attach) upstreamNow() peer.ID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.upstream
 }

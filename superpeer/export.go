@@ -22,10 +22,3 @@ func (n *Notifier) Set(role Role, sp peer.ID, reason string, now time.Time) bool
 
 // Subscribe delivers every change from now on; cancel stops it.
 func (n *Notifier) Subscribe() (<-chan Change, func()) { return n.n.subscribe() }
-
-// changes is how many changes have been recorded.
-func (n *Notifier) changes() int {
-	n.n.mu.Lock()
-	defer n.n.mu.Unlock()
-	return n.n.changes
-}

@@ -197,10 +197,7 @@ func newPrefixCore(id peer.ID, key dht.Key, scheme Prefix, opts options) (*Prefi
 	if id == "" {
 		return nil, errors.New("superpeer: empty peer ID")
 	}
-	opts, err := opts.periods()
-	if err != nil {
-		return nil, err
-	}
+	opts = opts.periods()
 	return &PrefixCore{
 		id: id, key: key, scheme: scheme, group: scheme.Group(key),
 		recheck: opts.Recheck, clientRecheck: opts.ClientRecheck, minRecheck: opts.MinRecheck,
@@ -209,7 +206,7 @@ func newPrefixCore(id peer.ID, key dht.Key, scheme Prefix, opts options) (*Prefi
 }
 
 // periods applies the defaults of the selector's periods.
-func (o options) periods() (options, error) {
+func (o options) periods() options {
 	if o.MinRecheck == 0 {
 		o.MinRecheck = 500 * time.Millisecond
 	}
@@ -225,7 +222,7 @@ func (o options) periods() (options, error) {
 	if o.StartSpread == 0 {
 		o.StartSpread = 2 * o.MinRecheck
 	}
-	return o, nil
+	return o
 }
 
 // Role is the peer's role and who serves it: itself as a superpeer, the

@@ -59,9 +59,6 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 	case p != node.ProtocolPrefix():
 		return nil, fmt.Errorf("%w: attach protocol prefix %q is not the node's %q", ErrOption, p, node.ProtocolPrefix())
 	}
-	if _, err := o.periods(); err != nil {
-		return nil, err
-	}
 	att, err := newAttach(node.Host(), o.Attach)
 	if err != nil {
 		return nil, err

@@ -71,7 +71,6 @@ type notifier struct {
 	role      Role
 	superpeer peer.ID
 	subs      map[chan Change]struct{}
-	changes   int
 }
 
 func (n *notifier) state() (Role, peer.ID) {
@@ -88,7 +87,6 @@ func (n *notifier) set(role Role, sp peer.ID, reason string, now time.Time) bool
 		return false
 	}
 	n.role, n.superpeer = role, sp
-	n.changes++
 	c := Change{Role: role, Superpeer: sp, At: now, Reason: reason}
 	for ch := range n.subs {
 		select {

@@ -215,24 +215,6 @@ func (s *Service) PeerCoordinates() map[peer.ID]Coord {
 	return out
 }
 
-// nearSet is the near neighbours with their RTT estimates, lowest first.
-func (s *Service) nearSet() []nearPeer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sh := s.near.Nearest(s.cfg.near.Size, "")
-	out := make([]nearPeer, len(sh))
-	for i, x := range sh {
-		out[i] = nearPeer{ID: peer.ID(x.ID), RTT: time.Duration(x.RTT * float64(time.Second))}
-	}
-	return out
-}
-
-// nearPeer is a near neighbour and the least of its recent RTT samples.
-type nearPeer struct {
-	ID  peer.ID
-	RTT time.Duration
-}
-
 // Drops counts refused frames and refused neighbour entries by reason:
 // "oversize", "decode", "missing_coord", "non_finite", "out_of_range",
 // "dimensions", "stream", "neighbor_id", "neighbor_coord", "neighbor_rtt",

@@ -641,3 +641,21 @@ func TestService_ProtocolPrefix(t *testing.T) {
 		t.Errorf("default served %d, failed %d; /a failed %d: want 0, 1, 1", def.Stats().Served, def.Stats().SampleFailure, a0.Stats().SampleFailure)
 	}
 }
+
+// nearSet is the near neighbours with their RTT estimates, lowest first.
+func (s *Service) nearSet() []nearPeer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.near.Nearest(s.cfg.near.Size, "")
+	out := make([]nearPeer, len(sh))
+	for i, x := range sh {
+		out[i] = nearPeer{ID: peer.ID(x.ID), RTT: time.Duration(x.RTT * float64(time.Second))}
+	}
+	return out
+}
+
+// nearPeer is a near neighbour and the least of its recent RTT samples.
+type nearPeer struct {
+	ID  peer.ID
+	RTT time.Duration
+}
