@@ -55,11 +55,12 @@
 // # Minting and recovery
 //
 // Token i is named TokenKey(i) = sha256("repel-token/" + i) in the kad-dht
-// key space. A token unheard of for DeadAfter (T_dead) — including, on a
-// fresh swarm, one never heard of — is minted with the known epoch + 1 by
-// the XOR-closest peer to its name among the peers the node believes live
-// and that hold no token; the k-th closest tries after (k+1)·DeadAfter in
-// case the closer ones are gone too. Nodes that disagree on the live set may
+// key space. A token unheard of for DeadAfter (T_dead) — or, never heard
+// of since the node started, for JoinWait (DeadAfter unless set shorter) —
+// is minted with the known epoch + 1 by the XOR-closest peer to its name
+// among the peers the node believes live and that hold no token; the k-th
+// closest tries DeadAfter after the (k−1)-th in case the closer ones are
+// gone too. Nodes that disagree on the live set may
 // both mint; fencing keeps one.
 //
 // # Force and potential

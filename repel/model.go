@@ -388,8 +388,9 @@ func (n *Node) init(now time.Time) {
 		return
 	}
 	n.started = true
-	// A fresh node has heard of no token; it gives the swarm DeadAfter to
-	// tell it before it concludes a token is missing and mints it.
+	// A fresh node has heard of no token; it gives the swarm JoinWait
+	// (DeadAfter by default) to tell it before it concludes a token is
+	// missing and mints it.
 	for i := range n.tokens {
 		n.tokens[i].lastHeard = now
 	}
@@ -574,7 +575,11 @@ func (n *Node) maybeMint(now time.Time) {
 	for i := range n.tokens {
 		e := &n.tokens[i]
 		silent := now.Sub(e.lastHeard)
-		if silent < n.cfg.DeadAfter {
+		wait := n.cfg.DeadAfter
+		if !e.known && n.cfg.JoinWait > 0 {
+			wait = n.cfg.JoinWait
+		}
+		if silent < wait {
 			continue
 		}
 		target := TokenKey(uint32(i))
@@ -587,7 +592,7 @@ func (n *Node) maybeMint(now time.Time) {
 				rank++
 			}
 		}
-		if int64(silent/n.cfg.DeadAfter) <= int64(rank) {
+		if int64((silent-wait)/n.cfg.DeadAfter) < int64(rank) {
 			continue
 		}
 		epoch := uint64(1)

@@ -144,6 +144,14 @@ type Config struct {
 	// closest tries after 2·DeadAfter, the next after 3·DeadAfter, and so
 	// on, in case the closer ones are gone too.
 	DeadAfter time.Duration
+	// JoinWait replaces DeadAfter for a token the node has never heard of
+	// since it started (0: DeadAfter). A swarm started all at once has no
+	// token to hear of, and a full DeadAfter only delays the first mints; a
+	// peer that joins a running swarm hears of its tokens within a few
+	// announcements, and a token that has moved since it was minted has an
+	// epoch above 1 and beats a mint of it. Validate asks for at least
+	// 2×AnnounceInterval and at most DeadAfter.
+	JoinWait time.Duration
 }
 
 // DefaultConfig is tuned for peers on the Internet: announcements every 30 s
@@ -213,7 +221,7 @@ func (c Config) Dilated(f float64) Config {
 	d := func(x *time.Duration) { *x = time.Duration(float64(*x) * f) }
 	for _, x := range []*time.Duration{
 		&c.CoolingRest, &c.ProbeTTL, &c.SurveyInterval, &c.SurveyTimeout, &c.MoveInterval,
-		&c.MoveTimeout, &c.AnnounceInterval, &c.MovingAnnounceInterval, &c.SettleAfter, &c.DeadAfter,
+		&c.MoveTimeout, &c.AnnounceInterval, &c.MovingAnnounceInterval, &c.SettleAfter, &c.DeadAfter, &c.JoinWait,
 	} {
 		d(x)
 	}
@@ -282,6 +290,10 @@ func (c Config) Validate() error {
 		// A live settled token must be heard at least twice per DeadAfter,
 		// or one lost announcement gets it re-minted.
 		return fmt.Errorf("repel: DeadAfter %v must exceed 2×AnnounceInterval (%v)", c.DeadAfter, 2*c.AnnounceInterval)
+	case c.JoinWait != 0 && (c.JoinWait < 2*c.AnnounceInterval || c.JoinWait > c.DeadAfter):
+		// A joining peer must have had two announcements of every live
+		// token to hear of it before it may mint one.
+		return fmt.Errorf("repel: JoinWait %v must be 0 or within [2×AnnounceInterval (%v), DeadAfter (%v)]", c.JoinWait, 2*c.AnnounceInterval, c.DeadAfter)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -89,6 +90,8 @@ func TestConfig_Validate(t *testing.T) {
 		"survey-gain":       func(c *Config) { c.SurveyGain = 0 },
 		"survey-floor":      func(c *Config) { c.SurveyFloor = -time.Microsecond },
 		"survey-timeout":    func(c *Config) { c.SurveyTimeout = 0 },
+		"joinwait-short":    func(c *Config) { c.JoinWait = c.AnnounceInterval },
+		"joinwait-long":     func(c *Config) { c.JoinWait = c.DeadAfter + time.Second },
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -818,8 +821,9 @@ func TestNode_HeartbeatSeq(t *testing.T) {
 // Dilated stretches every timer and no RTT.
 func TestConfig_Dilated(t *testing.T) {
 	c := DefaultConfig()
+	c.JoinWait = 2 * c.AnnounceInterval
 	d := c.Dilated(3)
-	if d.DeadAfter != 3*c.DeadAfter || d.MoveInterval != 3*c.MoveInterval || d.SurveyTimeout != 3*c.SurveyTimeout || d.CoolingRest != 3*c.CoolingRest {
+	if d.DeadAfter != 3*c.DeadAfter || d.JoinWait != 3*c.JoinWait || d.MoveInterval != 3*c.MoveInterval || d.SurveyTimeout != 3*c.SurveyTimeout || d.CoolingRest != 3*c.CoolingRest {
 		t.Fatalf("timers not stretched: %+v", d)
 	}
 	if d.SiteRTT != c.SiteRTT || d.SurveyFloor != c.SurveyFloor || d.MinDistance != c.MinDistance || d.Tokens != c.Tokens {
@@ -827,5 +831,77 @@ func TestConfig_Dilated(t *testing.T) {
 	}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A node that has never heard of a token mints it after JoinWait if it is
+// the XOR-closest free peer to the token's name, the next closest
+// DeadAfter later, and a token it has heard of waits the full DeadAfter.
+func TestNode_JoinWait(t *testing.T) {
+	cfg := testConfig(1, Attract)
+	cfg.JoinWait = 2 * cfg.AnnounceInterval
+	nw := newNetwork(t, cfg, 6, 3)
+	ranked := append([]string(nil), nw.ids...)
+	sort.Slice(ranked, func(i, j int) bool { return TokenKey(0).Closer(PeerKey(ranked[i]), PeerKey(ranked[j])) })
+	// Nobody hears anyone: every node only ticks, so each mints on its own
+	// timer.
+	mintedAt := map[string]time.Duration{}
+	for _, id := range nw.ids {
+		nw.nodes[id].Tick(nw.now)
+	}
+	step := 100 * time.Millisecond
+	for d := step; d <= cfg.JoinWait+2*cfg.DeadAfter; d += step {
+		for _, id := range nw.ids {
+			for _, e := range nw.nodes[id].Tick(nw.now.Add(d)).Events {
+				if e.Kind == EventMinted {
+					mintedAt[id] = d
+				}
+			}
+		}
+	}
+	within := func(got, want time.Duration) bool { return got >= want && got < want+time.Second }
+	if got := mintedAt[ranked[0]]; !within(got, cfg.JoinWait) {
+		t.Errorf("closest peer minted at %v, want JoinWait %v", got, cfg.JoinWait)
+	}
+	if got := mintedAt[ranked[1]]; !within(got, cfg.JoinWait+cfg.DeadAfter) {
+		t.Errorf("second closest minted at %v, want JoinWait+DeadAfter %v", got, cfg.JoinWait+cfg.DeadAfter)
+	}
+	if got, ok := mintedAt[ranked[3]]; ok {
+		t.Errorf("fourth closest minted at %v, before its turn", got)
+	}
+
+	// Heard of: the token's holder falls silent; the closest free peer
+	// waits DeadAfter from the last announcement, not JoinWait.
+	nw = newNetwork(t, cfg, 6, 3)
+	var holder string
+	for i := 0; i < 200 && holder == ""; i++ {
+		nw.round(step)
+		for _, id := range nw.ids {
+			if _, ok := nw.nodes[id].Held(); ok {
+				holder = id
+			}
+		}
+	}
+	if holder == "" {
+		t.Fatal("no token minted")
+	}
+	nw.kill(holder)
+	nw.tellPeers()
+	last := nw.now
+	var again time.Duration
+	for d := step; d <= 2*cfg.DeadAfter && again == 0; d += step {
+		for _, id := range nw.live() {
+			for _, e := range nw.nodes[id].Tick(last.Add(d)).Events {
+				if e.Kind == EventMinted {
+					again = d
+				}
+			}
+		}
+	}
+	if again == 0 {
+		t.Fatal("the dead holder's token was never minted again")
+	}
+	if again < cfg.DeadAfter-cfg.AnnounceInterval {
+		t.Errorf("a heard-of token re-minted %v after its holder died, before DeadAfter %v", again, cfg.DeadAfter)
 	}
 }
