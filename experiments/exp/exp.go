@@ -33,6 +33,14 @@ type Options struct {
 	// ID names the run directory; "" is the start time and the seed.
 	ID             string
 	Stdout, Stderr io.Writer
+	// Algo, N and Trace narrow the elections experiment: the algorithms
+	// elections.Lookup finds by Algo ("" every one), the one size N (0
+	// each algorithm's own), and Trace, a file name without extension:
+	// the first run at the smallest size is traced to Trace.txt and
+	// Trace.svg (a sequence chart). Other experiments ignore them.
+	Algo  string
+	N     int
+	Trace string
 	// tiny shrinks an experiment further than Quick, for tests.
 	tiny bool
 }
