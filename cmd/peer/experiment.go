@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/experiments/elections"
 	"github.com/superpeer-overlay/superpeer/experiments/exp"
 	"github.com/superpeer-overlay/superpeer/experiments/report"
 )
@@ -49,6 +50,13 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", report.DefaultRoot, "results root: results go to OUT/"+name+"/RUN-ID/")
 	id := fs.String("id", "", "run directory name (default: start time, size and seed)")
 	timeout := fs.Duration("timeout", 2*time.Hour, "give up after this long")
+	var algo, trace string
+	var n int
+	if name == "elections" {
+		fs.StringVar(&algo, "algo", "", "only the algorithms of this name (every variant) or name/variant: "+strings.Join(electionKeys(), ", "))
+		fs.IntVar(&n, "n", 0, "only this many nodes (default: each algorithm's sizes)")
+		fs.StringVar(&trace, "trace", "", "trace the first run at the smallest n to `FILE`.txt and FILE.svg (a sequence chart; n ≤ 64)")
+	}
 	// Errors are one line (from run); the flag list only on --help.
 	fs.SetOutput(io.Discard)
 	if err := parseFlags(fs, args[1:]); err != nil {
@@ -64,10 +72,26 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return fmt.Errorf("%w: --out must not be empty", errUsage)
 	}
+	if algo != "" && len(elections.Lookup(algo)) == 0 {
+		return fmt.Errorf("%w: unknown --algo %q (%s)", errUsage, algo, strings.Join(electionKeys(), ", "))
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: --n %d must be positive", errUsage, n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	_, err := e.Run(exp.Options{Ctx: ctx, Quick: *quick, Seed: *seed, Out: *out, ID: *id, Stdout: stdout, Stderr: stderr})
+	_, err := e.Run(exp.Options{Ctx: ctx, Quick: *quick, Seed: *seed, Out: *out, ID: *id, Stdout: stdout, Stderr: stderr,
+		Algo: algo, N: n, Trace: trace})
 	return err
+}
+
+// electionKeys lists the election algorithms --algo takes, by key.
+func electionKeys() []string {
+	var keys []string
+	for _, a := range elections.Algorithms() {
+		keys = append(keys, a.Key())
+	}
+	return keys
 }

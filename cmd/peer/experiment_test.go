@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -11,7 +13,7 @@ func TestExperiment_List(t *testing.T) {
 	if code := run([]string{"experiment", "list"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
-	for _, name := range []string{"requirements", "superpeer-count", "vivaldi", "churn", "scale", "repel"} {
+	for _, name := range []string{"requirements", "superpeer-count", "vivaldi", "churn", "scale", "repel", "elections"} {
 		if !strings.Contains(out.String(), name+" ") {
 			t.Errorf("list lacks %q:\n%s", name, out.String())
 		}
@@ -31,6 +33,9 @@ func TestExperiment_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"experiment", "scale", "stray"}, "unexpected argument"},
 		{[]string{"experiment", "scale", "--timeout", "-1s"}, "--timeout"},
 		{[]string{"experiment", "list", "--quick"}, "flag provided but not defined"},
+		{[]string{"experiment", "elections", "--algo", "bogus"}, `unknown --algo "bogus"`},
+		{[]string{"experiment", "elections", "--n", "-3"}, "--n"},
+		{[]string{"experiment", "scale", "--algo", "lcr"}, "flag provided but not defined: -algo"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
@@ -41,5 +46,25 @@ func TestExperiment_BadInputIsAOneLineError(t *testing.T) {
 		if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "peer experiment: ") || !strings.Contains(msg, c.want) {
 			t.Errorf("%v: stderr %q, want one line 'peer experiment: ...%s...'", c.args, msg, c.want)
 		}
+	}
+}
+
+// peer experiment elections --algo NAME --n N --trace FILE runs the named
+// algorithm at n and writes its trace as text and SVG.
+func TestExperiment_ElectionsTrace(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "lcr8")
+	var out, errb bytes.Buffer
+	args := []string{"experiment", "elections", "--algo", "lcr/best", "--n", "8", "--seed", "4", "--trace", trace, "--out", dir, "--id", "x"}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	for _, f := range []string{trace + ".txt", trace + ".svg", filepath.Join(dir, "elections", "x", "results.json")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
+	}
+	if s := out.String(); !strings.Contains(s, "seed 4") || !strings.Contains(s, "lcr   best") {
+		t.Fatalf("stdout:\n%s", s)
 	}
 }
