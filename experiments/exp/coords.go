@@ -46,17 +46,20 @@ type coordsRow struct {
 	// k-median's are (the placement alone).
 	Ratios    []float64 `json:"ratios"`
 	Placement []float64 `json:"placement"`
-	Mean      float64   `json:"ratio_mean"`
-	Worst     float64   `json:"ratio_max"`
+	// Settled is each seed's convergence time (virtual seconds).
+	Settled []float64 `json:"settled_seconds"`
+	Mean    float64   `json:"ratio_mean"`
+	Worst   float64   `json:"ratio_max"`
 }
 
 func runCoords(o Options, r *report.Run) error {
 	p := coordsParams{common: commonOf(o), Latency: latency.Default, N: 490, S: 8, Seeds: 5,
 		Rounds:  []int{25, 50, 100, 200, 400, 1000},
-		Configs: []string{"default", "swarm"},
+		Configs: []string{"default", "swarm", "swarm-deadafter"},
 		Notes: []string{
 			"each row: sim.SimulateVivaldi for vivaldi_rounds rounds (one exchange per peer per round), then sim.SimulateRepel in those coordinates held fixed, attach as the live selector's (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace), once per seed",
-			"default: repel.DefaultConfig (MaxCandidates 64), as `peer experiment repel`; swarm: swarm.RepelSwarmConfig, what `peer swarm` runs (faster cooling, shorter timers)",
+			"default: repel.DefaultConfig (MaxCandidates 64), as `peer experiment repel`; swarm: swarm.RepelSwarmConfig, what `peer swarm` runs (faster cooling, shorter timers); swarm-deadafter: the same with JoinWait 0, the first mints after a full DeadAfter",
+			"settled: the virtual time at which every token was last settled with no move since",
 			"a live swarm starts its tokens once the Vivaldi error passes `peer swarm --vivaldi-bound`: 24 samples per peer reach about 0.2 over planetlab-490, 50 about 0.12",
 		}}
 	if o.Quick {
@@ -67,9 +70,12 @@ func runCoords(o Options, r *report.Run) error {
 	}
 	p.C = capacityFor(p.N, p.S)
 	configOf := func(name string) repel.Config {
-		if name == "swarm" {
+		if name == "swarm" || name == "swarm-deadafter" {
 			c := swarm.RepelSwarmConfig(p.S, repel.Attract)
 			c.MaxCandidates = 64
+			if name == "swarm-deadafter" {
+				c.JoinWait = 0
+			}
 			return c
 		}
 		return repelConfig(p.S)
@@ -128,13 +134,14 @@ func runCoords(o Options, r *report.Run) error {
 				row.MedianError += med / float64(p.Seeds)
 				row.Ratios = append(row.Ratios, ev.ClientRTT.Mean/kev.ClientRTT.Mean)
 				row.Placement = append(row.Placement, pl.ClientRTT.Mean/kev.ClientRTT.Mean)
+				row.Settled = append(row.Settled, rr.SettledSeconds)
 				done++
 				bar.Set(done)
 			}
 		}
 	}
 	bar.Finish()
-	t := report.NewTable("config", "vivaldi rounds", "median error", "/kmed mean", "/kmed max", "placement mean", "per seed")
+	t := report.NewTable("config", "vivaldi rounds", "median error", "/kmed mean", "/kmed max", "placement mean", "settled mean s", "per seed")
 	var out []coordsRow
 	series := map[string]*report.Series{}
 	for _, key := range order {
@@ -145,7 +152,7 @@ func runCoords(o Options, r *report.Run) error {
 		for _, x := range row.Ratios {
 			per += fmt.Sprintf(" %.3f", x)
 		}
-		t.Add(row.Config, row.Rounds, row.MedianError, row.Mean, row.Worst, metrics.Mean(row.Placement), per[1:])
+		t.Add(row.Config, row.Rounds, row.MedianError, row.Mean, row.Worst, metrics.Mean(row.Placement), metrics.Mean(row.Settled), per[1:])
 		for _, s := range []struct {
 			name string
 			y    float64
