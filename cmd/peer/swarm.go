@@ -311,7 +311,6 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if err := s.WaitConverged(ctx, *rounds); err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewSource(*seed + 2))
 	rep := swarmReport{
 		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Args: args,
 		GCPercent:          gcPercent(),
@@ -321,8 +320,6 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		JoinLookupFailures: s.JoinLookupFailures.Load(),
 		ConvergeSeconds:    s.ConvergeTime.Seconds(),
 		Links:              s.Links(),
-		Lookup:             s.CheckLookups(ctx, *lookups, false, rng),
-		RawLookup:          s.CheckLookups(ctx, *lookups, true, rng),
 	}
 	if *dilate != 1 {
 		if err := s.Dilate(*dilate); err != nil {
@@ -340,6 +337,25 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer vr.Close()
+	}
+	// The lookup checks run while the coordinates warm up, both kinds at
+	// once; each draws its jobs from its own source, so the keys and
+	// origins are the seed's whatever the order.
+	var wg sync.WaitGroup
+	for i, raw := range []bool{false, true} {
+		wg.Add(1)
+		go func(rng *rand.Rand) {
+			defer wg.Done()
+			c := s.CheckLookups(ctx, *lookups, raw, rng)
+			if raw {
+				rep.RawLookup = c
+			} else {
+				rep.Lookup = c
+			}
+		}(rand.New(rand.NewSource(*seed + 2 + int64(8*i))))
+	}
+	wg.Wait()
+	if vr != nil {
 		vs, err := vr.Wait(ctx, swarm.VivaldiWait{Bound: *vivBound, Patience: 10})
 		if err != nil {
 			return err

@@ -100,6 +100,9 @@ func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	c.AnnounceInterval = 4 * time.Second
 	c.SettleAfter = 5 * time.Second
 	c.DeadAfter = 20 * time.Second
+	// A swarm starts all at once: no token to hear of, so the first mints
+	// come after two announcement intervals, not a full T_dead.
+	c.JoinWait = 2 * c.AnnounceInterval
 	// Views of a live swarm lag (clients re-attach after a token moves,
 	// digests follow a round later), so the local search cools faster than
 	// in the model's perfect network: the gain a move needs doubles every
