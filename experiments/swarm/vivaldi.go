@@ -69,7 +69,8 @@ type VivaldiSummary struct {
 	// superpeer needs.
 	NearMedian      float64 `json:"near_median"`
 	NearestExcessMs float64 `json:"nearest_excess_ms"`
-	// Seconds is how long the wait took; Samples is the RTT samples per
+	// Seconds is how long the coordinates had run by then (since
+	// StartVivaldi, in the network's time); Samples is the RTT samples per
 	// peer taken by then.
 	Seconds float64 `json:"seconds"`
 	Samples float64 `json:"samples_per_peer"`
@@ -315,14 +316,13 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 	if w.MinImprove == 0 {
 		w.MinImprove = 0.02
 	}
-	start := time.Now()
 	tick := time.NewTicker(v.s.Wall(w.Poll))
 	defer tick.Stop()
 	best, stale := 0.0, 0
 	for first := true; ; first = false {
 		med, p90 := v.Error()
 		v.s.progress("vivaldi", int(100*min(1, max(0, 1-med))), 100)
-		sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(start).Seconds(), Samples: v.Samples()}
+		sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(v.start).Seconds(), Samples: v.Samples()}
 		sum.RTTExcessMs[0], sum.RTTExcessMs[1], _ = v.RTTExcess()
 		switch {
 		case w.Bound > 0 && med < w.Bound:
