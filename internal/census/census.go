@@ -1,0 +1,290 @@
+// Package census is the pure core of a superpeer count that follows a
+// fraction of the network (Lo et al.'s third requirement, "a predefined
+// portion of the peers are superpeers", as the network grows and shrinks),
+// agreed without a coordinator. No clock, network or randomness of its own:
+// time, reports and digests in, the agreed count out.
+//
+// # The agreed value
+//
+// Every peer holds a Value: the superpeer count S and the version that set
+// it. Values are totally ordered (Beats: the higher version, then the larger
+// S), and a peer adopts any value that beats its own, wherever it hears it —
+// a superpeer's answer, a token announcement, a digest — so all peers end
+// on the freshest one. A peer that joins late starts from its own
+// configuration's value (version 0) and takes the network's from the first
+// answer it gets; a peer that disagrees loses to every version above its
+// own, and two proposals of one version resolve to the larger S everywhere.
+//
+// # Counting
+//
+// Superpeers know their load exactly: themselves and the clients attached to
+// them. Each reports it (Report) under the value it holds, and the
+// superpeers exchange their tables (Digest, Merge) by anti-entropy gossip,
+// so each learns every superpeer's latest report within O(log S) rounds.
+// The sum of the reports is the network size n̂: exact when every peer is
+// attached once. Reports expire when not refreshed (a dead superpeer's
+// clients re-attach elsewhere and are counted there), and a new value
+// discards the reports made under older ones (the superpeers and their
+// loads change with S).
+//
+// # Deciding, with hysteresis
+//
+// A superpeer proposes a new value — S' = max(Min, round(f·n̂)), the version
+// one above its own — when f·n̂ has left the band around S (Target), its
+// table holds a report from at least S superpeers under the current value
+// (a partial table would undercount), and the current value is at least
+// HoldDown old (loads move after every change). Superpeers whose tables
+// agree propose the same value at about the same time; otherwise the order
+// of values picks one. The band — Hysteresis of S, at least Slack in
+// absolute terms — keeps S from flapping while n jitters around a boundary:
+// to go back, f·n̂ has to cross the whole band.
+package census
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Value is an agreed superpeer count.
+type Value struct {
+	S       int
+	Version uint64
+}
+
+// Beats reports whether v is fresher than o: a higher version, or the same
+// version and a larger S.
+func (v Value) Beats(o Value) bool {
+	if v.Version != o.Version {
+		return v.Version > o.Version
+	}
+	return v.S > o.S
+}
+
+func (v Value) String() string { return fmt.Sprintf("S=%d (v%d)", v.S, v.Version) }
+
+// Entry is one superpeer's report: the peers it accounts for (itself and
+// its clients), made under Version, numbered by the reporter (Seq) so that a
+// fresher report replaces an older one wherever it travels.
+type Entry struct {
+	ID      string
+	Peers   int
+	Version uint64
+	Seq     uint64
+}
+
+// Config sets the fraction and the dynamics.
+type Config struct {
+	// Fraction is f: the superpeer count follows f·n.
+	Fraction float64
+	// Hysteresis is the band around S, relative (default 0.05), and Slack
+	// its least absolute width (default 0.6: with S small, f·n must pass
+	// S ± 0.6 before S moves by one).
+	Hysteresis, Slack float64
+	// Min is the least S (default 1).
+	Min int
+	// HoldDown is how old the current value must be before this peer
+	// proposes another (default 30 s).
+	HoldDown time.Duration
+	// Expire drops a report not refreshed for this long (default 90 s).
+	Expire time.Duration
+}
+
+// ErrConfig wraps every invalid Config.
+var ErrConfig = errors.New("census: bad config")
+
+func (c *Config) fill() error {
+	if math.IsNaN(c.Fraction) || c.Fraction <= 0 || c.Fraction > 1 {
+		return fmt.Errorf("%w: fraction %v not in (0, 1]", ErrConfig, c.Fraction)
+	}
+	if c.Hysteresis == 0 {
+		c.Hysteresis = 0.05
+	}
+	if c.Slack == 0 {
+		c.Slack = 0.6
+	}
+	if math.IsNaN(c.Hysteresis) || c.Hysteresis < 0 || c.Hysteresis >= 0.5 {
+		return fmt.Errorf("%w: hysteresis %v not in [0, 0.5)", ErrConfig, c.Hysteresis)
+	}
+	if math.IsNaN(c.Slack) || c.Slack < 0.5 || c.Slack > 10 {
+		// Below half a superpeer the band is narrower than the rounding:
+		// S would move back and forth on the same f·n.
+		return fmt.Errorf("%w: slack %v not in [0.5, 10]", ErrConfig, c.Slack)
+	}
+	if c.Min == 0 {
+		c.Min = 1
+	}
+	if c.Min < 1 {
+		return fmt.Errorf("%w: min %d below 1", ErrConfig, c.Min)
+	}
+	if c.HoldDown == 0 {
+		c.HoldDown = 30 * time.Second
+	}
+	if c.Expire == 0 {
+		c.Expire = 90 * time.Second
+	}
+	if c.HoldDown < 0 || c.Expire <= 0 {
+		return fmt.Errorf("%w: hold-down %v and expiry %v must be positive", ErrConfig, c.HoldDown, c.Expire)
+	}
+	return nil
+}
+
+// Target is the count a peer with estimate n and current count cur wants:
+// cur while f·n stays within the band around it, else max(Min,
+// round(f·n)). With cur 0 (no count yet) it is max(Min, round(f·n)).
+func (c Config) Target(n float64, cur int) int {
+	x := c.Fraction * n
+	want := max(c.Min, int(math.Round(x)))
+	if cur <= 0 {
+		return want
+	}
+	band := max(c.Slack, c.Hysteresis*float64(cur))
+	if math.Abs(x-float64(cur)) <= band {
+		return cur
+	}
+	return want
+}
+
+type entry struct {
+	Entry
+	heard time.Time
+}
+
+// Census is one peer's view: the agreed value, and for a superpeer the
+// table of reports.
+type Census struct {
+	cfg     Config
+	self    string
+	val     Value
+	since   time.Time // when val was adopted or proposed here
+	table   map[string]*entry
+	seq     uint64
+	started bool
+	// Proposed counts the values this peer proposed; Adopted those it took
+	// from others.
+	Proposed, Adopted int
+}
+
+// New makes a census for the peer named self, starting from the value
+// initial (its configuration's S, version 0).
+func New(cfg Config, self string, initial Value) (*Census, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if initial.S < cfg.Min {
+		return nil, fmt.Errorf("%w: initial S %d below min %d", ErrConfig, initial.S, cfg.Min)
+	}
+	return &Census{cfg: cfg, self: self, val: initial, table: map[string]*entry{}}, nil
+}
+
+// Config is the census's configuration with defaults filled in.
+func (c *Census) Config() Config { return c.cfg }
+
+// Value is the agreed value as this peer holds it.
+func (c *Census) Value() Value { return c.val }
+
+func (c *Census) start(now time.Time) {
+	if !c.started {
+		c.started = true
+		c.since = now
+	}
+}
+
+// Observe takes v if it beats the value held, and reports whether it did.
+func (c *Census) Observe(now time.Time, v Value) bool {
+	c.start(now)
+	if v.S < c.cfg.Min || !v.Beats(c.val) {
+		return false
+	}
+	c.adopt(now, v)
+	c.Adopted++
+	return true
+}
+
+func (c *Census) adopt(now time.Time, v Value) {
+	c.val, c.since = v, now
+	for id, e := range c.table {
+		if e.Version < v.Version {
+			delete(c.table, id)
+		}
+	}
+}
+
+// Report records this peer's own load as a superpeer: peers is itself and
+// its clients.
+func (c *Census) Report(now time.Time, peers int) {
+	c.start(now)
+	c.seq++
+	c.table[c.self] = &entry{Entry: Entry{ID: c.self, Peers: max(peers, 1), Version: c.val.Version, Seq: c.seq}, heard: now}
+}
+
+// Withdraw removes this peer's own report: it is no longer a superpeer.
+func (c *Census) Withdraw() { delete(c.table, c.self) }
+
+// Merge takes another superpeer's digest and its value. Reports made under
+// an older value than the one held are ignored, a newer value is adopted
+// first, and of two reports by one superpeer the higher Seq stays.
+func (c *Census) Merge(now time.Time, v Value, entries []Entry) {
+	c.Observe(now, v)
+	for _, e := range entries {
+		if e.ID == "" || e.ID == c.self || e.Peers < 1 || e.Version != c.val.Version {
+			continue
+		}
+		if old := c.table[e.ID]; old == nil || e.Seq > old.Seq {
+			c.table[e.ID] = &entry{Entry: e, heard: now}
+		}
+	}
+}
+
+func (c *Census) expire(now time.Time) {
+	for id, e := range c.table {
+		if id != c.self && now.Sub(e.heard) >= c.cfg.Expire {
+			delete(c.table, id)
+		}
+	}
+}
+
+// Digest is the reports this peer holds (its own included), for another
+// superpeer, ordered by ID.
+func (c *Census) Digest(now time.Time) []Entry {
+	c.expire(now)
+	out := make([]Entry, 0, len(c.table))
+	for _, e := range c.table {
+		out = append(out, e.Entry)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Size is the network size the table adds up to, and how many superpeers'
+// reports it holds.
+func (c *Census) Size(now time.Time) (n, reports int) {
+	c.expire(now)
+	for _, e := range c.table {
+		n += e.Peers
+	}
+	return n, len(c.table)
+}
+
+// Tick expires old reports and, for a superpeer whose table is complete and
+// whose value is old enough, proposes a new value if the size calls for
+// one. It reports the value held and whether this tick changed it.
+func (c *Census) Tick(now time.Time) (Value, bool) {
+	c.start(now)
+	if _, mine := c.table[c.self]; !mine || now.Sub(c.since) < c.cfg.HoldDown {
+		return c.val, false
+	}
+	n, reports := c.Size(now)
+	if reports < c.val.S {
+		return c.val, false
+	}
+	want := c.cfg.Target(float64(n), c.val.S)
+	if want == c.val.S {
+		return c.val, false
+	}
+	c.adopt(now, Value{S: want, Version: c.val.Version + 1})
+	c.Proposed++
+	return c.val, true
+}

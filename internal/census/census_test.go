@@ -1,0 +1,295 @@
+package census
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestTarget(t *testing.T) {
+	c := Config{Fraction: 0.01}
+	if err := c.fill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n    float64
+		cur  int
+		want int
+	}{
+		{0, 0, 1},         // never 0
+		{40, 0, 1},        // f·n = 0.4 rounds to 0: Min
+		{1000, 0, 10},     // no count yet: round(f·n)
+		{1050, 10, 10},    // within the band (±0.6)
+		{1059, 10, 10},    // at its edge
+		{1070, 10, 11},    // past it
+		{940, 10, 10},     // the other side
+		{930, 10, 9},      // past it
+		{1040, 11, 11},    // going back needs the whole band: 10.4 stays 11
+		{1035, 11, 10},    // 10.35 is past 11 − 0.6
+		{20000, 200, 200}, // 5% of 200 is 10: 200 holds from 190 to 210
+		{21000, 200, 200},
+		{21100, 200, 211},
+		{18900, 200, 189},
+	} {
+		if got := c.Target(tc.n, tc.cur); got != tc.want {
+			t.Errorf("Target(%v, %d) = %d, want %d", tc.n, tc.cur, got, tc.want)
+		}
+	}
+}
+
+func TestConfig_Invalid(t *testing.T) {
+	for _, c := range []Config{
+		{Fraction: 0}, {Fraction: -0.1}, {Fraction: 1.5}, {Fraction: math.NaN()},
+		{Fraction: 0.1, Hysteresis: 0.7}, {Fraction: 0.1, Slack: 0.2},
+		{Fraction: 0.1, Min: -1}, {Fraction: 0.1, HoldDown: -time.Second},
+	} {
+		if _, err := New(c, "a", Value{S: 1}); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: err %v, want ErrConfig", c, err)
+		}
+	}
+	if _, err := New(Config{Fraction: 0.1, Min: 2}, "a", Value{S: 1}); !errors.Is(err, ErrConfig) {
+		t.Errorf("initial S below Min accepted: %v", err)
+	}
+}
+
+// Values are ordered by version, then S; a peer takes only fresher ones,
+// and a newer value drops the reports made under older ones.
+func TestObserveAndMerge(t *testing.T) {
+	c, err := New(Config{Fraction: 0.1}, "a", Value{S: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Observe(t0, Value{S: 9, Version: 0}) != true || c.Value() != (Value{S: 9}) {
+		t.Fatalf("same version, larger S not taken: %v", c.Value())
+	}
+	if c.Observe(t0, Value{S: 3, Version: 0}) || c.Value().S != 9 {
+		t.Fatalf("same version, smaller S taken: %v", c.Value())
+	}
+	c.Report(t0, 5)
+	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 7, Seq: 2}, {ID: "c", Peers: 0, Seq: 1}, {ID: "", Peers: 3}})
+	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 1, Seq: 1}, {ID: "a", Peers: 100, Seq: 99}})
+	if n, k := c.Size(t0); n != 12 || k != 2 {
+		t.Fatalf("size %d from %d reports, want 12 from 2 (own 5 + b's freshest 7; bad entries ignored)", n, k)
+	}
+	c.Merge(t0, Value{S: 2, Version: 1}, []Entry{{ID: "d", Peers: 3, Version: 1, Seq: 1}, {ID: "b", Peers: 7, Version: 0, Seq: 9}})
+	if c.Value() != (Value{S: 2, Version: 1}) {
+		t.Fatalf("newer version not adopted: %v", c.Value())
+	}
+	if n, k := c.Size(t0); n != 3 || k != 1 {
+		t.Fatalf("after a new value: size %d from %d, want only d's report (3 from 1)", n, k)
+	}
+	if c.Observe(t0, Value{S: 50, Version: 0}) {
+		t.Fatal("an older version taken")
+	}
+}
+
+// A superpeer proposes only with its own report in, a table of at least S
+// reports, and its value held for the hold-down; reports expire.
+func TestTick_Guards(t *testing.T) {
+	cfg := Config{Fraction: 0.1, HoldDown: 10 * time.Second, Expire: 30 * time.Second}
+	c, err := New(cfg, "a", Value{S: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	c.Tick(now)
+	c.Merge(now, Value{S: 2}, []Entry{{ID: "b", Peers: 60, Seq: 1}})
+	if _, ch := c.Tick(now.Add(time.Minute)); ch {
+		t.Fatal("proposed without a report of its own")
+	}
+	c.Report(now, 40)
+	if _, ch := c.Tick(now.Add(5 * time.Second)); ch {
+		t.Fatal("proposed within the hold-down")
+	}
+	// 100 peers at f = 0.1: S should be 10, but b's report expires at 30 s.
+	if v, ch := c.Tick(now.Add(29 * time.Second)); !ch || v != (Value{S: 10, Version: 1}) {
+		t.Fatalf("did not propose S=10 v1 with a full table: %v %v", v, ch)
+	}
+	c2, _ := New(cfg, "a", Value{S: 2})
+	c2.Tick(now)
+	c2.Report(now, 40)
+	c2.Merge(now, Value{S: 2}, []Entry{{ID: "b", Peers: 60, Seq: 1}})
+	if _, ch := c2.Tick(now.Add(31 * time.Second)); ch {
+		t.Fatal("proposed from a table that lost b's expired report")
+	}
+	if n, k := c2.Size(now.Add(31 * time.Second)); n != 40 || k != 1 {
+		t.Fatalf("after expiry: %d from %d, want 40 from 1", n, k)
+	}
+}
+
+// gossipNet is S superpeers (the first S of the peers) exchanging digests
+// at random, each round every superpeer with one other, both ways; every
+// client observes its superpeer's value each round.
+type gossipNet struct {
+	cfg   Config
+	rng   *rand.Rand
+	peers []*Census
+	now   time.Time
+}
+
+func newGossipNet(t *testing.T, cfg Config, n, s0 int, seed uint64) *gossipNet {
+	g := &gossipNet{cfg: cfg, rng: rand.New(rand.NewPCG(seed, 1)), now: t0}
+	for i := 0; i < n; i++ {
+		g.add(t, s0)
+	}
+	return g
+}
+
+func (g *gossipNet) add(t *testing.T, s0 int) {
+	c, err := New(g.cfg, fmt.Sprintf("p%06d", len(g.peers)), Value{S: s0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.peers = append(g.peers, c)
+}
+
+// round advances by dt: the superpeers are the first S peers by a peer's
+// own value (at least one); the n peers are spread over them evenly.
+func (g *gossipNet) round(dt time.Duration) {
+	g.now = g.now.Add(dt)
+	n := len(g.peers)
+	// Superpeers: as many as the agreed S of peer 0 says (the method's
+	// job, not the census's); each serves an even share.
+	S := min(max(g.peers[0].Value().S, 1), n)
+	for i := 0; i < n; i++ {
+		if i < S {
+			load := n / S
+			if i < n%S {
+				load++
+			}
+			g.peers[i].Report(g.now, load)
+		} else {
+			g.peers[i].Withdraw()
+		}
+	}
+	for i := 0; i < S; i++ {
+		j := g.rng.IntN(S)
+		if j == i {
+			continue
+		}
+		a, b := g.peers[i], g.peers[j]
+		da, db := a.Digest(g.now), b.Digest(g.now)
+		b.Merge(g.now, a.Value(), da)
+		a.Merge(g.now, b.Value(), db)
+	}
+	for i := 0; i < S; i++ {
+		g.peers[i].Tick(g.now)
+	}
+	for i := S; i < n; i++ {
+		g.peers[i].Observe(g.now, g.peers[i%S].Value())
+	}
+}
+
+func (g *gossipNet) agreed() (Value, bool) {
+	v := g.peers[0].Value()
+	for _, p := range g.peers {
+		if p.Value() != v {
+			return v, false
+		}
+	}
+	return v, true
+}
+
+// As the network grows from 100 to 3000 peers and shrinks to 500, S stays
+// within 10% of f·n (or the rounding) at steady state, is never 0, and
+// every new value reaches every peer within a bounded time of its proposal.
+func TestGossip_FollowsTheFraction(t *testing.T) {
+	cfg := Config{Fraction: 0.01, HoldDown: 20 * time.Second, Expire: 30 * time.Second}
+	worstSpread := 0
+	for seed := uint64(1); seed <= 5; seed++ {
+		g := newGossipNet(t, cfg, 100, 1, seed)
+		for _, target := range []int{100, 400, 1000, 3000, 1500, 500} {
+			for len(g.peers) < target {
+				g.add(t, 1) // a new peer starts from its own configuration
+			}
+			if len(g.peers) > target {
+				g.peers = g.peers[:target]
+			}
+			// spread: rounds from a value's first appearance until every
+			// peer holds it (or a fresher one).
+			var newest Value
+			since := -1
+			for r := 0; r < 600; r++ {
+				g.round(time.Second)
+				for _, p := range g.peers {
+					if v := p.Value(); v.S < 1 {
+						t.Fatalf("seed %d n %d: S = %d", seed, target, v.S)
+					} else if v.Beats(newest) {
+						newest, since = v, r
+					}
+				}
+				if v, ok := g.agreed(); ok && v == newest && since >= 0 {
+					worstSpread = max(worstSpread, r-since)
+					since = -1
+				}
+			}
+			v, ok := g.agreed()
+			if !ok || since >= 0 {
+				t.Fatalf("seed %d n %d: peers disagree after 10 min (newest %v since round %d)", seed, target, newest, since)
+			}
+			want := cfg.Fraction * float64(target)
+			if d := math.Abs(float64(v.S) - want); d > max(0.6, 0.1*want) {
+				t.Fatalf("seed %d n %d: S = %d, f·n = %.1f", seed, target, v.S, want)
+			}
+		}
+	}
+	// Each round every superpeer gossips once and every client hears its
+	// superpeer: a value crosses the superpeers in O(log S) rounds.
+	if worstSpread > 15 {
+		t.Fatalf("a new value took %d rounds to reach every peer", worstSpread)
+	}
+	t.Logf("worst spread of a new value: %d rounds", worstSpread)
+}
+
+// With n jittering around a boundary, the value does not flap: the band
+// absorbs the jitter, and after one change the count stays put.
+func TestGossip_NoFlapping(t *testing.T) {
+	cfg := Config{Fraction: 0.01, HoldDown: 5 * time.Second, Expire: 30 * time.Second}
+	g := newGossipNet(t, cfg, 1050, 10, 3)
+	changes := 0
+	last := g.peers[0].Value()
+	rng := rand.New(rand.NewPCG(9, 9))
+	for r := 0; r < 2000; r++ {
+		// n wanders over 1040..1060: f·n from 10.4 to 10.6, on both sides
+		// of the rounding boundary of 10.5.
+		target := 1040 + rng.IntN(21)
+		for len(g.peers) < target {
+			g.add(t, 10)
+		}
+		g.peers = g.peers[:target]
+		g.round(time.Second)
+		if v := g.peers[0].Value(); v != last {
+			changes++
+			last = v
+		}
+	}
+	if changes != 0 {
+		t.Fatalf("S changed %d times while f·n stayed within 10.4..10.6 (now %v)", changes, last)
+	}
+	// The band is what holds it: half a superpeer of slack, no relative
+	// band, and the same jitter moves S back and forth.
+	narrow := cfg
+	narrow.Slack, narrow.Hysteresis = 0.5, 1e-9
+	g = newGossipNet(t, narrow, 1050, 10, 3)
+	changes, last = 0, g.peers[0].Value()
+	for r := 0; r < 2000; r++ {
+		target := 1040 + rng.IntN(21)
+		for len(g.peers) < target {
+			g.add(t, 10)
+		}
+		g.peers = g.peers[:target]
+		g.round(time.Second)
+		if v := g.peers[0].Value(); v != last {
+			changes++
+			last = v
+		}
+	}
+	if changes < 10 {
+		t.Fatalf("without the band S changed only %d times: the test cannot tell", changes)
+	}
+}
