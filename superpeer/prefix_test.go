@@ -185,3 +185,53 @@ func TestPrefix_ExpectedCount(t *testing.T) {
 		t.Errorf("Monte Carlo %v vs expected %v", mc, ex)
 	}
 }
+
+// Exact codes change one group at a time: going from S to S+1 groups keeps
+// every group key of S and adds one, which takes the upper half of one group
+// of S; only the keys of that half get a new superpeer key. Going back from
+// S+1 to S merges the two halves again, the same keys in reverse.
+func TestPrefix_ExactChangesOneGroupPerStep(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	keys := make([]dht.Key, 20000)
+	for i := range keys {
+		rng.Read(keys[i][:])
+	}
+	for s := 1; s <= 300; s++ {
+		a, _ := Exact(s)
+		b, _ := Exact(s + 1)
+		old := map[dht.Key]bool{}
+		for g := 0; g < a.Groups(); g++ {
+			old[a.GroupKey(g)] = true
+		}
+		var added []dht.Key
+		for g := 0; g < b.Groups(); g++ {
+			if !old[b.GroupKey(g)] {
+				added = append(added, b.GroupKey(g))
+			}
+		}
+		if len(added) != 1 {
+			t.Fatalf("S=%d→%d: %d new group keys, want 1", s, s+1, len(added))
+		}
+		split := -1
+		moved := 0
+		for _, k := range keys {
+			before, after := a.SuperpeerKey(k), b.SuperpeerKey(k)
+			if before == after {
+				continue
+			}
+			moved++
+			if after != added[0] {
+				t.Fatalf("S=%d→%d: a key moved to %x, not to the new group", s, s+1, after[:4])
+			}
+			if g := a.Group(k); split < 0 {
+				split = g
+			} else if g != split {
+				t.Fatalf("S=%d→%d: keys of groups %d and %d moved", s, s+1, split, g)
+			}
+		}
+		share := b.Share(b.Group(added[0]))
+		if want := share * float64(len(keys)); math.Abs(float64(moved)-want) > 5*math.Sqrt(want)+1 {
+			t.Fatalf("S=%d→%d: %d keys moved, want about %.0f (the new group's share %.4f)", s, s+1, moved, want, share)
+		}
+	}
+}
