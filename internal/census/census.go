@@ -18,11 +18,16 @@
 // # Counting
 //
 // Superpeers know their load exactly: themselves and the clients attached to
-// them. Each reports it (Report) under the value it holds, and the
-// superpeers exchange their tables (Digest, Merge) by anti-entropy gossip,
-// so each learns every superpeer's latest report within O(log S) rounds.
-// The sum of the reports is the network size n̂: exact when every peer is
-// attached once. Reports expire when not refreshed (a dead superpeer's
+// them. Each reports it (Report) with the share of the network it stands for
+// in expectation (a prefix group's share of the key space; 1/S for a token)
+// under the value it holds, and the superpeers exchange their tables
+// (Digest, Merge) by anti-entropy gossip, so each learns every superpeer's
+// latest report within O(log S) rounds. The reported peers over the shares
+// they stand for is the network size n̂: the exact sum when the table covers
+// every superpeer and every peer is attached once; past MaxReports
+// superpeers, a ratio estimate from the most recently heard sample, whose
+// relative error is about 1/sqrt(n·(sample's share)), well inside the band
+// at the sizes where the sample is partial. Reports expire when not refreshed (a dead superpeer's
 // clients re-attach elsewhere and are counted there), and a new value
 // discards the reports made under older ones (the superpeers and their
 // loads change with S).
@@ -32,7 +37,8 @@
 // A superpeer proposes a new value — S' = max(Min, round(f·n̂)), the version
 // one above its own — when f·n̂ has left the band around S (Target), its
 // table holds a report from at least S superpeers under the current value
-// (a partial table would undercount), and the current value is at least
+// (or MaxReports + 1 of them; a partial table would miscount), and the
+// current value is at least
 // HoldDown old (loads move after every change). Superpeers whose tables
 // agree propose the same value at about the same time; otherwise the order
 // of values picks one. The band — Hysteresis of S, at least Slack in
@@ -66,13 +72,20 @@ func (v Value) Beats(o Value) bool {
 func (v Value) String() string { return fmt.Sprintf("S=%d (v%d)", v.S, v.Version) }
 
 // Entry is one superpeer's report: the peers it accounts for (itself and
-// its clients), made under Version, numbered by the reporter (Seq) so that a
-// fresher report replaces an older one wherever it travels.
+// its clients) and the share of the network it stands for in expectation
+// (under prefix its group's share of the key space, under repel 1/S), made
+// under Version, numbered by the reporter (Seq) so that a fresher report
+// replaces an older one wherever it travels.
 type Entry struct {
 	ID      string
 	Peers   int
+	Share   float64
 	Version uint64
 	Seq     uint64
+}
+
+func (e Entry) valid() bool {
+	return e.ID != "" && e.Peers >= 1 && e.Share > 0 && e.Share <= 1
 }
 
 // Config sets the fraction and the dynamics.
@@ -90,6 +103,10 @@ type Config struct {
 	HoldDown time.Duration
 	// Expire drops a report not refreshed for this long (default 90 s).
 	Expire time.Duration
+	// MaxReports bounds the reports of others a peer keeps and sends
+	// (default 64; the most recently heard stay): with more superpeers than
+	// that, the size is extrapolated from a sample of them.
+	MaxReports int
 }
 
 // ErrConfig wraps every invalid Config.
@@ -124,6 +141,12 @@ func (c *Config) fill() error {
 	}
 	if c.Expire == 0 {
 		c.Expire = 90 * time.Second
+	}
+	if c.MaxReports == 0 {
+		c.MaxReports = 64
+	}
+	if c.MaxReports < 1 {
+		return fmt.Errorf("%w: max reports %d below 1", ErrConfig, c.MaxReports)
 	}
 	if c.HoldDown < 0 || c.Expire <= 0 {
 		return fmt.Errorf("%w: hold-down %v and expiry %v must be positive", ErrConfig, c.HoldDown, c.Expire)
@@ -213,11 +236,17 @@ func (c *Census) adopt(now time.Time, v Value) {
 }
 
 // Report records this peer's own load as a superpeer: peers is itself and
-// its clients.
-func (c *Census) Report(now time.Time, peers int) {
+// its clients, share the part of the network it stands for in expectation
+// (a share outside (0, 1] withdraws the report).
+func (c *Census) Report(now time.Time, peers int, share float64) {
 	c.start(now)
 	c.seq++
-	c.table[c.self] = &entry{Entry: Entry{ID: c.self, Peers: max(peers, 1), Version: c.val.Version, Seq: c.seq}, heard: now}
+	e := Entry{ID: c.self, Peers: max(peers, 1), Share: share, Version: c.val.Version, Seq: c.seq}
+	if !e.valid() {
+		c.Withdraw()
+		return
+	}
+	c.table[c.self] = &entry{Entry: e, heard: now}
 }
 
 // Withdraw removes this peer's own report: it is no longer a superpeer.
@@ -229,12 +258,39 @@ func (c *Census) Withdraw() { delete(c.table, c.self) }
 func (c *Census) Merge(now time.Time, v Value, entries []Entry) {
 	c.Observe(now, v)
 	for _, e := range entries {
-		if e.ID == "" || e.ID == c.self || e.Peers < 1 || e.Version != c.val.Version {
+		if !e.valid() || e.ID == c.self || e.Version != c.val.Version {
 			continue
 		}
 		if old := c.table[e.ID]; old == nil || e.Seq > old.Seq {
 			c.table[e.ID] = &entry{Entry: e, heard: now}
 		}
+	}
+	c.trim()
+}
+
+// trim keeps the MaxReports most recently heard reports of others.
+func (c *Census) trim() {
+	others := len(c.table)
+	if _, mine := c.table[c.self]; mine {
+		others--
+	}
+	if others <= c.cfg.MaxReports {
+		return
+	}
+	var es []*entry
+	for id, e := range c.table {
+		if id != c.self {
+			es = append(es, e)
+		}
+	}
+	sort.Slice(es, func(i, j int) bool {
+		if !es[i].heard.Equal(es[j].heard) {
+			return es[i].heard.After(es[j].heard)
+		}
+		return es[i].ID < es[j].ID
+	})
+	for _, e := range es[c.cfg.MaxReports:] {
+		delete(c.table, e.ID)
 	}
 }
 
@@ -258,14 +314,20 @@ func (c *Census) Digest(now time.Time) []Entry {
 	return out
 }
 
-// Size is the network size the table adds up to, and how many superpeers'
-// reports it holds.
-func (c *Census) Size(now time.Time) (n, reports int) {
+// Size is the network size the table estimates — the peers reported over
+// the share they stand for: the exact sum when the reports cover the whole
+// network — and how many superpeers' reports it holds.
+func (c *Census) Size(now time.Time) (n float64, reports int) {
 	c.expire(now)
+	var peers, share float64
 	for _, e := range c.table {
-		n += e.Peers
+		peers += float64(e.Peers)
+		share += e.Share
 	}
-	return n, len(c.table)
+	if share <= 0 {
+		return 0, 0
+	}
+	return peers / share, len(c.table)
 }
 
 // Tick expires old reports and, for a superpeer whose table is complete and
@@ -277,10 +339,10 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 		return c.val, false
 	}
 	n, reports := c.Size(now)
-	if reports < c.val.S {
+	if reports < min(c.val.S, c.cfg.MaxReports+1) {
 		return c.val, false
 	}
-	want := c.cfg.Target(float64(n), c.val.S)
+	want := c.cfg.Target(n, c.val.S)
 	if want == c.val.S {
 		return c.val, false
 	}

@@ -70,18 +70,18 @@ func TestObserveAndMerge(t *testing.T) {
 	if c.Observe(t0, Value{S: 3, Version: 0}) || c.Value().S != 9 {
 		t.Fatalf("same version, smaller S taken: %v", c.Value())
 	}
-	c.Report(t0, 5)
-	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 7, Seq: 2}, {ID: "c", Peers: 0, Seq: 1}, {ID: "", Peers: 3}})
-	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 1, Seq: 1}, {ID: "a", Peers: 100, Seq: 99}})
+	c.Report(t0, 5, 0.5)
+	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 7, Share: 0.5, Seq: 2}, {ID: "c", Peers: 0, Share: 0.1, Seq: 1}, {ID: "", Peers: 3, Share: 0.1}, {ID: "e", Peers: 3, Share: math.NaN()}, {ID: "f", Peers: 3, Share: 2}})
+	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 1, Share: 0.5, Seq: 1}, {ID: "a", Peers: 100, Share: 0.5, Seq: 99}})
 	if n, k := c.Size(t0); n != 12 || k != 2 {
-		t.Fatalf("size %d from %d reports, want 12 from 2 (own 5 + b's freshest 7; bad entries ignored)", n, k)
+		t.Fatalf("size %v from %d reports, want 12 from 2 (own 5 + b's freshest 7; bad entries ignored)", n, k)
 	}
-	c.Merge(t0, Value{S: 2, Version: 1}, []Entry{{ID: "d", Peers: 3, Version: 1, Seq: 1}, {ID: "b", Peers: 7, Version: 0, Seq: 9}})
+	c.Merge(t0, Value{S: 2, Version: 1}, []Entry{{ID: "d", Peers: 3, Share: 0.25, Version: 1, Seq: 1}, {ID: "b", Peers: 7, Share: 0.5, Version: 0, Seq: 9}})
 	if c.Value() != (Value{S: 2, Version: 1}) {
 		t.Fatalf("newer version not adopted: %v", c.Value())
 	}
-	if n, k := c.Size(t0); n != 3 || k != 1 {
-		t.Fatalf("after a new value: size %d from %d, want only d's report (3 from 1)", n, k)
+	if n, k := c.Size(t0); n != 12 || k != 1 {
+		t.Fatalf("after a new value: size %v from %d, want only d's report (3 peers for a quarter: 12)", n, k)
 	}
 	if c.Observe(t0, Value{S: 50, Version: 0}) {
 		t.Fatal("an older version taken")
@@ -98,11 +98,11 @@ func TestTick_Guards(t *testing.T) {
 	}
 	now := t0
 	c.Tick(now)
-	c.Merge(now, Value{S: 2}, []Entry{{ID: "b", Peers: 60, Seq: 1}})
+	c.Merge(now, Value{S: 2}, []Entry{{ID: "b", Peers: 60, Share: 0.5, Seq: 1}})
 	if _, ch := c.Tick(now.Add(time.Minute)); ch {
 		t.Fatal("proposed without a report of its own")
 	}
-	c.Report(now, 40)
+	c.Report(now, 40, 0.5)
 	if _, ch := c.Tick(now.Add(5 * time.Second)); ch {
 		t.Fatal("proposed within the hold-down")
 	}
@@ -112,13 +112,13 @@ func TestTick_Guards(t *testing.T) {
 	}
 	c2, _ := New(cfg, "a", Value{S: 2})
 	c2.Tick(now)
-	c2.Report(now, 40)
-	c2.Merge(now, Value{S: 2}, []Entry{{ID: "b", Peers: 60, Seq: 1}})
+	c2.Report(now, 40, 0.5)
+	c2.Merge(now, Value{S: 2}, []Entry{{ID: "b", Peers: 60, Share: 0.5, Seq: 1}})
 	if _, ch := c2.Tick(now.Add(31 * time.Second)); ch {
 		t.Fatal("proposed from a table that lost b's expired report")
 	}
-	if n, k := c2.Size(now.Add(31 * time.Second)); n != 40 || k != 1 {
-		t.Fatalf("after expiry: %d from %d, want 40 from 1", n, k)
+	if n, k := c2.Size(now.Add(31 * time.Second)); n != 80 || k != 1 {
+		t.Fatalf("after expiry: %v from %d, want 80 from 1 (40 peers for half)", n, k)
 	}
 }
 
@@ -162,7 +162,7 @@ func (g *gossipNet) round(dt time.Duration) {
 			if i < n%S {
 				load++
 			}
-			g.peers[i].Report(g.now, load)
+			g.peers[i].Report(g.now, load, 1/float64(S))
 		} else {
 			g.peers[i].Withdraw()
 		}
@@ -255,9 +255,9 @@ func TestGossip_NoFlapping(t *testing.T) {
 	last := g.peers[0].Value()
 	rng := rand.New(rand.NewPCG(9, 9))
 	for r := 0; r < 2000; r++ {
-		// n wanders over 1040..1060: f·n from 10.4 to 10.6, on both sides
-		// of the rounding boundary of 10.5.
-		target := 1040 + rng.IntN(21)
+		// n wanders over 1042..1058: f·n from 10.42 to 10.58, on both
+		// sides of the rounding boundary of 10.5.
+		target := 1042 + rng.IntN(17)
 		for len(g.peers) < target {
 			g.add(t, 10)
 		}
@@ -269,7 +269,7 @@ func TestGossip_NoFlapping(t *testing.T) {
 		}
 	}
 	if changes != 0 {
-		t.Fatalf("S changed %d times while f·n stayed within 10.4..10.6 (now %v)", changes, last)
+		t.Fatalf("S changed %d times while f·n stayed within 10.42..10.58 (now %v)", changes, last)
 	}
 	// The band is what holds it: half a superpeer of slack, no relative
 	// band, and the same jitter moves S back and forth.
@@ -278,7 +278,7 @@ func TestGossip_NoFlapping(t *testing.T) {
 	g = newGossipNet(t, narrow, 1050, 10, 3)
 	changes, last = 0, g.peers[0].Value()
 	for r := 0; r < 2000; r++ {
-		target := 1040 + rng.IntN(21)
+		target := 1042 + rng.IntN(17)
 		for len(g.peers) < target {
 			g.add(t, 10)
 		}
@@ -291,5 +291,50 @@ func TestGossip_NoFlapping(t *testing.T) {
 	}
 	if changes < 10 {
 		t.Fatalf("without the band S changed only %d times: the test cannot tell", changes)
+	}
+}
+
+// Past MaxReports superpeers the table keeps the most recently heard and
+// extrapolates: loads drawn around n·share over groups of two sizes (as
+// the exact prefix code makes them) estimate n within a few percent.
+func TestSize_Sample(t *testing.T) {
+	const n, S = 1_000_000, 3000 // k = 12: 1096 groups of 1/4096, 1904 of 1/2048
+	rng := rand.New(rand.NewPCG(4, 4))
+	c, err := New(Config{Fraction: float64(S) / n}, "me", Value{S: S})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []Entry
+	deep := 2 * (S - 2048)
+	for g := 0; g < S; g++ {
+		share := 1.0 / 2048
+		if g < deep {
+			share = 1.0 / 4096
+		}
+		mean := n * share
+		load := int(mean + rng.NormFloat64()*math.Sqrt(mean))
+		es = append(es, Entry{ID: fmt.Sprintf("g%04d", g), Peers: load, Share: share, Seq: 1})
+	}
+	rng.Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
+	for i := 0; i < len(es); i += 50 {
+		c.Merge(t0.Add(time.Duration(i)*time.Millisecond), Value{S: S}, es[i:min(i+50, len(es))])
+	}
+	got, k := c.Size(t0.Add(time.Second))
+	if k != 64 {
+		t.Fatalf("table holds %d reports, want MaxReports 64", k)
+	}
+	if math.Abs(got-n)/n > 0.03 {
+		t.Fatalf("estimate %.0f from %d reports, want within 3%% of %d", got, k, n)
+	}
+	// The most recently heard stay: the last batch of 50 and 14 of the one
+	// before.
+	recent := map[string]bool{}
+	for _, e := range es[len(es)-100:] {
+		recent[e.ID] = true
+	}
+	for _, e := range c.Digest(t0.Add(time.Second)) {
+		if !recent[e.ID] {
+			t.Fatalf("report %s kept, not among the most recently heard", e.ID)
+		}
 	}
 }
