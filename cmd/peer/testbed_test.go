@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/experiments/testbed"
+)
+
+// testbedChild makes this test binary act as the peer command when the
+// bed starts it in a namespace (and as `peer testbed` for the interrupt
+// test).
+const testbedChild = "PEER_TESTBED_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(testbedChild) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestTestbed_StatusShape: what `peer run` serves as /status decodes into
+// what the bed reads.
+func TestTestbed_StatusShape(t *testing.T) {
+	known := 3
+	in := status{ID: "12D3KooWA", Role: "client", Superpeer: "12D3KooWB", Clients: []string{"12D3KooWC"}, Key: "ab",
+		RoutingTable: []string{"12D3KooWB"}, NetworkSize: 7,
+		Coord: &coordReport{Vec: []float64{0.01, 0.02}, Height: 0.001, Error: 0.2},
+		Token: &tokenStatus{ID: 2, Epoch: 5, Settled: true, Surveyed: true}, KnownTokens: &known}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out testbed.Status
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.ID != in.ID || out.Role != in.Role || out.Superpeer != in.Superpeer || len(out.Clients) != 1 || out.Key != in.Key ||
+		len(out.RoutingTable) != 1 || out.NetworkSize != 7 || out.Coord == nil || out.Coord.Vec[1] != 0.02 || out.Coord.Height != 0.001 ||
+		out.Token == nil || out.Token.ID != 2 || out.Token.Epoch != 5 || !out.Token.Settled || !out.Token.Surveyed || out.KnownTokens == nil || *out.KnownTokens != 3 {
+		t.Errorf("decoded %+v from %s", out, b)
+	}
+}
+
+func TestTestbed_Usage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--method", "nope"}, {"--n", "1"}, {"--superpeers", "0"}, {"--kill", "1"}, {"--shaper", "fq"},
+		{"--loss", "1"}, {"--cut", "-1s"}, {"--start-rate", "0"}, {"stray"},
+	} {
+		var out, errb bytes.Buffer
+		if err := runTestbed(args, &out, &errb); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// liveBed skips unless a bed can be made here.
+func liveBed(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the live test bed runs in its own CI step")
+	}
+	if err := testbed.Available(); err != nil {
+		t.Skipf("no network-namespace test bed here: %v", err)
+	}
+}
+
+var bedLine = regexp.MustCompile(`^bed ([0-9a-f]{4}): `)
+
+// TestTestbed_Live runs a 10-peer prefix bed with a superpeer cut off and
+// a half/half partition, and checks the report and that nothing is left.
+func TestTestbed_Live(t *testing.T) {
+	liveBed(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbedExe, testbedEnv = exe, []string{testbedChild + "=1"}
+	defer func() { testbedExe, testbedEnv = "", nil }()
+	dir := t.TempDir()
+	report := filepath.Join(dir, "bed.json")
+	var out, errb bytes.Buffer
+	t0 := time.Now()
+	err = runTestbed([]string{"--n", "10", "--superpeers", "3", "--method", "prefix", "--seed", "1",
+		"--cut", "5s", "--partition", "10s", "--timeout", "90s", "--start-rate", "50", "--json", report}, &out, &errb)
+	t.Logf("%.1f s\n%s\n%s", time.Since(t0).Seconds(), out.String(), errb.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep testbedReport
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	tb := rep.Testbed
+	if tb == nil || rep.Superpeers == nil || tb.Partition == nil || tb.Cut == nil {
+		t.Fatalf("report lacks blocks: %s", b)
+	}
+	if rep.N != 10 || rep.Seed != 1 || len(rep.Peers) != 10 || rep.Superpeers.Wrong != 0 || rep.Superpeers.Unserved != 0 {
+		t.Errorf("report: n %d, seed %d, %d peers, wrong %d, unserved %d", rep.N, rep.Seed, len(rep.Peers), rep.Superpeers.Wrong, rep.Superpeers.Unserved)
+	}
+	if p := tb.Partition; !p.Healed || p.After.Count != int(p.After.Expected+0.5) && p.After.Count > 3 || p.After.Unserved != 0 || p.After.Wrong != 0 {
+		t.Errorf("partition: %+v, after %+v", p, p.After)
+	}
+	if !tb.Cut.WasSuperpeer {
+		t.Errorf("the cut peer was no superpeer: %+v", tb.Cut)
+	}
+	if tb.LeftBehind != "" {
+		t.Errorf("left behind: %s", tb.LeftBehind)
+	}
+	nss, links, err := testbed.Leftovers(testbed.Prefix + tb.RunID)
+	if err != nil || len(nss)+len(links) > 0 {
+		t.Errorf("left behind: namespaces %v, links %v (%v)", nss, links, err)
+	}
+}
+
+// TestTestbed_LiveInterrupted sends SIGTERM to a bed while its peers run
+// and checks that it removes everything it made.
+func TestTestbed_LiveInterrupted(t *testing.T) {
+	liveBed(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "testbed", "--n", "4", "--superpeers", "2", "--seed", "2", "--timeout", "60s")
+	cmd.Env = append(os.Environ(), testbedChild+"=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	id := ""
+	for lines.Scan() {
+		if m := bedLine.FindStringSubmatch(lines.Text()); m != nil {
+			id = m[1]
+			break
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	if id == "" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no bed line; stderr:\n%s", errb.String())
+	}
+	// Wait until its peers run, then interrupt.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(errb.String(), "peer processes started") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	nss, _, _ := testbed.Leftovers(testbed.Prefix + id)
+	if len(nss) == 0 {
+		t.Errorf("bed %s has no namespaces while it runs", id)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the bed did not end within 30 s of SIGTERM")
+	}
+	nss, links, err := testbed.Leftovers(testbed.Prefix + id)
+	if err != nil || len(nss)+len(links) > 0 {
+		t.Errorf("interrupted bed %s left namespaces %v, links %v (%v); stderr:\n%s", id, nss, links, err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "removed: no namespace or link of it is left") {
+		t.Errorf("no removal line; stderr:\n%s", errb.String())
+	}
+}
