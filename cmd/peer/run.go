@@ -295,7 +295,10 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 			bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			err := node.Bootstrap(bctx)
 			cancel()
-			if err == nil {
+			if bootstrapped(err, node.RoutingTable().Size()) {
+				if err != nil {
+					logger.Printf("bootstrap: %v after joining; going on (the routing-table refresh fills the rest)", err)
+				}
 				break
 			}
 			logger.Printf("bootstrap: %v (retrying)", err)
@@ -326,6 +329,16 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	watchRoutingTable(ctx, node, logger)
 	logger.Printf("shutting down")
 	return nil
+}
+
+// bootstrapped is whether a bootstrap attempt that ended with err, leaving
+// rtSize peers in the routing table, lets the peer go on: a bootstrap joins
+// (a bootstrap peer in the routing table, a lookup of the own key) and then
+// refreshes every bucket, and with Internet RTTs on a loaded machine the
+// refresh can outlast the attempt's 30 s; a peer that has joined goes on
+// and leaves the rest to the periodic refresh instead of starting over.
+func bootstrapped(err error, rtSize int) bool {
+	return err == nil || rtSize > 0 && errors.Is(err, context.DeadlineExceeded)
 }
 
 // methodList describes the registered methods for --method's help.

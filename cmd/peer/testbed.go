@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -519,13 +520,23 @@ func (tb *bedRun) run(ctx context.Context, rep *testbedReport) error {
 	return nil
 }
 
-// stopAll kills every peer process still running.
+// stopAll kills every peer process still running, all at once.
 func (tb *bedRun) stopAll() {
+	var wg sync.WaitGroup
 	for _, p := range tb.procs {
 		if p != nil {
-			p.Kill()
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Kill() }()
 		}
 	}
+	wg.Wait()
+}
+
+// pollEvery is how often the bed reads every status: every 500 ms, less
+// often above 50 peers (10 ms a peer), so that reading does not load the
+// machine the peers share.
+func (tb *bedRun) pollEvery() time.Duration {
+	return max(500*time.Millisecond, time.Duration(tb.f.n)*10*time.Millisecond)
 }
 
 // poll refreshes the live peers' statuses.
@@ -571,7 +582,7 @@ func (tb *bedRun) wait(ctx context.Context, what string, cond func(testbed.View)
 		select {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(tb.pollEvery()):
 		}
 	}
 }
@@ -675,7 +686,7 @@ func (tb *bedRun) cutOne(ctx context.Context) (*cutReport, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(tb.pollEvery()):
 		}
 	}
 	if err := tb.bed.Restore(victim); err != nil {

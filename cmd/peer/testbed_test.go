@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -187,5 +189,25 @@ func TestTestbed_LiveInterrupted(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "removed: no namespace or link of it is left") {
 		t.Errorf("no removal line; stderr:\n%s", errb.String())
+	}
+}
+
+// TestBootstrapped: `peer run` goes on after a bootstrap that joined but
+// whose refresh of every bucket ran out of time (as 120 peers over
+// PlanetLab RTTs in the test bed did), and retries one that did not join.
+func TestBootstrapped(t *testing.T) {
+	deadline := fmt.Errorf("refresh: %w", context.DeadlineExceeded)
+	for _, c := range []struct {
+		err  error
+		rt   int
+		want bool
+	}{
+		{nil, 0, true}, {nil, 5, true},
+		{deadline, 3, true}, {deadline, 0, false},
+		{errors.New("failed to join"), 3, false}, {context.Canceled, 3, false},
+	} {
+		if got := bootstrapped(c.err, c.rt); got != c.want {
+			t.Errorf("bootstrapped(%v, %d) = %v, want %v", c.err, c.rt, got, c.want)
+		}
 	}
 }
