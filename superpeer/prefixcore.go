@@ -43,6 +43,9 @@ type PrefixCore struct {
 	key    dht.Key
 	scheme Prefix
 	group  int
+	// next is a code SetScheme gave while a step was under way, taken up
+	// when the step ends.
+	next *Prefix
 	// The periods, the options' with their defaults.
 	recheck, clientRecheck, minRecheck, startSpread, renewEvery time.Duration
 
@@ -175,8 +178,11 @@ func (k PrefixOpKind) String() string {
 // PrefixOp is one thing a PrefixCore asks its adapter to do. Answers name
 // the op they answer: pass it back as it came.
 type PrefixOp struct {
-	Kind  PrefixOpKind
-	Group int     // PrefixLookup
+	Kind PrefixOpKind
+	// Group and Key are the group whose key to look up and that key, under
+	// the code the core held when it asked (PrefixLookup).
+	Group int
+	Key   dht.Key
 	Peer  peer.ID // PrefixAttach, PrefixRenew, PrefixLeave
 	seq   uint64
 }
@@ -388,6 +394,9 @@ func (c *PrefixCore) begin(now time.Time) {
 func (c *PrefixCore) emit(k PrefixOpKind, g int, p peer.ID) PrefixOp {
 	c.seq++
 	op := PrefixOp{Kind: k, Group: g, Peer: p, seq: c.seq}
+	if k == PrefixLookup {
+		op.Key = c.scheme.GroupKey(g)
+	}
 	c.ops = append(c.ops, op)
 	return op
 }
@@ -425,8 +434,42 @@ func (c *PrefixCore) wait(now time.Time) {
 	}
 }
 
+// SetScheme changes the prefix code, as a changed superpeer count does
+// (the exact codes of S and S±1 differ in one group). If the peer's group
+// key changes with it, a step follows, as after a Recheck; a step under way
+// finishes under the old code first.
+func (c *PrefixCore) SetScheme(now time.Time, scheme Prefix) []PrefixOp {
+	c.begin(now)
+	if scheme == c.scheme && c.next == nil {
+		return nil
+	}
+	c.next = &scheme
+	if c.phase == phaseWait {
+		// The step has not begun: it can begin under the new code.
+		c.phase = phaseIdle
+		c.again = true
+	}
+	c.resume(now)
+	return c.take()
+}
+
+// takeScheme makes a code given to SetScheme current, between steps.
+func (c *PrefixCore) takeScheme(now time.Time) {
+	old := c.scheme.GroupKey(c.group)
+	c.scheme, c.next = *c.next, nil
+	c.group = c.scheme.Group(c.key)
+	c.fallbackFrom = 0
+	if c.scheme.GroupKey(c.group) != old {
+		c.home = false
+		c.again = true
+	}
+}
+
 // resume takes up what came while the slot was busy, and what is due.
 func (c *PrefixCore) resume(now time.Time) {
+	if c.phase == phaseIdle && c.next != nil {
+		c.takeScheme(now)
+	}
 	for c.phase == phaseIdle {
 		switch {
 		case c.again:

@@ -487,3 +487,55 @@ func TestPrefixCore_Options(t *testing.T) {
 		}
 	}
 }
+
+// A new code (S from 4 to 5: group 00 splits into 000 and 001) leaves a
+// peer of the half that keeps the group key alone, sends a peer of the
+// other half to its new group's superpeer, and waits for a step under way
+// to end before it takes effect.
+func TestPrefixCore_SetScheme(t *testing.T) {
+	five, err := Exact(5) // groups 000, 001, 01, 10, 11
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("same group key: nothing", func(t *testing.T) {
+		r := newRig(t, "g0.1", coreOpts).client("g0.0")
+		next := r.c.nextAt
+		r.after(time.Minute)
+		r.ops = r.c.SetScheme(r.now, five)
+		r.want().role(Client, "g0.0")
+		if r.c.nextAt != next {
+			t.Fatalf("next step moved from %v to %v", next, r.c.nextAt)
+		}
+	})
+	t.Run("new group key: a step to the new group's superpeer", func(t *testing.T) {
+		r := newRig(t, "g0.200", coreOpts).client("g0.0")
+		r.after(time.Minute)
+		r.ops = r.c.SetScheme(r.now, five)
+		r.want("lookup 1")
+		if op := r.op(PrefixLookup); op.Key != five.GroupKey(1) {
+			t.Fatalf("looks up %x, want the new group key", op.Key[:2])
+		}
+		r.look("g0.130").want("attach g0.130").answer(Accepted).want("leave g0.0").role(Client, "g0.130")
+	})
+	t.Run("during a step: after it", func(t *testing.T) {
+		r := newRig(t, "g0.200", coreOpts)
+		r.tickUntil().want("lookup 0")
+		look := r.op(PrefixLookup)
+		r.ops = r.c.SetScheme(r.now, five)
+		r.want()
+		r.ops = []PrefixOp{look}
+		r.look("g0.0").want("attach g0.0").answer(Accepted).role(Client, "g0.0")
+		r.tickUntil().want("lookup 1")
+		if d := r.now.Sub(r.c.lastStep); d != 0 {
+			t.Fatalf("lastStep not now: %v", d)
+		}
+	})
+	t.Run("a superpeer whose group merges away becomes a client", func(t *testing.T) {
+		r := newRig(t, "g0.200", coreOpts)
+		r.ops = r.c.SetScheme(r.now, five)
+		r.want("lookup 1").look("g0.200").role(Superpeer, "g0.200")
+		r.after(time.Minute)
+		r.ops = r.c.SetScheme(r.now, coreScheme(t))
+		r.want("lookup 0").look("g0.0").want("drop", "attach g0.0").answer(Accepted).role(Client, "g0.0")
+	})
+}

@@ -186,7 +186,7 @@ func (s *PrefixSelector) perform(ctx context.Context, op PrefixOp, answers chan<
 	case PrefixLookup:
 		s.lookups.Add(1)
 		out.Go(func() {
-			got, err := s.node.Closest(ctx, s.scheme.GroupKey(op.Group), 1)
+			got, err := s.node.Closest(ctx, op.Key, 1)
 			var id peer.ID
 			if ok := err == nil && len(got) > 0; ok {
 				id = got[0]
