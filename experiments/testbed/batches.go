@@ -71,7 +71,10 @@ func (p *Plan) RouterBatch() string {
 	fmt.Fprintf(&b, "link set lo up\n")
 	fmt.Fprintf(&b, "addr add %s/16 dev %s\n", p.RouterAddr(), InnerDev)
 	fmt.Fprintf(&b, "link set %s up\n", InnerDev)
-	fmt.Fprintf(&b, "link set %s up\n", TunDev)
+	// The TUN device queues up to txqueuelen packets for the delay line to
+	// read; a burst past that is dropped, as SYNs that take a second each
+	// to retransmit.
+	fmt.Fprintf(&b, "link set %s txqueuelen 20000 up\n", TunDev)
 	fmt.Fprintf(&b, "rule add iif %s lookup %d pref 100\n", InnerDev, routerTable)
 	fmt.Fprintf(&b, "route add default dev %s table %d\n", TunDev, routerTable)
 	return b.String()

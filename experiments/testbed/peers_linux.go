@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,10 +32,19 @@ func (p *Proc) Exited() <-chan struct{} { return p.done }
 // Err is how the process ended (valid once Exited is closed).
 func (p *Proc) Err() error { return p.err }
 
+// PeerNice is how much nicer than the bed its peers run: the delay line
+// is the network, and a network starved by its hosts' CPU delays every
+// packet past the matrix's RTT.
+const PeerNice = 5
+
 // Start runs argv in peer i's namespace (`ip netns exec`, which execs it:
-// the process is argv itself), its output appended to logPath, in a
-// process group of its own, killed if this process dies.
+// the process is argv itself), PeerNice nicer than this process, its
+// output appended to logPath, in a process group of its own, killed if
+// this process dies.
 func (b *Bed) Start(i int, argv []string, env []string, logPath string) (*Proc, error) {
+	if nice, err := exec.LookPath("nice"); err == nil {
+		argv = append([]string{nice, "-n", strconv.Itoa(PeerNice)}, argv...)
+	}
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
