@@ -254,6 +254,10 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	rep.Testbed.UpSeconds = time.Since(t0).Seconds()
 	defer func() {
 		tb.stopAll()
+		if err != nil && bed.Delay != nil {
+			st := bed.Delay.Stats()
+			logf("delay line: %d packets, %d delayed, %d dropped by partition; late by p50 %.2f ms, p99 %.2f ms, max %.1f ms", st.Packets, st.Delayed, st.DroppedPartition, st.LateMs[0], st.LateMs[1], st.LateMs[2])
+		}
 		if derr := bed.Down(); derr != nil {
 			rep.Testbed.LeftBehind = derr.Error()
 			err = errors.Join(err, derr)
