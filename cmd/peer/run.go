@@ -108,6 +108,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: how often a settled holder announces its token (a moving one: every "+def.MovingAnnounceInterval.String()+" or this, whichever is shorter)")
 	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub; every peer of one network needs the same")
+	webAddr := fs.String("web", "", "serve a live map of this peer's own view on this address (e.g. 127.0.0.1:8080): its neighbours, the tokens it knows, its superpeer or its clients")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -278,6 +279,14 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		go srv.Serve(ln)
 		defer srv.Close()
 		logger.Printf("status on http://%s/status", ln.Addr())
+	}
+	if *webAddr != "" {
+		m, err := startPeerWeb(*webAddr, node, sel)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		logger.Printf("web map on %s", m.URL())
 	}
 	if gatherer != nil {
 		ln, err := net.Listen("tcp", *metricsAddr)

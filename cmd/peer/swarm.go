@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -182,6 +181,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	dilate := fs.Float64("dilate", 1, "repel and Vivaldi: stretch time by this factor once the DHT has converged: link latencies and the protocols' timers this many times longer, measured RTTs divided by it, so that the machine's own delays shrink by it in what the peers measure (the run takes that much longer; every figure is in the network's time)")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub (a GossipSub mesh on every peer)")
+	webAddr := fs.String("web", "", "serve a live map of the swarm on this address (e.g. 127.0.0.1:8080), with buttons to kill a superpeer or a fraction of the peers; the swarm then runs on after its report until interrupted")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel, release := webRunContext(*timeout, *webAddr != "")
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
@@ -296,7 +296,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if repelRuns && dissemination == repel.GossipSub {
 		nodeOpts, gossip = swarm.RepelNodeOptions()
 	}
-	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: bar.update, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
+	var web *swarmWeb // --web: the live map
+	progress := func(stage string, done, total int) {
+		bar.update(stage, done, total)
+		web.View().Progress(stage, done, total)
+	}
+	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: progress, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
 		// The connection manager's clock is not dilated: with its grace and
 		// check periods stretched too, a dilated swarm trims (and redials,
 		// and kad-dht re-checks) no more often per second of network time.
@@ -305,6 +310,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer s.Close()
+	if *webAddr != "" {
+		if web, err = startSwarmWeb(*webAddr, s, stderr); err != nil {
+			return err
+		}
+		defer web.Close()
+	}
 	if err := s.Join(ctx); err != nil {
 		return err
 	}
@@ -337,6 +348,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer vr.Close()
+		web.View().SetVivaldi(vr)
 	}
 	// The lookup checks run while the coordinates warm up, both kinds at
 	// once; each draws its jobs from its own source, so the keys and
@@ -367,7 +379,9 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, killSP: *killSP,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
-	for _, m := range methods {
+	f.view = web.View()
+	for k, m := range methods {
+		f.keep = web.keeper(k == len(methods)-1)
 		bar.log(fmt.Sprintf("method %s", m.Name))
 		mr, err := runMethod(ctx, s, vr, gossip, m, f)
 		if err != nil {
@@ -440,6 +454,11 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "report           %s\n", *jsonOut)
+	}
+	if web != nil {
+		release()
+		web.serve(stderr)
+		web.Close()
 	}
 	return nil
 }

@@ -49,6 +49,10 @@ type methodFlags struct {
 	kill                        float64
 	dissemination               repel.Dissemination
 	seed                        int64
+	// view (--web) follows each method; keep, if set, keeps the method's
+	// selectors running past runMethod (release).
+	view *swarm.View
+	keep func(stop func())
 }
 
 // parseMethods reads --method: all (every registered method), none, or
@@ -93,7 +97,8 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		if err := s.StartPrefix(ctx, opts...); err != nil {
 			return nil, err
 		}
-		defer s.StopMethod()
+		defer f.release(s.StopMethod)
+		f.view.WatchActive()
 		took, err := s.WaitPrefix(ctx, s.SelectionStart())
 		if err != nil {
 			return nil, err
@@ -132,7 +137,8 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		if err != nil {
 			return nil, err
 		}
-		defer rr.Close()
+		defer f.release(rr.Close)
+		f.view.WatchRepel(rr)
 		took, err := rr.WaitConverged(ctx, rr.Start())
 		if err != nil {
 			return nil, err
@@ -199,7 +205,8 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		if err != nil {
 			return nil, err
 		}
-		defer r.Close()
+		defer f.release(r.Close)
+		f.view.Watch(r)
 		quiet := 3 * f.ttl
 		took, err := r.WaitSettled(ctx, r.Start(), quiet)
 		if err != nil {

@@ -121,10 +121,12 @@ type PeerView struct {
 	I  int    `json:"i"`
 	ID string `json:"id"` // the peer ID's last characters
 	// X, Y are the projection of its Vivaldi vector (ms); H its height
-	// (ms). A dead peer keeps its last position.
-	X float64 `json:"x"`
-	Y float64 `json:"y"`
-	H float64 `json:"h"`
+	// (ms); Pos is false for a peer with no coordinate yet. A dead peer
+	// keeps its last position.
+	Pos bool    `json:"pos"`
+	X   float64 `json:"x"`
+	Y   float64 `json:"y"`
+	H   float64 `json:"h"`
 	// K is its key's place in the key space, in [0, 1).
 	K float64 `json:"k"`
 	// Role is superpeer, holder (a repel token not settled yet), client
@@ -513,11 +515,11 @@ func (v *View) Snapshot() Snapshot {
 			continue
 		}
 		id := p.Host.ID().String()
-		pv := PeerView{I: i, ID: id[max(0, len(id)-6):], K: keyFraction(p.Key), SP: -1, G: -1, Role: "unknown"}
+		pv := PeerView{I: i, ID: id[max(0, len(id)-6):], K: round(keyFraction(p.Key), 1e6), SP: -1, G: -1, Role: "unknown"}
 		if c, ok := xy[i]; ok {
-			pv.X, pv.Y, pv.H = round(c[0], 10), round(c[1], 10), round(c[2], 10)
+			pv.Pos, pv.X, pv.Y, pv.H = true, round(c[0], 10), round(c[1], 10), round(c[2], 10)
 		} else if c, ok := v.lastXY[i]; ok {
-			pv.X, pv.Y = round(c[0], 10), round(c[1], 10)
+			pv.Pos, pv.X, pv.Y = true, round(c[0], 10), round(c[1], 10)
 		}
 		if isPrefix {
 			pv.G = scheme.Group(p.Key)
