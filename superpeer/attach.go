@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/internal/census"
 	"github.com/superpeer-overlay/superpeer/internal/counters"
 	"github.com/superpeer-overlay/superpeer/internal/frame"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
@@ -93,6 +94,9 @@ type Attach struct {
 	role       atomic.Pointer[func() (Role, peer.ID)]
 	reportRole atomic.Pointer[func() Role]
 	onRefused  atomic.Pointer[func()]
+	// census, when the superpeer count follows a fraction: its value
+	// travels on every request and answer.
+	census atomic.Pointer[censusBox]
 
 	mu       sync.Mutex
 	table    *AttachTable // the clients served, behind mu
@@ -345,7 +349,15 @@ func (a *Attach) handle(s network.Stream) {
 		return
 	}
 	a.Stats.Served.Add(1)
+	b := a.census.Load()
+	if b != nil {
+		b.observe(census.Value{S: int(req.CensusS), Version: req.CensusVersion})
+	}
 	resp := a.decide(s.Conn().RemotePeer(), &req)
+	if b != nil {
+		v := b.value()
+		resp.CensusS, resp.CensusVersion = uint32(min(v.S, math.MaxUint32)), v.Version
+	}
 	if resp.Status == pb.AttachResponse_NOT_SUPERPEER {
 		if f := a.onRefused.Load(); f != nil {
 			(*f)()
@@ -387,6 +399,11 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 	defer stop()
 	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 	req := &pb.AttachRequest{Leave: leave, Coord: r.Coord, Height: r.Height, RegretUs: regretMicros(r.Regret)}
+	b := a.census.Load()
+	if b != nil {
+		v := b.value()
+		req.CensusS, req.CensusVersion = uint32(min(v.S, math.MaxUint32)), v.Version
+	}
 	if err := pbio.NewDelimitedWriter(s).WriteMsg(req); err != nil {
 		_ = s.Reset()
 		return Answer{}, err
@@ -409,6 +426,9 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 	ans, err := a.decodeAnswer(&resp, sp)
 	if err != nil {
 		return ans, err
+	}
+	if b != nil {
+		b.observe(census.Value{S: int(resp.CensusS), Version: resp.CensusVersion})
 	}
 	switch {
 	case ans.Status == Accepted && !leave:

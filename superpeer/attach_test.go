@@ -438,3 +438,40 @@ func (a *Attach) upstreamNow() peer.ID {
 	defer a.mu.Unlock()
 	return a.upstream
 }
+
+// Census digests: whatever decodes and passes the checks merges into a
+// census without breaking it — the value held stays at least 1 and the
+// size finite and not negative.
+func FuzzCensusFrames(f *testing.F) {
+	d, _ := proto.Marshal(&pb.CensusDigest{S: 5, Version: 2, Entries: []*pb.CensusEntry{{Id: []byte("a"), Peers: 7, Share: 0.25, Version: 2, Seq: 1}}})
+	f.Add(append([]byte{byte(len(d))}, d...))
+	bad, _ := proto.Marshal(&pb.CensusDigest{S: 0, Entries: []*pb.CensusEntry{{Id: nil, Peers: 0, Share: math.NaN()}}})
+	f.Add(append([]byte{byte(len(bad))}, bad...))
+	f.Add([]byte{0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		box, err := newCensusBox(0.1, "self", 3, censusTiming{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d pb.CensusDigest
+		if decodeCensusDigest(bytesReader(b), &d) != nil {
+			return
+		}
+		now := time.Unix(1000, 0)
+		if err := box.merge(now, &d); err != nil {
+			t.Fatalf("a checked digest did not merge: %v", err)
+		}
+		if v := box.value(); v.S < 1 {
+			t.Fatalf("value %v after a merge", v)
+		}
+		box.mu.Lock()
+		n, _ := box.c.Size(now)
+		box.mu.Unlock()
+		if math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
+			t.Fatalf("size %v after a merge", n)
+		}
+		if out := box.digest(now); len(out.Entries) > maxCensusEntries {
+			t.Fatalf("digest of %d entries", len(out.Entries))
+		}
+	})
+}

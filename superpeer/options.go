@@ -86,6 +86,28 @@ func WithCapacity(C int) Option {
 			return badOption("WithCapacity", C, "negative")
 		}
 		o.Attach.Capacity = C
+		o.capacitySet = true
+		return nil
+	}
+}
+
+// WithFraction makes the prefix method's superpeer count follow a fraction
+// f of the network (Lo et al.'s "predefined portion of the peers"): S is
+// max(1, round(f·n)) for the size n that the superpeers count between them
+// — each reports itself and its clients, and they exchange their tables
+// (the census protocol, under the protocol prefix) — agreed by every peer
+// (the value and its version travel on every attach request and answer,
+// and the fresher wins), with hysteresis (S holds while f·n is within 5%
+// of it, and at least 0.6), so it does not flap as n jitters. WithSuperpeers
+// is only where a peer starts. The capacity, unless WithCapacity sets it,
+// follows as 2⌈1/f⌉: twice the mean load. Not with WithPow2, whose groups
+// change by halves.
+func WithFraction(f float64) Option {
+	return func(o *options) error {
+		if math.IsNaN(f) || f <= 0 || f > 1 {
+			return badOption("WithFraction", f, "not in (0, 1]")
+		}
+		o.Fraction = f
 		return nil
 	}
 }
@@ -171,8 +193,15 @@ type options struct {
 	ClientRecheck time.Duration
 	MinRecheck    time.Duration
 	StartSpread   time.Duration
+	Fraction      float64
 	Attach        attachOptions
+	capacitySet   bool
+	// census sets the census's period, hold-down and expiry (zero: the
+	// defaults); only tests set it.
+	census censusTiming
 }
+
+type censusTiming struct{ every, holdDown, expire time.Duration }
 
 // attachOptions configure the attach protocol; see the With functions.
 type attachOptions struct {

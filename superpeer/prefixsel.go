@@ -2,13 +2,16 @@ package superpeer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 )
@@ -22,10 +25,19 @@ import (
 // the attach protocol's answers, each lookup and request made beside it.
 type PrefixSelector struct {
 	node   *dht.Node
-	scheme Prefix
 	attach *Attach
 	core   *PrefixCore // the loop goroutine's alone
 	note   notifier
+
+	// scheme is the code in use: fixed, or the census's (box, with
+	// WithFraction), which the loop changes.
+	mu     sync.Mutex
+	scheme Prefix
+	box    *censusBox
+	census protocol.ID
+	rounds uint64 // census rounds, for the choice of partner
+	// censusEvery is the census period (censusEvery unless a test sets it).
+	censusEvery time.Duration
 
 	trigger chan struct{}
 	lookups atomic.Uint64
@@ -43,6 +55,14 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 	}
 	if o.Superpeers == 0 {
 		o.Superpeers = 8
+	}
+	if o.Fraction > 0 {
+		if o.Pow2 {
+			return nil, fmt.Errorf("%w: WithFraction needs the exact code, not WithPow2", ErrOption)
+		}
+		if !o.capacitySet {
+			o.Attach.Capacity = 2 * int(math.Ceil(1/o.Fraction))
+		}
 	}
 	var scheme Prefix
 	if o.Pow2 {
@@ -78,11 +98,29 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 	}
 	att.SetRole(s.note.state)
 	att.onRefusedAsNonSuperpeer(s.Recheck)
+	if o.Fraction > 0 {
+		s.censusEvery = o.census.every
+		if s.censusEvery == 0 {
+			s.censusEvery = censusEvery
+		}
+		if s.box, err = newCensusBox(o.Fraction, node.ID(), scheme.Groups(), o.census); err != nil {
+			att.Close()
+			return nil, fmt.Errorf("%w: %v", ErrOption, err)
+		}
+		att.census.Store(s.box)
+		s.census = censusProtocol(o.Attach.ProtocolPrefix)
+		node.Host().SetStreamHandler(s.census, att.handleCensus(s.box))
+	}
 	return s, nil
 }
 
-// Scheme is the grouping in use.
-func (s *PrefixSelector) Scheme() Prefix { return s.scheme }
+// Scheme is the grouping in use: with WithFraction, the exact code of the
+// superpeer count the peer holds now.
+func (s *PrefixSelector) Scheme() Prefix {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scheme
+}
 
 // Attach is the peer's attach protocol (its clients, when a superpeer).
 func (s *PrefixSelector) Attach() *Attach { return s.attach }
@@ -135,6 +173,13 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 	defer out.Wait() // each returns soon once ctx is done
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var censusTick <-chan time.Time
+	var changed <-chan struct{}
+	if s.box != nil {
+		t := time.NewTicker(s.censusEvery)
+		defer t.Stop()
+		censusTick, changed = t.C, s.box.changed
+	}
 	run := func(ops []PrefixOp, now time.Time) {
 		for _, op := range ops {
 			s.perform(ctx, op, answers, &out)
@@ -166,6 +211,12 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 		case answer := <-answers:
 			now = time.Now()
 			ops = answer(now)
+		case <-changed:
+			now = time.Now()
+			ops = s.takeCensus(now)
+		case <-censusTick:
+			now = time.Now()
+			s.censusRound(ctx, now, &out)
 		}
 		run(ops, now)
 	}
@@ -205,11 +256,71 @@ func (s *PrefixSelector) perform(ctx context.Context, op PrefixOp, answers chan<
 	}
 }
 
+// takeCensus makes the census's count the code in use (the loop's).
+func (s *PrefixSelector) takeCensus(now time.Time) []PrefixOp {
+	scheme, err := Exact(s.box.value().S)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	same := scheme == s.scheme
+	s.scheme = scheme
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	return s.core.SetScheme(now, scheme)
+}
+
+// censusRound is a census period (the loop's): a superpeer reports its
+// load and group share, exchanges its table with the superpeer of another
+// group, and proposes a new count if its table calls for one; any other
+// peer withdraws its report.
+func (s *PrefixSelector) censusRound(ctx context.Context, now time.Time, out *sync.WaitGroup) {
+	scheme := s.Scheme()
+	role, _ := s.core.Role()
+	b := s.box
+	b.mu.Lock()
+	if role == Superpeer {
+		b.c.Report(now, s.attach.Load()+1, scheme.Share(scheme.Group(s.node.Key())))
+	} else {
+		b.c.Withdraw()
+	}
+	_, proposed := b.c.Tick(now)
+	b.mu.Unlock()
+	if proposed {
+		b.signal()
+	}
+	if role != Superpeer || scheme.Groups() < 2 {
+		return
+	}
+	// Another group, spread by the peer's key and the round.
+	s.rounds++
+	self := s.node.Key()
+	own := scheme.Group(self)
+	g := int(splitmix(binary.BigEndian.Uint64(self[:8])+s.rounds) % uint64(scheme.Groups()-1))
+	if g >= own {
+		g++
+	}
+	key := scheme.GroupKey(g)
+	s.lookups.Add(1)
+	out.Go(func() {
+		got, err := s.node.Closest(ctx, key, 1)
+		if err != nil || len(got) == 0 || got[0] == s.node.ID() {
+			return
+		}
+		_ = s.attach.exchangeCensus(ctx, s.node.Host(), s.census, got[0], b)
+	})
+}
+
 // Close stops the selector and the attach protocol.
 func (s *PrefixSelector) Close() error {
 	if s.cancel != nil {
 		s.cancel()
 		<-s.done
+	}
+	if s.box != nil {
+		s.node.Host().RemoveStreamHandler(s.census)
 	}
 	s.attach.Close()
 	return nil

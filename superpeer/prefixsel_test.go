@@ -2,6 +2,7 @@ package superpeer
 
 import (
 	"context"
+	"io"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -236,4 +237,74 @@ func TestPrefixSelector_OverflowsWhenFull(t *testing.T) {
 		t.Fatalf("groups %v: with capacity %d, want some overflow and room for all (choose another seed)", size, C)
 	}
 	waitSettled(t, peers, C, 20*time.Second)
+}
+
+// With WithFraction the peers, started with S = 2, agree on S = f·n (24
+// peers, f = 1/4: 6) by the census, and the selection settles on that code;
+// when half the peers die the count follows down to 3.
+func TestPrefixSelector_FractionFollowsTheNetwork(t *testing.T) {
+	const n = 24
+	o := livePrefixOptions(2, 0)
+	o.Fraction = 0.25
+	o.census = censusTiming{every: 200 * time.Millisecond, holdDown: time.Second, expire: 2 * time.Second}
+	peers := prefixNet(t, n, 4, o)
+	capacity := peers[0].sel.Attach().Capacity()
+	if capacity != 8 {
+		t.Fatalf("capacity %d, want 2⌈1/f⌉ = 8", capacity)
+	}
+	agreed := func(S int, limit time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			why := ""
+			for _, p := range peers {
+				if !p.dead && p.sel.Scheme().Groups() != S {
+					why = fmt.Sprintf("%s holds S = %d", p.node.ID(), p.sel.Scheme().Groups())
+					break
+				}
+			}
+			if why == "" {
+				why = prefixSettled(peers, capacity)
+			}
+			if why == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not at S = %d after %v: %s", S, limit, why)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	agreed(6, 30*time.Second)
+	// Garbage on the census protocol is refused and counted; the peer
+	// answers a good exchange after it.
+	target := peers[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := peers[2].node.Host().NewStream(ctx, target.node.ID(), target.sel.census)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = st.Write([]byte{0x05, 0xff, 0xff, 0xff, 0xff, 0xff})
+	_ = st.CloseWrite()
+	_, _ = io.ReadAll(st)
+	deadline := time.Now().Add(10 * time.Second)
+	for target.sel.Attach().Drops()[dropCensusDecode] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("garbage not counted: drops %v", target.sel.Attach().Drops())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := peers[2].sel.Attach().exchangeCensus(ctx, peers[2].node.Host(), peers[2].sel.census, target.node.ID(), peers[2].sel.box); err != nil {
+		t.Fatalf("a good exchange after the garbage: %v", err)
+	}
+	for i, p := range peers {
+		if i%2 == 1 {
+			p.dead = true
+			p.sel.Close()
+			p.node.Close()
+			p.node.Host().Close()
+		}
+	}
+	agreed(3, 40*time.Second)
 }

@@ -36,9 +36,10 @@
 //
 // A superpeer proposes a new value — S' = max(Min, round(f·n̂)), the version
 // one above its own — when f·n̂ has left the band around S (Target), its
-// table holds a report from at least S superpeers under the current value
-// (or MaxReports + 1 of them; a partial table would miscount), and the
-// current value is at least
+// table holds reports from at least half of S superpeers under the current
+// value (or MaxReports + 1 of them: a table of a few reports extrapolates
+// from too few groups; not all S, as some groups of a small network are
+// empty and never report), and the current value is at least
 // HoldDown old (loads move after every change). Superpeers whose tables
 // agree propose the same value at about the same time; otherwise the order
 // of values picks one. The band — Hysteresis of S, at least Slack in
@@ -84,8 +85,13 @@ type Entry struct {
 	Seq     uint64
 }
 
+// minShare is the least share a report may stand for: a group of the
+// finest prefix code (2^32 groups), with room to spare. A smaller one would
+// make one report stand for an absurd network.
+const minShare = 0x1p-40
+
 func (e Entry) valid() bool {
-	return e.ID != "" && e.Peers >= 1 && e.Share > 0 && e.Share <= 1
+	return e.ID != "" && e.Peers >= 1 && e.Share >= minShare && e.Share <= 1
 }
 
 // Config sets the fraction and the dynamics.
@@ -96,8 +102,9 @@ type Config struct {
 	// its least absolute width (default 0.6: with S small, f·n must pass
 	// S ± 0.6 before S moves by one).
 	Hysteresis, Slack float64
-	// Min is the least S (default 1).
-	Min int
+	// Min is the least S (default 1), Max the most (default 2^32, the
+	// finest prefix code).
+	Min, Max int
 	// HoldDown is how old the current value must be before this peer
 	// proposes another (default 30 s).
 	HoldDown time.Duration
@@ -133,8 +140,11 @@ func (c *Config) fill() error {
 	if c.Min == 0 {
 		c.Min = 1
 	}
-	if c.Min < 1 {
-		return fmt.Errorf("%w: min %d below 1", ErrConfig, c.Min)
+	if c.Max == 0 {
+		c.Max = 1 << 32
+	}
+	if c.Min < 1 || c.Max < c.Min {
+		return fmt.Errorf("%w: min %d and max %d: want 1 ≤ min ≤ max", ErrConfig, c.Min, c.Max)
 	}
 	if c.HoldDown == 0 {
 		c.HoldDown = 30 * time.Second
@@ -155,11 +165,19 @@ func (c *Config) fill() error {
 }
 
 // Target is the count a peer with estimate n and current count cur wants:
-// cur while f·n stays within the band around it, else max(Min,
-// round(f·n)). With cur 0 (no count yet) it is max(Min, round(f·n)).
+// cur while f·n stays within the band around it, else round(f·n) within
+// [Min, Max]. With cur 0 (no count yet) it is round(f·n) within [Min, Max].
 func (c Config) Target(n float64, cur int) int {
 	x := c.Fraction * n
-	want := max(c.Min, int(math.Round(x)))
+	if math.IsNaN(x) || x < 0 {
+		x = 0
+	}
+	want := c.Min
+	if x >= float64(c.Max) {
+		want = c.Max
+	} else {
+		want = min(c.Max, max(c.Min, int(math.Round(x))))
+	}
 	if cur <= 0 {
 		return want
 	}
@@ -218,7 +236,7 @@ func (c *Census) start(now time.Time) {
 // Observe takes v if it beats the value held, and reports whether it did.
 func (c *Census) Observe(now time.Time, v Value) bool {
 	c.start(now)
-	if v.S < c.cfg.Min || !v.Beats(c.val) {
+	if v.S < c.cfg.Min || v.S > c.cfg.Max || !v.Beats(c.val) {
 		return false
 	}
 	c.adopt(now, v)
@@ -339,7 +357,7 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 		return c.val, false
 	}
 	n, reports := c.Size(now)
-	if reports < min(c.val.S, c.cfg.MaxReports+1) {
+	if reports < min((c.val.S+1)/2, c.cfg.MaxReports+1) {
 		return c.val, false
 	}
 	want := c.cfg.Target(n, c.val.S)

@@ -35,6 +35,8 @@ func TestTarget(t *testing.T) {
 		{21000, 200, 200},
 		{21100, 200, 211},
 		{18900, 200, 189},
+		{math.Inf(1), 0, 1 << 32}, // never past Max
+		{math.NaN(), 5, 1},
 	} {
 		if got := c.Target(tc.n, tc.cur); got != tc.want {
 			t.Errorf("Target(%v, %d) = %d, want %d", tc.n, tc.cur, got, tc.want)
@@ -46,7 +48,7 @@ func TestConfig_Invalid(t *testing.T) {
 	for _, c := range []Config{
 		{Fraction: 0}, {Fraction: -0.1}, {Fraction: 1.5}, {Fraction: math.NaN()},
 		{Fraction: 0.1, Hysteresis: 0.7}, {Fraction: 0.1, Slack: 0.2},
-		{Fraction: 0.1, Min: -1}, {Fraction: 0.1, HoldDown: -time.Second},
+		{Fraction: 0.1, Min: -1}, {Fraction: 0.1, HoldDown: -time.Second}, {Fraction: 0.1, Min: 5, Max: 4},
 	} {
 		if _, err := New(c, "a", Value{S: 1}); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: err %v, want ErrConfig", c, err)
@@ -71,7 +73,7 @@ func TestObserveAndMerge(t *testing.T) {
 		t.Fatalf("same version, smaller S taken: %v", c.Value())
 	}
 	c.Report(t0, 5, 0.5)
-	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 7, Share: 0.5, Seq: 2}, {ID: "c", Peers: 0, Share: 0.1, Seq: 1}, {ID: "", Peers: 3, Share: 0.1}, {ID: "e", Peers: 3, Share: math.NaN()}, {ID: "f", Peers: 3, Share: 2}})
+	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 7, Share: 0.5, Seq: 2}, {ID: "c", Peers: 0, Share: 0.1, Seq: 1}, {ID: "", Peers: 3, Share: 0.1}, {ID: "e", Peers: 3, Share: math.NaN()}, {ID: "f", Peers: 3, Share: 2}, {ID: "g", Peers: 1 << 30, Share: 1e-300}})
 	c.Merge(t0, Value{S: 9}, []Entry{{ID: "b", Peers: 1, Share: 0.5, Seq: 1}, {ID: "a", Peers: 100, Share: 0.5, Seq: 99}})
 	if n, k := c.Size(t0); n != 12 || k != 2 {
 		t.Fatalf("size %v from %d reports, want 12 from 2 (own 5 + b's freshest 7; bad entries ignored)", n, k)
@@ -110,15 +112,19 @@ func TestTick_Guards(t *testing.T) {
 	if v, ch := c.Tick(now.Add(29 * time.Second)); !ch || v != (Value{S: 10, Version: 1}) {
 		t.Fatalf("did not propose S=10 v1 with a full table: %v %v", v, ch)
 	}
-	c2, _ := New(cfg, "a", Value{S: 2})
+	// With S = 4 a table needs reports from two superpeers.
+	c2, _ := New(cfg, "a", Value{S: 4})
 	c2.Tick(now)
-	c2.Report(now, 40, 0.5)
-	c2.Merge(now, Value{S: 2}, []Entry{{ID: "b", Peers: 60, Share: 0.5, Seq: 1}})
+	c2.Report(now, 40, 0.25)
+	c2.Merge(now, Value{S: 4}, []Entry{{ID: "b", Peers: 60, Share: 0.25, Seq: 1}})
+	if n, k := c2.Size(now.Add(29 * time.Second)); n != 200 || k != 2 {
+		t.Fatalf("before expiry: %v from %d, want 200 from 2", n, k)
+	}
 	if _, ch := c2.Tick(now.Add(31 * time.Second)); ch {
 		t.Fatal("proposed from a table that lost b's expired report")
 	}
-	if n, k := c2.Size(now.Add(31 * time.Second)); n != 80 || k != 1 {
-		t.Fatalf("after expiry: %v from %d, want 80 from 1 (40 peers for half)", n, k)
+	if n, k := c2.Size(now.Add(31 * time.Second)); n != 160 || k != 1 {
+		t.Fatalf("after expiry: %v from %d, want 160 from 1 (40 peers for a quarter)", n, k)
 	}
 }
 

@@ -88,7 +88,12 @@ type AttachRequest struct {
 	// stays with its superpeer while a nearer one is within its switch
 	// margin); 0: not said. A full superpeer may take a client in place of
 	// one that says it loses less (WithDisplace).
-	RegretUs      int32 `protobuf:"zigzag32,4,opt,name=regret_us,json=regretUs,proto3" json:"regret_us,omitempty"`
+	RegretUs int32 `protobuf:"zigzag32,4,opt,name=regret_us,json=regretUs,proto3" json:"regret_us,omitempty"`
+	// census_s and census_version are the superpeer count the client holds
+	// and the version that set it, when the count follows a fraction of the
+	// network (0: none); the fresher of the two sides' values wins.
+	CensusS       uint32 `protobuf:"varint,5,opt,name=census_s,json=censusS,proto3" json:"census_s,omitempty"`
+	CensusVersion uint64 `protobuf:"varint,6,opt,name=census_version,json=censusVersion,proto3" json:"census_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -151,6 +156,20 @@ func (x *AttachRequest) GetRegretUs() int32 {
 	return 0
 }
 
+func (x *AttachRequest) GetCensusS() uint32 {
+	if x != nil {
+		return x.CensusS
+	}
+	return 0
+}
+
+func (x *AttachRequest) GetCensusVersion() uint64 {
+	if x != nil {
+		return x.CensusVersion
+	}
+	return 0
+}
+
 type AttachResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Status AttachResponse_Status  `protobuf:"varint,1,opt,name=status,proto3,enum=superpeer.attach.AttachResponse_Status" json:"status,omitempty"`
@@ -161,7 +180,11 @@ type AttachResponse struct {
 	Load     uint32 `protobuf:"varint,4,opt,name=load,proto3" json:"load,omitempty"`
 	Capacity uint32 `protobuf:"varint,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
 	// ttl_ms is how long the attachment lives without a renewal.
-	TtlMs         uint32 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs uint32 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// census_s and census_version: the superpeer count the answering peer
+	// holds, as in the request.
+	CensusS       uint32 `protobuf:"varint,7,opt,name=census_s,json=censusS,proto3" json:"census_s,omitempty"`
+	CensusVersion uint64 `protobuf:"varint,8,opt,name=census_version,json=censusVersion,proto3" json:"census_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,23 +261,41 @@ func (x *AttachResponse) GetTtlMs() uint32 {
 	return 0
 }
 
+func (x *AttachResponse) GetCensusS() uint32 {
+	if x != nil {
+		return x.CensusS
+	}
+	return 0
+}
+
+func (x *AttachResponse) GetCensusVersion() uint64 {
+	if x != nil {
+		return x.CensusVersion
+	}
+	return 0
+}
+
 var File_attach_proto protoreflect.FileDescriptor
 
 const file_attach_proto_rawDesc = "" +
 	"\n" +
-	"\fattach.proto\x12\x10superpeer.attach\"p\n" +
+	"\fattach.proto\x12\x10superpeer.attach\"\xb2\x01\n" +
 	"\rAttachRequest\x12\x14\n" +
 	"\x05leave\x18\x01 \x01(\bR\x05leave\x12\x14\n" +
 	"\x05coord\x18\x02 \x03(\x01R\x05coord\x12\x16\n" +
 	"\x06height\x18\x03 \x01(\x01R\x06height\x12\x1b\n" +
-	"\tregret_us\x18\x04 \x01(\x11R\bregretUs\"\xf9\x01\n" +
+	"\tregret_us\x18\x04 \x01(\x11R\bregretUs\x12\x19\n" +
+	"\bcensus_s\x18\x05 \x01(\rR\acensusS\x12%\n" +
+	"\x0ecensus_version\x18\x06 \x01(\x04R\rcensusVersion\"\xbb\x02\n" +
 	"\x0eAttachResponse\x12?\n" +
 	"\x06status\x18\x01 \x01(\x0e2'.superpeer.attach.AttachResponse.StatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
 	"\x04hint\x18\x03 \x01(\fR\x04hint\x12\x12\n" +
 	"\x04load\x18\x04 \x01(\rR\x04load\x12\x1a\n" +
 	"\bcapacity\x18\x05 \x01(\rR\bcapacity\x12\x15\n" +
-	"\x06ttl_ms\x18\x06 \x01(\rR\x05ttlMs\"3\n" +
+	"\x06ttl_ms\x18\x06 \x01(\rR\x05ttlMs\x12\x19\n" +
+	"\bcensus_s\x18\a \x01(\rR\acensusS\x12%\n" +
+	"\x0ecensus_version\x18\b \x01(\x04R\rcensusVersion\"3\n" +
 	"\x06Status\x12\f\n" +
 	"\bACCEPTED\x10\x00\x12\b\n" +
 	"\x04FULL\x10\x01\x12\x11\n" +
