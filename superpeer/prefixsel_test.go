@@ -2,8 +2,8 @@ package superpeer
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"math/rand"
 	"slices"
 	"testing"
