@@ -43,3 +43,31 @@ func PickOctet(used []netip.Prefix, prefer int) (int, error) {
 	}
 	return 0, fmt.Errorf("testbed: every 10.%d-%d.0.0/16 is in use on this machine", lo, hi)
 }
+
+// ParseNetnsList reads `ip netns list`: a name a line, maybe followed by
+// "(id: N)".
+func ParseNetnsList(out string) []string {
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names = append(names, f[0])
+		}
+	}
+	return names
+}
+
+// ParseLinkNames reads `ip -o link show`: "N: NAME[@PEER]: <FLAGS> ..." a
+// line.
+func ParseLinkNames(out string) []string {
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		name := strings.TrimSuffix(f[1], ":")
+		name, _, _ = strings.Cut(name, "@")
+		names = append(names, name)
+	}
+	return names
+}
