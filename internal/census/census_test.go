@@ -256,47 +256,36 @@ func TestGossip_FollowsTheFraction(t *testing.T) {
 // absorbs the jitter, and after one change the count stays put.
 func TestGossip_NoFlapping(t *testing.T) {
 	cfg := Config{Fraction: 0.01, HoldDown: 5 * time.Second, Expire: 30 * time.Second}
-	g := newGossipNet(t, cfg, 1050, 10, 3)
-	changes := 0
-	last := g.peers[0].Value()
-	rng := rand.New(rand.NewPCG(9, 9))
-	for r := 0; r < 2000; r++ {
-		// n wanders over 1042..1058: f·n from 10.42 to 10.58, on both
-		// sides of the rounding boundary of 10.5.
-		target := 1042 + rng.IntN(17)
-		for len(g.peers) < target {
-			g.add(t, 10)
+	// changes runs 2000 rounds of n wandering over 1042..1058 — f·n from
+	// 10.42 to 10.58, on both sides of the rounding boundary of 10.5 — and
+	// counts the changes of the value.
+	changes := func(cfg Config) (int, Value) {
+		g := newGossipNet(t, cfg, 1050, 10, 3)
+		rng := rand.New(rand.NewPCG(9, 9))
+		n, last := 0, g.peers[0].Value()
+		for r := 0; r < 2000; r++ {
+			target := 1042 + rng.IntN(17)
+			for len(g.peers) < target {
+				g.add(t, 10)
+			}
+			g.peers = g.peers[:target]
+			g.round(time.Second)
+			if v := g.peers[0].Value(); v != last {
+				n++
+				last = v
+			}
 		}
-		g.peers = g.peers[:target]
-		g.round(time.Second)
-		if v := g.peers[0].Value(); v != last {
-			changes++
-			last = v
-		}
+		return n, last
 	}
-	if changes != 0 {
-		t.Fatalf("S changed %d times while f·n stayed within 10.42..10.58 (now %v)", changes, last)
+	if n, last := changes(cfg); n != 0 {
+		t.Fatalf("S changed %d times while f·n stayed within 10.42..10.58 (now %v)", n, last)
 	}
 	// The band is what holds it: half a superpeer of slack, no relative
 	// band, and the same jitter moves S back and forth.
 	narrow := cfg
 	narrow.Slack, narrow.Hysteresis = 0.5, 1e-9
-	g = newGossipNet(t, narrow, 1050, 10, 3)
-	changes, last = 0, g.peers[0].Value()
-	for r := 0; r < 2000; r++ {
-		target := 1042 + rng.IntN(17)
-		for len(g.peers) < target {
-			g.add(t, 10)
-		}
-		g.peers = g.peers[:target]
-		g.round(time.Second)
-		if v := g.peers[0].Value(); v != last {
-			changes++
-			last = v
-		}
-	}
-	if changes < 10 {
-		t.Fatalf("without the band S changed only %d times: the test cannot tell", changes)
+	if n, _ := changes(narrow); n < 10 {
+		t.Fatalf("without the band S changed only %d times: the test cannot tell", n)
 	}
 }
 
