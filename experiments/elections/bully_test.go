@@ -10,38 +10,27 @@ import (
 // textbook's exactly in the worst and best cases and within the worst case
 // for a random initiator.
 func TestBully(t *testing.T) {
-	for _, a := range Lookup("bully") {
-		for _, n := range []int{1, 2, 3, 4, 5, 16, 33} {
-			for seed := int64(1); seed <= 30; seed++ {
-				r, v, err := a.Run(n, seed, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !v.OneLeader || !v.RightLeader {
-					t.Fatalf("%s n=%d seed %d: %s", a.Key(), n, seed, v.Note)
-				}
-				if r.Agreed < 0 {
-					t.Fatalf("%s n=%d seed %d: never agreed", a.Key(), n, seed)
-				}
-				got := a.Counted(r)
-				switch a.Variant {
-				case "worst":
-					half := n * (n - 1) / 2
-					if r.ByKind["ELECTION"] != half || r.ByKind["OK"] != half || r.ByKind["COORDINATOR"] != n-1 || float64(got) != a.Bound(n) {
-						t.Fatalf("%s n=%d seed %d: %v, want %d ELECTION, %d OK, %d COORDINATOR", a.Key(), n, seed, r.ByKind, half, half, n-1)
-					}
-				case "best":
-					if float64(got) != a.Bound(n) || r.ByKind["COORDINATOR"] != got {
-						t.Fatalf("%s n=%d seed %d: %v, want %v COORDINATOR only", a.Key(), n, seed, r.ByKind, a.Bound(n))
-					}
-				case "":
-					if float64(got) > a.Bound(n) {
-						t.Fatalf("%s n=%d seed %d: %d messages over %v", a.Key(), n, seed, got, a.Bound(n))
-					}
-				}
+	runAll(t, "bully", []int{1, 2, 3, 4, 5, 16, 33}, 30, func(a Algorithm, n int, seed int64, r Result) {
+		if r.Agreed < 0 {
+			t.Fatalf("%s n=%d seed %d: never agreed", a.Key(), n, seed)
+		}
+		got := a.Counted(r)
+		switch a.Variant {
+		case "worst":
+			half := n * (n - 1) / 2
+			if r.ByKind["ELECTION"] != half || r.ByKind["OK"] != half || r.ByKind["COORDINATOR"] != n-1 || float64(got) != a.Bound(n) {
+				t.Fatalf("%s n=%d seed %d: %v, want %d ELECTION, %d OK, %d COORDINATOR", a.Key(), n, seed, r.ByKind, half, half, n-1)
+			}
+		case "best":
+			if float64(got) != a.Bound(n) || r.ByKind["COORDINATOR"] != got {
+				t.Fatalf("%s n=%d seed %d: %v, want %v COORDINATOR only", a.Key(), n, seed, r.ByKind, a.Bound(n))
+			}
+		case "":
+			if float64(got) > a.Bound(n) {
+				t.Fatalf("%s n=%d seed %d: %d messages over %v", a.Key(), n, seed, got, a.Bound(n))
 			}
 		}
-	}
+	})
 }
 
 // The worst case stays exact at larger sizes.

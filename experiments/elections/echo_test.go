@@ -10,43 +10,32 @@ import (
 // WAVE+ECHO messages, several initiators' waves at least that and at most
 // 2m per initiator; the announcement down the tree costs n−1.
 func TestEcho(t *testing.T) {
-	for _, a := range Lookup("echo") {
-		for _, n := range []int{1, 2, 3, 4, 5, 16, 33, 100} {
-			for seed := int64(1); seed <= 30; seed++ {
-				r, v, err := a.Run(n, seed, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !v.OneLeader || !v.RightLeader {
-					t.Fatalf("%s n=%d seed %d: %s", a.Key(), n, seed, v.Note)
-				}
-				m := echoEdges(r)
-				if m > echoMaxEdges(n) {
-					t.Fatalf("%s n=%d seed %d: %d edges, more than the bound's %d", a.Key(), n, seed, m, echoMaxEdges(n))
-				}
-				got := a.Counted(r)
-				switch a.Variant {
-				case "one":
-					if got != 2*m {
-						t.Fatalf("%s n=%d seed %d: %d WAVE+ECHO messages, want 2m = %d", a.Key(), n, seed, got, 2*m)
-					}
-				default:
-					if got < 2*m || got > 2*m*n {
-						t.Fatalf("%s n=%d seed %d: %d WAVE+ECHO messages outside [2m, 2m·n] = [%d, %d]", a.Key(), n, seed, got, 2*m, 2*m*n)
-					}
-				}
-				if float64(got) > a.Bound(n) {
-					t.Fatalf("%s n=%d seed %d: %d messages above the bound %v", a.Key(), n, seed, got, a.Bound(n))
-				}
-				if r.ByKind["LEADER"] != n-1 {
-					t.Fatalf("%s n=%d seed %d: %d LEADER messages, want n−1", a.Key(), n, seed, r.ByKind["LEADER"])
-				}
-				if r.Agreed < 0 {
-					t.Fatalf("%s n=%d seed %d: never agreed", a.Key(), n, seed)
-				}
+	runAll(t, "echo", []int{1, 2, 3, 4, 5, 16, 33, 100}, 30, func(a Algorithm, n int, seed int64, r Result) {
+		m := echoEdges(r)
+		if m > echoMaxEdges(n) {
+			t.Fatalf("%s n=%d seed %d: %d edges, more than the bound's %d", a.Key(), n, seed, m, echoMaxEdges(n))
+		}
+		got := a.Counted(r)
+		switch a.Variant {
+		case "one":
+			if got != 2*m {
+				t.Fatalf("%s n=%d seed %d: %d WAVE+ECHO messages, want 2m = %d", a.Key(), n, seed, got, 2*m)
+			}
+		default:
+			if got < 2*m || got > 2*m*n {
+				t.Fatalf("%s n=%d seed %d: %d WAVE+ECHO messages outside [2m, 2m·n] = [%d, %d]", a.Key(), n, seed, got, 2*m, 2*m*n)
 			}
 		}
-	}
+		if float64(got) > a.Bound(n) {
+			t.Fatalf("%s n=%d seed %d: %d messages above the bound %v", a.Key(), n, seed, got, a.Bound(n))
+		}
+		if r.ByKind["LEADER"] != n-1 {
+			t.Fatalf("%s n=%d seed %d: %d LEADER messages, want n−1", a.Key(), n, seed, r.ByKind["LEADER"])
+		}
+		if r.Agreed < 0 {
+			t.Fatalf("%s n=%d seed %d: never agreed", a.Key(), n, seed)
+		}
+	})
 }
 
 // A late initiator with a higher ID, woken after the first wave is over,

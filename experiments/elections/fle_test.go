@@ -9,37 +9,26 @@ import (
 // highest (epoch, zxid, sid) of the live, and a quorum was needed: with a
 // minority down, the live servers are still a quorum.
 func TestFLE(t *testing.T) {
-	for _, a := range Lookup("fle") {
-		for _, n := range []int{1, 2, 3, 4, 5, 7, 15, 31} {
-			for seed := int64(1); seed <= 20; seed++ {
-				r, v, err := a.Run(n, seed, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !v.OneLeader || !v.RightLeader {
-					t.Fatalf("%s n=%d seed %d: %s", a.Key(), n, seed, v.Note)
-				}
-				live := 0
-				for _, up := range r.Live {
-					if up {
-						live++
-					}
-				}
-				want := n
-				if a.Variant == "minority-down" {
-					want = n - (n-1)/2
-				}
-				if live != want || 2*live <= n {
-					t.Fatalf("%s n=%d: %d live", a.Key(), n, live)
-				}
-				// Each live server notifies every other at least once; no
-				// one decides before a finalize wait.
-				if r.Messages < live*(n-1) || r.Agreed < finalizeWait {
-					t.Fatalf("%s n=%d seed %d: %d messages, agreed at %v", a.Key(), n, seed, r.Messages, r.Agreed)
-				}
+	runAll(t, "fle", []int{1, 2, 3, 4, 5, 7, 15, 31}, 20, func(a Algorithm, n int, seed int64, r Result) {
+		live := 0
+		for _, up := range r.Live {
+			if up {
+				live++
 			}
 		}
-	}
+		want := n
+		if a.Variant == "minority-down" {
+			want = n - (n-1)/2
+		}
+		if live != want || 2*live <= n {
+			t.Fatalf("%s n=%d: %d live", a.Key(), n, live)
+		}
+		// Each live server notifies every other at least once; no
+		// one decides before a finalize wait.
+		if r.Messages < live*(n-1) || r.Agreed < finalizeWait {
+			t.Fatalf("%s n=%d seed %d: %d messages, agreed at %v", a.Key(), n, seed, r.Messages, r.Agreed)
+		}
+	})
 }
 
 // The vote order is epoch, then zxid, then sid.

@@ -10,41 +10,30 @@ import (
 // leader in round n·m−1 and the run ends at n·m·R exactly, so time grows
 // with m while messages stay n.
 func TestTimeSlice(t *testing.T) {
-	for _, a := range Lookup("timeslice") {
-		for _, n := range []int{1, 2, 3, 5, 16, 33} {
-			for seed := int64(1); seed <= 20; seed++ {
-				r, v, err := a.Run(n, seed, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !v.OneLeader || !v.RightLeader {
-					t.Fatalf("%s n=%d seed %d: %s", a.Key(), n, seed, v.Note)
-				}
-				if r.Messages != n || a.Counted(r) != n || float64(n) != a.Bound(n) {
-					t.Fatalf("%s n=%d seed %d: %d messages (%d TOKEN), want n", a.Key(), n, seed, r.Messages, a.Counted(r))
-				}
-				m := r.Configs[r.Leaders[0]].ID
-				want := 1
-				if a.Variant == "large-min" {
-					want = n + 1
-				}
-				if m != want {
-					t.Fatalf("%s n=%d seed %d: lowest ID %d, want %d", a.Key(), n, seed, m, want)
-				}
-				if n < 2 {
-					continue
-				}
-				R := timeSliceRound(r.Configs[0].MaxDelay)
-				rounds := time.Duration(n * m)
-				if r.End != rounds*R {
-					t.Fatalf("%s n=%d seed %d: ended at %v, want n·min·R = %v", a.Key(), n, seed, r.End, rounds*R)
-				}
-				if r.Agreed < (rounds-2)*R || r.Agreed >= (rounds-1)*R {
-					t.Fatalf("%s n=%d seed %d: agreed at %v, not in round n·min−1 [%v, %v)", a.Key(), n, seed, r.Agreed, (rounds-2)*R, (rounds-1)*R)
-				}
-			}
+	runAll(t, "timeslice", []int{1, 2, 3, 5, 16, 33}, 20, func(a Algorithm, n int, seed int64, r Result) {
+		if r.Messages != n || a.Counted(r) != n || float64(n) != a.Bound(n) {
+			t.Fatalf("%s n=%d seed %d: %d messages (%d TOKEN), want n", a.Key(), n, seed, r.Messages, a.Counted(r))
 		}
-	}
+		m := r.Configs[r.Leaders[0]].ID
+		want := 1
+		if a.Variant == "large-min" {
+			want = n + 1
+		}
+		if m != want {
+			t.Fatalf("%s n=%d seed %d: lowest ID %d, want %d", a.Key(), n, seed, m, want)
+		}
+		if n < 2 {
+			return
+		}
+		R := timeSliceRound(r.Configs[0].MaxDelay)
+		rounds := time.Duration(n * m)
+		if r.End != rounds*R {
+			t.Fatalf("%s n=%d seed %d: ended at %v, want n·min·R = %v", a.Key(), n, seed, r.End, rounds*R)
+		}
+		if r.Agreed < (rounds-2)*R || r.Agreed >= (rounds-1)*R {
+			t.Fatalf("%s n=%d seed %d: agreed at %v, not in round n·min−1 [%v, %v)", a.Key(), n, seed, r.Agreed, (rounds-2)*R, (rounds-1)*R)
+		}
+	})
 }
 
 // Explicit IDs: the lowest one wins wherever it sits, and its phase is the

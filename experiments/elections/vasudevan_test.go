@@ -8,26 +8,15 @@ import (
 // Every variant ends, at every seed, with each connected component led by
 // its most capable node and every node of it naming that node.
 func TestVasudevan(t *testing.T) {
-	for _, a := range Lookup("vasudevan") {
-		for _, n := range []int{1, 2, 5, 16, 40} {
-			for seed := int64(1); seed <= 20; seed++ {
-				r, v, err := a.Run(n, seed, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !v.OneLeader || !v.RightLeader {
-					t.Fatalf("%s n=%d seed %d: %s", a.Key(), n, seed, v.Note)
-				}
-				linked := false
-				for _, c := range r.Configs {
-					linked = linked || len(c.Neighbors) > 0
-				}
-				if linked && (r.ByKind["ELECTION"] == 0 || r.ByKind["HEARTBEAT"] == 0) {
-					t.Fatalf("%s n=%d seed %d: messages %v", a.Key(), n, seed, r.ByKind)
-				}
-			}
+	runAll(t, "vasudevan", []int{1, 2, 5, 16, 40}, 20, func(a Algorithm, n int, seed int64, r Result) {
+		linked := false
+		for _, c := range r.Configs {
+			linked = linked || len(c.Neighbors) > 0
 		}
-	}
+		if linked && (r.ByKind["ELECTION"] == 0 || r.ByKind["HEARTBEAT"] == 0) {
+			t.Fatalf("%s n=%d seed %d: messages %v", a.Key(), n, seed, r.ByKind)
+		}
+	})
 }
 
 // While the square is cut in two, each part is led by its own most capable
