@@ -43,8 +43,17 @@ func Available() error {
 	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil {
 		return fmt.Errorf("testbed: ip netns list: %v: %s", err, bytes.TrimSpace(out))
 	}
+	// A shaper: the TUN delay line needs /dev/net/tun, netem the kernel's
+	// sch_netem.
+	if _, err := os.Stat("/dev/net/tun"); err != nil && !ProbeNetem(newProbeID()) {
+		return fmt.Errorf("testbed: no shaper: neither /dev/net/tun (%v) nor sch_netem", err)
+	}
 	return nil
 }
+
+// newProbeID names a netem probe: the process and the time, short enough
+// for an interface name.
+func newProbeID() string { return fmt.Sprintf("p%x", (os.Getpid()^int(time.Now().UnixNano()))&0xffff) }
 
 // run runs a command, with input on its stdin if non-empty, and returns
 // its error with what it printed.
