@@ -44,8 +44,10 @@ type PrefixCore struct {
 	scheme Prefix
 	group  int
 	// next is a code SetScheme gave while a step was under way, taken up
-	// when the step ends.
-	next *Prefix
+	// when the step ends; roleScheme the code under which the step that
+	// made the peer a superpeer decided it.
+	next       *Prefix
+	roleScheme Prefix
 	// The periods, the options' with their defaults.
 	recheck, clientRecheck, minRecheck, startSpread, renewEvery time.Duration
 
@@ -526,6 +528,7 @@ func (c *PrefixCore) lookedHome(now time.Time, sp peer.ID, key dht.Key, ok bool)
 			c.attached = ""
 		}
 		c.set(Superpeer, c.id, c.key, "closest to its superpeer key")
+		c.roleScheme = c.scheme
 		c.endStep(now)
 		return
 	}

@@ -281,9 +281,11 @@ func (s *PrefixSelector) censusRound(ctx context.Context, now time.Time, out *sy
 	role, _ := s.core.Role()
 	b := s.box
 	b.mu.Lock()
-	if role == Superpeer {
+	if role == Superpeer && s.core.roleScheme == scheme {
 		b.c.Report(now, s.attach.Load()+1, scheme.Share(scheme.Group(s.node.Key())))
 	} else {
+		// Not a superpeer, or not yet one under this code: its clients
+		// may still be those of a group the code has changed.
 		b.c.Withdraw()
 	}
 	_, proposed := b.c.Tick(now)

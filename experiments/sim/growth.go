@@ -264,11 +264,14 @@ func (g *growth) step(sp *growthSP) {
 	now := g.now()
 	v := sp.c.Value()
 	scheme, _ := superpeer.Exact(v.S)
-	share := scheme.Share(scheme.Group(sp.group))
-	if n, _, ok := g.members(sp.group, share); ok {
+	g0 := scheme.Group(sp.group)
+	share := scheme.Share(g0)
+	if n, _, ok := g.members(sp.group, share); ok && scheme.GroupKey(g0) == sp.group {
 		sp.c.Report(now, n, share)
 	} else {
-		sp.c.Withdraw() // an empty group has no superpeer
+		// An empty group has no superpeer, and one whose group the value
+		// merged away is about to be a client.
+		sp.c.Withdraw()
 	}
 	// One exchange with a random other superpeer: a hop each way.
 	if other := g.pick(sp); other != nil {

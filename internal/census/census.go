@@ -26,8 +26,8 @@
 // they stand for is the network size n̂: the exact sum when the table covers
 // every superpeer and every peer is attached once; past MaxReports
 // superpeers, a ratio estimate from the most recently heard sample, whose
-// relative error is about 1/sqrt(n·(sample's share)), well inside the band
-// at the sizes where the sample is partial. Reports expire when not refreshed (a dead superpeer's
+// relative error is about 1/sqrt(n·(sample's share)): about 1% with 128
+// reports of 100 peers each. Reports expire when not refreshed (a dead superpeer's
 // clients re-attach elsewhere and are counted there), and a new value
 // discards the reports made under older ones (the superpeers and their
 // loads change with S).
@@ -39,7 +39,8 @@
 // table holds reports from at least half of S superpeers under the current
 // value (or MaxReports + 1 of them: a table of a few reports extrapolates
 // from too few groups; not all S, as some groups of a small network are
-// empty and never report), and the current value is at least
+// empty and never report), it found the count outside the band on Confirm
+// ticks in a row, and the current value is at least
 // HoldDown old (loads move after every change). Superpeers whose tables
 // agree propose the same value at about the same time; otherwise the order
 // of values picks one. The band — Hysteresis of S, at least Slack in
@@ -111,9 +112,13 @@ type Config struct {
 	// Expire drops a report not refreshed for this long (default 90 s).
 	Expire time.Duration
 	// MaxReports bounds the reports of others a peer keeps and sends
-	// (default 64; the most recently heard stay): with more superpeers than
-	// that, the size is extrapolated from a sample of them.
+	// (default 128; the most recently heard stay): with more superpeers
+	// than that, the size is extrapolated from a sample of them.
 	MaxReports int
+	// Confirm is how many ticks in a row must find the count outside the
+	// band before this peer proposes (default 2): one table that strays —
+	// of a thousand superpeers one always does — does not move everyone.
+	Confirm int
 }
 
 // ErrConfig wraps every invalid Config.
@@ -153,7 +158,13 @@ func (c *Config) fill() error {
 		c.Expire = 90 * time.Second
 	}
 	if c.MaxReports == 0 {
-		c.MaxReports = 64
+		c.MaxReports = 128
+	}
+	if c.Confirm == 0 {
+		c.Confirm = 2
+	}
+	if c.Confirm < 1 {
+		return fmt.Errorf("%w: confirm %d below 1", ErrConfig, c.Confirm)
 	}
 	if c.MaxReports < 1 {
 		return fmt.Errorf("%w: max reports %d below 1", ErrConfig, c.MaxReports)
@@ -203,6 +214,7 @@ type Census struct {
 	table   map[string]*entry
 	seq     uint64
 	started bool
+	outside int // ticks in a row that found the count outside the band
 	// Proposed counts the values this peer proposed; Adopted those it took
 	// from others.
 	Proposed, Adopted int
@@ -245,7 +257,7 @@ func (c *Census) Observe(now time.Time, v Value) bool {
 }
 
 func (c *Census) adopt(now time.Time, v Value) {
-	c.val, c.since = v, now
+	c.val, c.since, c.outside = v, now, 0
 	for id, e := range c.table {
 		if e.Version < v.Version {
 			delete(c.table, id)
@@ -362,6 +374,10 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 	}
 	want := c.cfg.Target(n, c.val.S)
 	if want == c.val.S {
+		c.outside = 0
+		return c.val, false
+	}
+	if c.outside++; c.outside < c.cfg.Confirm {
 		return c.val, false
 	}
 	c.adopt(now, Value{S: want, Version: c.val.Version + 1})

@@ -108,9 +108,14 @@ func TestTick_Guards(t *testing.T) {
 	if _, ch := c.Tick(now.Add(5 * time.Second)); ch {
 		t.Fatal("proposed within the hold-down")
 	}
-	// 100 peers at f = 0.1: S should be 10, but b's report expires at 30 s.
+	// 100 peers at f = 0.1: S should be 10 (b's report expires at 30 s);
+	// the first tick that finds it only counts, the second (Confirm)
+	// proposes.
+	if v, ch := c.Tick(now.Add(28 * time.Second)); ch {
+		t.Fatalf("proposed %v on the first tick outside the band", v)
+	}
 	if v, ch := c.Tick(now.Add(29 * time.Second)); !ch || v != (Value{S: 10, Version: 1}) {
-		t.Fatalf("did not propose S=10 v1 with a full table: %v %v", v, ch)
+		t.Fatalf("did not propose S=10 v1 with a full table on the second tick: %v %v", v, ch)
 	}
 	// With S = 4 a table needs reports from two superpeers.
 	c2, _ := New(cfg, "a", Value{S: 4})
@@ -315,16 +320,16 @@ func TestSize_Sample(t *testing.T) {
 		c.Merge(t0.Add(time.Duration(i)*time.Millisecond), Value{S: S}, es[i:min(i+50, len(es))])
 	}
 	got, k := c.Size(t0.Add(time.Second))
-	if k != 64 {
-		t.Fatalf("table holds %d reports, want MaxReports 64", k)
+	if k != 128 {
+		t.Fatalf("table holds %d reports, want MaxReports 128", k)
 	}
 	if math.Abs(got-n)/n > 0.03 {
 		t.Fatalf("estimate %.0f from %d reports, want within 3%% of %d", got, k, n)
 	}
-	// The most recently heard stay: the last batch of 50 and 14 of the one
-	// before.
+	// The most recently heard stay: the last two batches of 50 and 28 of
+	// the one before.
 	recent := map[string]bool{}
-	for _, e := range es[len(es)-100:] {
+	for _, e := range es[len(es)-150:] {
 		recent[e.ID] = true
 	}
 	for _, e := range c.Digest(t0.Add(time.Second)) {
