@@ -40,8 +40,8 @@ func Pow2(k int) (Prefix, error) {
 	return Prefix{k: k, split: 1 << (k - 1), s: 1 << k}, nil
 }
 
-// BitsFor is k = ⌈log2 S⌉.
-func BitsFor(s int) int {
+// bitsFor is k = ⌈log2 S⌉.
+func bitsFor(s int) int {
 	if s <= 1 {
 		return 0
 	}
@@ -53,7 +53,7 @@ func Exact(s int) (Prefix, error) {
 	if s < 1 || s > 1<<maxPrefixBits {
 		return Prefix{}, fmt.Errorf("superpeer: %d superpeers not in [1, 2^%d]", s, maxPrefixBits)
 	}
-	k := BitsFor(s)
+	k := bitsFor(s)
 	if k == 0 {
 		return Prefix{s: 1}, nil
 	}

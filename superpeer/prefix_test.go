@@ -68,8 +68,8 @@ func TestPrefix_Table(t *testing.T) {
 	if _, err := Pow2(maxPrefixBits + 1); err == nil {
 		t.Error("Pow2 beyond the limit succeeded")
 	}
-	if BitsFor(50) != 6 || BitsFor(64) != 6 || BitsFor(65) != 7 || BitsFor(1) != 0 {
-		t.Error("BitsFor is not ⌈log2 S⌉")
+	if bitsFor(50) != 6 || bitsFor(64) != 6 || bitsFor(65) != 7 || bitsFor(1) != 0 {
+		t.Error("bitsFor is not ⌈log2 S⌉")
 	}
 }
 

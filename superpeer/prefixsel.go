@@ -66,7 +66,7 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 	}
 	var scheme Prefix
 	if o.Pow2 {
-		scheme, err = Pow2(BitsFor(o.Superpeers))
+		scheme, err = Pow2(bitsFor(o.Superpeers))
 	} else {
 		scheme, err = Exact(o.Superpeers)
 	}
@@ -269,7 +269,7 @@ func (s *PrefixSelector) takeCensus(now time.Time) []PrefixOp {
 	if same {
 		return nil
 	}
-	return s.core.SetScheme(now, scheme)
+	return s.core.setScheme(now, scheme)
 }
 
 // censusRound is a census period (the loop's): a superpeer reports its

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math/bits"
 	"math/rand"
 	"slices"
 	"testing"
@@ -132,7 +133,7 @@ func TestPrefix_CoreAgreesWithOracle(t *testing.T) {
 		keys := randomKeys(c.seed, c.n)
 		scheme, err := superpeer.Exact(c.S)
 		if c.pow2 {
-			scheme, err = superpeer.Pow2(superpeer.BitsFor(c.S))
+			scheme, err = superpeer.Pow2(bits.Len(uint(c.S - 1)))
 		}
 		if err != nil {
 			t.Fatal(err)
