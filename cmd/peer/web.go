@@ -35,7 +35,7 @@ import (
 var webAssets embed.FS
 
 // webInterval is the shortest time between two snapshots of the live map;
-// a snapshot that takes long stretches it (at most a tenth of the time
+// a snapshot that takes long stretches it (at most a fifth of the time
 // goes to snapshots).
 const webInterval = 500 * time.Millisecond
 
@@ -44,6 +44,8 @@ const webInterval = 500 * time.Millisecond
 type frame struct {
 	swarm.Snapshot
 	Paused bool `json:"paused"`
+	// TookMs is how long the snapshot took to take.
+	TookMs float64 `json:"took_ms"`
 }
 
 // mapServer serves the live map: the page, its event stream (GET
@@ -116,12 +118,14 @@ func (m *mapServer) handler() http.Handler {
 
 // take makes a frame of the current state.
 func (m *mapServer) take() *frame {
+	start := time.Now()
 	s := m.snapshot()
+	took := time.Since(start)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
 	s.Seq = m.seq
-	return &frame{Snapshot: s, Paused: m.paused}
+	return &frame{Snapshot: s, Paused: m.paused, TookMs: float64(took.Microseconds()) / 1000}
 }
 
 // produce takes snapshots while somebody listens and is not paused, and
@@ -143,7 +147,7 @@ func (m *mapServer) produce() {
 				m.broadcast(b)
 				m.mu.Unlock()
 			}
-			wait = max(webInterval, 10*time.Since(start))
+			wait = max(webInterval, 4*time.Since(start))
 		}
 		var tick <-chan time.Time
 		if listening && !paused {

@@ -251,7 +251,7 @@ func TestWeb_EventStreamCarriesWhatThePageDraws(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	s, err := swarm.New(ctx, swarm.Config{N: n, Seed: 9, RTT: pl, HostOf: pl.Host})
 	if err != nil {
@@ -442,5 +442,48 @@ func TestWeb_PageIsEmbedded(t *testing.T) {
 	}
 	if _, err := startMap("nowhere:port", nil, nil); err == nil || !strings.Contains(err.Error(), "--web") {
 		t.Errorf("a bad address: %v", err)
+	}
+}
+
+// TestWeb_PeerRunMap: `peer run --web` serves one peer's own view: itself
+// first, the other peer from its routing table, its role and superpeer as
+// the prefix method settles them (one superpeer for two).
+func TestWeb_PeerRunMap(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--listen", "/ip4/127.0.0.1/tcp/0", "--refresh", "2s", "--method", "prefix", "--superpeers", "1", "--ttl", "1500ms"}
+	p1 := startPeer(t, append(common, "--key", filepath.Join(dir, "k1"))...)
+	line := p1.waitLine(t, 30*time.Second, "listening on /ip4/127.0.0.1/tcp/")
+	addr1 := line[strings.Index(line, "/ip4/"):]
+	p2 := startPeer(t, append(common, "--key", filepath.Join(dir, "k2"), "--bootstrap", addr1, "--web", "127.0.0.1:0")...)
+	l := p2.waitLine(t, 30*time.Second, "web map on http://")
+	page := l[strings.Index(l, "http://"):]
+	p2.waitLine(t, 60*time.Second, "role ")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := httpGet(page + "api/snapshot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f frame
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatalf("snapshot %s: %v", b, err)
+		}
+		if f.Mode == "peer" && f.Method == "prefix" && len(f.Peers) == 2 && f.Superpeers == 1 && len(f.Groups) == 1 &&
+			(f.Peers[0].Role == "superpeer" && f.Peers[0].SP == 0 || f.Peers[0].Role == "client" && f.Peers[0].SP == 1 && f.Peers[1].Role == "superpeer") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the peer's map never showed two peers and one superpeer: %s", b)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the condition
+	}
+	b, err := httpGet(page)
+	if err != nil || !strings.Contains(string(b), "app.js") {
+		t.Errorf("the page: %v", err)
+	}
+	if resp, err := http.PostForm(page+"api/kill", url.Values{"superpeer": {"any"}}); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("kill on one peer's map: %v %v", resp.Status, err)
+	} else {
+		resp.Body.Close()
 	}
 }

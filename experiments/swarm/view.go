@@ -452,23 +452,24 @@ func (v *View) Snapshot() Snapshot {
 	}
 
 	// Coordinates, projected on the two axes of most spread.
-	xy := map[int][3]float64{}
+	xy := make([][3]float64, len(s.Peers))
+	has := make([]bool, len(s.Peers))
+	var coords []vivaldi.Coord // of the live peers with one, in order of idx
+	var idx []int
 	if v.vr != nil {
-		var idx []int
 		var vecs [][]float64
-		heights := map[int]float64{}
 		for _, i := range live {
 			c := v.vr.Coord(i)
 			if len(c.Vec) > 0 {
 				idx = append(idx, i)
+				coords = append(coords, c)
 				vecs = append(vecs, c.Vec)
-				heights[i] = c.Height
 			}
 		}
 		pts, axes, kept := Project(vecs, v.axes)
 		v.axes, snap.Spread = axes, round(kept, 1000)
 		for k, i := range idx {
-			xy[i] = [3]float64{pts[k][0], pts[k][1], heights[i] * 1000}
+			xy[i], has[i] = [3]float64{pts[k][0], pts[k][1], coords[k].Height * 1000}, true
 			v.lastXY[i] = pts[k]
 		}
 	}
@@ -516,7 +517,7 @@ func (v *View) Snapshot() Snapshot {
 		}
 		id := p.Host.ID().String()
 		pv := PeerView{I: i, ID: id[max(0, len(id)-6):], K: round(keyFraction(p.Key), 1e6), SP: -1, G: -1, Role: "unknown"}
-		if c, ok := xy[i]; ok {
+		if c, ok := xy[i], has[i]; ok {
 			pv.Pos, pv.X, pv.Y, pv.H = true, round(c[0], 10), round(c[1], 10), round(c[2], 10)
 		} else if c, ok := v.lastXY[i]; ok {
 			pv.Pos, pv.X, pv.Y = true, round(c[0], 10), round(c[1], 10)
@@ -542,7 +543,7 @@ func (v *View) Snapshot() Snapshot {
 		snap.Peers = append(snap.Peers, pv)
 	}
 	if v.run == nil {
-		v.figures(&snap, live, nil, 0)
+		v.figures(&snap, live, nil, 0, idx, coords)
 		snap.Events = append([]Event(nil), v.events...)
 		return snap
 	}
@@ -591,15 +592,15 @@ func (v *View) Snapshot() Snapshot {
 			snap.Groups = append(snap.Groups, gv)
 		}
 	}
-	v.figures(&snap, live, st.Assignment, snap.Target)
+	v.figures(&snap, live, st.Assignment, snap.Target, idx, coords)
 	snap.Figures.Wrong = st.Wrong
 	snap.Events = append([]Event(nil), v.events...)
 	return snap
 }
 
 // figures fills the live figures; a is the current assignment (nil: no
-// method).
-func (v *View) figures(snap *Snapshot, live []int, a metrics.Assignment, S int) {
+// method), coords[k] the coordinate of peer idx[k].
+func (v *View) figures(snap *Snapshot, live []int, a metrics.Assignment, S int, idx []int, coords []vivaldi.Coord) {
 	s := v.s
 	f := &snap.Figures
 	if a != nil {
@@ -633,7 +634,7 @@ func (v *View) figures(snap *Snapshot, live []int, a metrics.Assignment, S int) 
 		}
 	}
 	if v.vr != nil {
-		f.VivaldiMedian, f.VivaldiP90 = v.sampledError(live)
+		f.VivaldiMedian, f.VivaldiP90 = v.sampledError(idx, coords)
 	}
 	// Messages sent, summed over the live peers.
 	t := s.Traffic()
@@ -677,41 +678,29 @@ func (v *View) figures(snap *Snapshot, live []int, a metrics.Assignment, S int) 
 	v.rate = rateMark{at: now, total: total, live: len(live)}
 }
 
-// sampledError is the coordinates' median and p90 relative error over
-// random pairs of live peers (all pairs below ~90 peers).
-func (v *View) sampledError(live []int) (median, p90 float64) {
-	coords := map[int]vivaldi.Coord{}
-	for _, i := range live {
-		if c := v.vr.Coord(i); len(c.Vec) > 0 {
-			coords[i] = c
-		}
-	}
-	var idx []int
-	for _, i := range live {
-		if _, ok := coords[i]; ok {
-			idx = append(idx, i)
-		}
-	}
+// sampledError is the coordinates' median and p90 relative error (coords[k]
+// is peer idx[k]'s) over random pairs of live peers (all pairs below ~90
+// peers).
+func (v *View) sampledError(idx []int, coords []vivaldi.Coord) (median, p90 float64) {
 	if len(idx) < 2 {
 		return 0, 0
 	}
-	var errs []float64
+	errs := make([]float64, 0, errorPairs)
 	add := func(a, b int) {
-		if d := v.s.RTT(a, b); d > 0 {
+		if d := v.s.RTT(idx[a], idx[b]); d > 0 {
 			errs = append(errs, math.Abs(coords[a].DistanceTo(coords[b])*1000-d)/d)
 		}
 	}
 	if len(idx)*(len(idx)-1)/2 <= errorPairs {
-		for x := range idx {
-			for y := x + 1; y < len(idx); y++ {
-				add(idx[x], idx[y])
+		for a := range idx {
+			for b := a + 1; b < len(idx); b++ {
+				add(a, b)
 			}
 		}
 	} else {
 		rng := rand.New(rand.NewSource(int64(len(idx))))
 		for range errorPairs {
-			a, b := idx[rng.Intn(len(idx))], idx[rng.Intn(len(idx))]
-			if a != b {
+			if a, b := rng.Intn(len(idx)), rng.Intn(len(idx)); a != b {
 				add(a, b)
 			}
 		}

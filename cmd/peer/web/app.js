@@ -53,6 +53,7 @@ function onSnapshot() {
   b.ready = s.ready;
   b.paused = s.paused;
   b.seq = s.seq;
+  b.tookMs = s.took_ms;
   $("mode").textContent = s.mode === "peer" ? "one peer's view" : "swarm";
   $("method").textContent = s.method || "—";
   $("stage").textContent = stageText(s);
@@ -98,10 +99,12 @@ function schedule() {
   requestAnimationFrame(() => {
     drawPending = false;
     if (!snap) return;
+    const t0 = performance.now();
     drawCoords();
     drawRing();
     drawLoads();
     drawSpark();
+    document.body.dataset.drawMs = (performance.now() - t0).toFixed(1);
     // Keep animating while a kill flashes.
     const now = performance.now();
     for (const [, t] of killSeen) if (now - t < KILL_FLASH_MS) { schedule(); break; }
@@ -387,6 +390,7 @@ function figures() {
     rows.push(["messages per peer per second", fmt(f.msgs_per_peer_s, 2)]);
   }
   if (snap.method === "repel") rows.push(["token moves / mints / fencings", f.moves + " / " + f.minted + " / " + f.fenced]);
+  rows.push(["snapshot taken in", fmt(snap.took_ms) + " ms"]);
   const tb = $("figures").tBodies[0];
   tb.replaceChildren(...rows.map(([k, v]) => {
     const tr = document.createElement("tr");
