@@ -93,7 +93,7 @@ func (b *censusBox) digest(now time.Time) *pb.CensusDigest {
 	v := b.c.Value()
 	d := &pb.CensusDigest{S: uint32(min(v.S, math.MaxUint32)), Version: v.Version}
 	for _, e := range b.c.Digest(now) {
-		d.Entries = append(d.Entries, &pb.CensusEntry{Id: []byte(e.ID), Peers: uint32(min(e.Peers, math.MaxUint32)), Share: e.Share, Version: e.Version, Seq: e.Seq})
+		d.Entries = append(d.Entries, &pb.CensusEntry{Id: []byte(e.ID), Peers: uint32(min(e.Peers, math.MaxUint32)), Share: e.Share, Version: e.Version, Seq: e.Seq, Estimate: e.Estimate})
 	}
 	return d
 }
@@ -112,8 +112,9 @@ func (b *censusBox) merge(now time.Time, d *pb.CensusDigest) error {
 			return errCensusDigest
 		}
 		// The census ignores what it cannot use (no peers, a share outside
-		// (0, 1], NaN): it counts no report it cannot trust.
-		es = append(es, census.Entry{ID: string(e.Id), Peers: int(e.Peers), Share: e.Share, Version: e.Version, Seq: e.Seq})
+		// (0, 1], a NaN or absurd estimate): it counts no report it cannot
+		// trust.
+		es = append(es, census.Entry{ID: string(e.Id), Peers: int(e.Peers), Share: e.Share, Version: e.Version, Seq: e.Seq, Estimate: e.Estimate})
 	}
 	b.mu.Lock()
 	before := b.c.Value()

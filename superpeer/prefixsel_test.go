@@ -270,6 +270,16 @@ func TestPrefixSelector_FractionFollowsTheNetwork(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
+				for _, p := range peers {
+					if p.dead {
+						continue
+					}
+					p.sel.box.mu.Lock()
+					n, k := p.sel.box.c.Size(time.Now())
+					v := p.sel.box.c.Value()
+					p.sel.box.mu.Unlock()
+					t.Logf("%s %v load %d: %v, size %.1f from %d reports", p.node.ID(), p.sel.Role(), p.sel.Attach().Load(), v, n, k)
+				}
 				t.Fatalf("not at S = %d after %v: %s", S, limit, why)
 			}
 			time.Sleep(20 * time.Millisecond)

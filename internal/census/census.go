@@ -34,8 +34,10 @@
 //
 // # Deciding, with hysteresis
 //
-// A superpeer proposes a new value — S' = max(Min, round(f·n̂)), the version
-// one above its own — when f·n̂ has left the band around S (Target), its
+// A superpeer proposes a new value — S' = round(f·n̂) within [Min, Max], the
+// version one above its own, n̂ the median of its own estimate and those
+// its table's reports carry (each superpeer's estimate when it reported) —
+// when f·n̂ has left the band around S (Target), its
 // table holds reports from at least half of S superpeers under the current
 // value (or MaxReports + 1 of them: a table of a few reports extrapolates
 // from too few groups; not all S, as some groups of a small network are
@@ -84,6 +86,11 @@ type Entry struct {
 	Share   float64
 	Version uint64
 	Seq     uint64
+	// Estimate is the network size the reporter's own table added up to
+	// when it reported (0: none yet). A proposal goes by the median of the
+	// estimates a table holds, not by one table's: with thousands of
+	// superpeers one table always strays past the band.
+	Estimate float64
 }
 
 // minShare is the least share a report may stand for: a group of the
@@ -92,8 +99,12 @@ type Entry struct {
 const minShare = 0x1p-40
 
 func (e Entry) valid() bool {
-	return e.ID != "" && e.Peers >= 1 && e.Share >= minShare && e.Share <= 1
+	return e.ID != "" && e.Peers >= 1 && e.Share >= minShare && e.Share <= 1 &&
+		!math.IsNaN(e.Estimate) && e.Estimate >= 0 && e.Estimate <= maxEstimate
 }
+
+// maxEstimate bounds a reported estimate: 2^32 groups of 2^32 peers.
+const maxEstimate = 0x1p64
 
 // Config sets the fraction and the dynamics.
 type Config struct {
@@ -271,7 +282,8 @@ func (c *Census) adopt(now time.Time, v Value) {
 func (c *Census) Report(now time.Time, peers int, share float64) {
 	c.start(now)
 	c.seq++
-	e := Entry{ID: c.self, Peers: max(peers, 1), Share: share, Version: c.val.Version, Seq: c.seq}
+	est, _ := c.Size(now)
+	e := Entry{ID: c.self, Peers: max(peers, 1), Share: share, Version: c.val.Version, Seq: c.seq, Estimate: est}
 	if !e.valid() {
 		c.Withdraw()
 		return
@@ -360,6 +372,23 @@ func (c *Census) Size(now time.Time) (n float64, reports int) {
 	return peers / share, len(c.table)
 }
 
+// median is the median of the estimates the table's reports carry and this
+// peer's own (n).
+func (c *Census) median(n float64) float64 {
+	ests := []float64{n}
+	for id, e := range c.table {
+		if id != c.self && e.Estimate > 0 {
+			ests = append(ests, e.Estimate)
+		}
+	}
+	sort.Float64s(ests)
+	m := len(ests) / 2
+	if len(ests)%2 == 1 {
+		return ests[m]
+	}
+	return (ests[m-1] + ests[m]) / 2
+}
+
 // Tick expires old reports and, for a superpeer whose table is complete and
 // whose value is old enough, proposes a new value if the size calls for
 // one. It reports the value held and whether this tick changed it.
@@ -372,7 +401,7 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 	if reports < min((c.val.S+1)/2, c.cfg.MaxReports+1) {
 		return c.val, false
 	}
-	want := c.cfg.Target(n, c.val.S)
+	want := c.cfg.Target(c.median(n), c.val.S)
 	if want == c.val.S {
 		c.outside = 0
 		return c.val, false

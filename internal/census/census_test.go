@@ -338,3 +338,39 @@ func TestSize_Sample(t *testing.T) {
 		}
 	}
 }
+
+// A proposal goes by the median of the estimates the reports carry: a table
+// of its own that strays does not move S while the others' estimates are
+// within the band, and does once they are not.
+func TestTick_MedianOfEstimates(t *testing.T) {
+	cfg := Config{Fraction: 0.01, HoldDown: time.Second, Expire: time.Minute, Confirm: 1}
+	c, err := New(cfg, "a", Value{S: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	c.Tick(now)
+	// This peer's own table says 800 peers (S = 8), the four others' each
+	// said about 400 when they reported.
+	c.Report(now, 200, 0.25)
+	c.Merge(now, Value{S: 4}, []Entry{
+		{ID: "b", Peers: 200, Share: 0.25, Seq: 1, Estimate: 410},
+		{ID: "c", Peers: 200, Share: 0.25, Seq: 1, Estimate: 395},
+		{ID: "d", Peers: 200, Share: 0.25, Seq: 1, Estimate: 402},
+		{ID: "e", Peers: 200, Share: 0.25, Seq: 1, Estimate: 398},
+	})
+	if n, _ := c.Size(now); n != 800 {
+		t.Fatalf("own estimate %v, want 800", n)
+	}
+	if v, ch := c.Tick(now.Add(2 * time.Second)); ch {
+		t.Fatalf("proposed %v on one stray table", v)
+	}
+	c.Merge(now, Value{S: 4}, []Entry{
+		{ID: "b", Peers: 200, Share: 0.25, Seq: 2, Estimate: 790},
+		{ID: "c", Peers: 200, Share: 0.25, Seq: 2, Estimate: 805},
+		{ID: "d", Peers: 200, Share: 0.25, Seq: 2, Estimate: 800},
+	})
+	if v, ch := c.Tick(now.Add(3 * time.Second)); !ch || v.S != 8 {
+		t.Fatalf("median 800 did not propose S = 8: %v %v", v, ch)
+	}
+}

@@ -36,8 +36,11 @@ type CensusEntry struct {
 	Share float64 `protobuf:"fixed64,3,opt,name=share,proto3" json:"share,omitempty"`
 	// version is the census value the report was made under; seq the
 	// reporter's own counter (a higher one replaces a lower).
-	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
-	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	Seq     uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	// estimate is the network size the reporter's table added up to when it
+	// reported (0: none yet).
+	Estimate      float64 `protobuf:"fixed64,6,opt,name=estimate,proto3" json:"estimate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -107,6 +110,13 @@ func (x *CensusEntry) GetSeq() uint64 {
 	return 0
 }
 
+func (x *CensusEntry) GetEstimate() float64 {
+	if x != nil {
+		return x.Estimate
+	}
+	return 0
+}
+
 type CensusDigest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// s and version are the superpeer count the sender holds.
@@ -172,13 +182,14 @@ var File_census_proto protoreflect.FileDescriptor
 
 const file_census_proto_rawDesc = "" +
 	"\n" +
-	"\fcensus.proto\x12\x10superpeer.census\"u\n" +
+	"\fcensus.proto\x12\x10superpeer.census\"\x91\x01\n" +
 	"\vCensusEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05peers\x18\x02 \x01(\rR\x05peers\x12\x14\n" +
 	"\x05share\x18\x03 \x01(\x01R\x05share\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x10\n" +
-	"\x03seq\x18\x05 \x01(\x04R\x03seq\"o\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\bestimate\x18\x06 \x01(\x01R\bestimate\"o\n" +
 	"\fCensusDigest\x12\f\n" +
 	"\x01s\x18\x01 \x01(\rR\x01s\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x127\n" +
