@@ -182,3 +182,51 @@ func TestView_SnapshotMatchesThePrefixSelection(t *testing.T) {
 		t.Errorf("kill events %+v", kills)
 	}
 }
+
+// TestView_SnapshotDrawsTheTokens: on 40 live repel peers, once every
+// token is held by exactly one peer and settled, the view draws each token
+// at its holder, its trail ending there, the holders as superpeers, and
+// the clients attached as RepelState says.
+func TestView_SnapshotDrawsTheTokens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a live repel swarm: its tokens are first minted after JoinWait and settle after T_settle")
+	}
+	const n, S, C = 40, 3, 30
+	s, v := repelSwarm(t, n, 4)
+	view := NewView(s)
+	view.SetVivaldi(v)
+	stop := make(chan struct{})
+	defer close(stop)
+	go view.Track(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := startRepel(t, ctx, s, v, S, C)
+	defer r.Close()
+	view.WatchRepel(r)
+	settled := func(st RepelState) bool { return st.TokensBack() && st.Unsettled == 0 && len(st.Superpeers) == S }
+	if _, err := r.Wait(ctx, r.Start(), settled); err != nil {
+		t.Fatal(err)
+	}
+	snap := view.Snapshot()
+	st := r.State()
+	if !settled(st) {
+		t.Skip("a token moved between the wait and the snapshot")
+	}
+	if snap.Method != "repel" || snap.Target != S || snap.Superpeers != S || len(snap.Tokens) != S {
+		t.Fatalf("method %q target %d superpeers %d tokens %d", snap.Method, snap.Target, snap.Superpeers, len(snap.Tokens))
+	}
+	for _, tok := range snap.Tokens {
+		want := st.Holders[tok.ID]
+		if len(want) != 1 || tok.Holder != want[0] || !tok.Settled || len(tok.Trail) == 0 || tok.Trail[len(tok.Trail)-1] != want[0] {
+			t.Errorf("token %+v drawn; the swarm's holders %v", tok, want)
+		}
+		if p := snap.Peers[tok.Holder]; p.Role != "superpeer" || p.SP != tok.Holder || !p.Pos {
+			t.Errorf("token %d's holder drawn as %+v", tok.ID, p)
+		}
+	}
+	for _, p := range snap.Peers {
+		if p.SP != st.Assignment[p.I] {
+			t.Errorf("peer %d drawn attached to %d, the swarm says %d", p.I, p.SP, st.Assignment[p.I])
+		}
+	}
+}
