@@ -57,7 +57,7 @@ func (s *Swarm) StartMethod(ctx context.Context, name string, o MethodOptions) (
 	}
 	r := &Run{s: s, m: m, o: o, sels: make([]superpeer.Selector, len(s.Peers))}
 	for i := range s.Peers {
-		if s.dead[i] {
+		if s.dead[i].Load() {
 			continue // a held peer gets one, to start when it joins
 		}
 		env := o.Env
@@ -321,7 +321,7 @@ func (r *Run) PickKill(fraction float64, superpeers bool, rng *rand.Rand) []int 
 func (r *Run) Kill(idx []int) {
 	var wg sync.WaitGroup
 	for _, i := range idx {
-		if sel := r.sels[i]; sel != nil && !r.s.dead[i] {
+		if sel := r.sels[i]; sel != nil && !r.s.dead[i].Load() {
 			wg.Add(1)
 			go func() { defer wg.Done(); _ = sel.Close() }()
 		}
@@ -342,7 +342,7 @@ func (r *Run) Close() {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for i, sel := range r.sels {
-		if sel != nil && !r.s.dead[i] {
+		if sel != nil && !r.s.dead[i].Load() {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {

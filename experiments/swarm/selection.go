@@ -53,7 +53,7 @@ func (s *Swarm) prefixSelector() *superpeer.PrefixSelector {
 func (s *Swarm) Live() []int {
 	var out []int
 	for i := range s.Peers {
-		if !s.dead[i] && !s.held[i] {
+		if !s.dead[i].Load() && !s.held[i] {
 			out = append(out, i)
 		}
 	}
@@ -206,10 +206,10 @@ func (s *Swarm) SelectionStart() time.Time {
 func (s *Swarm) Kill(idx []int) {
 	var wg sync.WaitGroup
 	for _, i := range idx {
-		if s.dead[i] {
+		if s.dead[i].Load() {
 			continue
 		}
-		s.dead[i] = true
+		s.dead[i].Store(true)
 		s.link.kill(s.Peers[i].Host.ID())
 		wg.Add(1)
 		go func(p *Peer) {

@@ -98,7 +98,7 @@ type Swarm struct {
 	ConvergeTime time.Duration
 	// active is the method running (StartMethod), nil before and after.
 	active   *Run
-	dead     []bool
+	dead     []atomic.Bool // written by Kill, read by the live map's snapshots too
 	held     []bool
 	dilation float64 // Dilate's factor; 0 means 1
 
@@ -205,7 +205,7 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 		mn:    mocknet.New(),
 		index: make(map[peer.ID]int, cfg.N),
 		rng:   rand.New(rand.NewSource(cfg.Seed)),
-		dead:  make([]bool, cfg.N),
+		dead:  make([]atomic.Bool, cfg.N),
 		held:  make([]bool, cfg.N),
 	}
 	for i := max(0, cfg.N-cfg.Hold); i < cfg.N; i++ {
@@ -596,7 +596,7 @@ func (s *Swarm) Close() {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for _, p := range s.Peers {
-		if s.dead[p.Index] {
+		if s.dead[p.Index].Load() {
 			continue
 		}
 		sem <- struct{}{}

@@ -320,8 +320,8 @@ func (v *View) Track(stop <-chan struct{}) {
 // last look (killed other than through Kill: `--kill`).
 func (v *View) noteDeaths(why string) {
 	var newly []int
-	for i, d := range v.s.dead {
-		if d && !v.seenDead[i] {
+	for i := range v.s.dead {
+		if v.s.dead[i].Load() && !v.seenDead[i] {
 			v.seenDead[i] = true
 			newly = append(newly, i)
 		}
@@ -382,7 +382,7 @@ func (v *View) Kill(idx []int, why string) (superpeers int, err error) {
 		return 0, ErrNotReady
 	}
 	for _, i := range idx {
-		if i < 0 || i >= len(v.s.Peers) || v.s.dead[i] || v.s.held[i] {
+		if i < 0 || i >= len(v.s.Peers) || v.s.dead[i].Load() || v.s.held[i] {
 			return 0, fmt.Errorf("swarm: peer %d is not a live peer", i)
 		}
 	}
@@ -446,7 +446,7 @@ func (v *View) Snapshot() Snapshot {
 	snap := Snapshot{Mode: "swarm", Self: -1, T: round(time.Since(v.start).Seconds(), 1000), Stage: v.stage, Ready: v.ready,
 		N: len(s.Peers), Live: len(live), Killed: 0}
 	for i := range s.Peers {
-		if s.dead[i] {
+		if s.dead[i].Load() {
 			snap.Killed++
 		}
 	}
@@ -526,7 +526,7 @@ func (v *View) Snapshot() Snapshot {
 			pv.G = scheme.Group(p.Key)
 		}
 		switch {
-		case s.dead[i]:
+		case s.dead[i].Load():
 			pv.Role = "dead"
 		case v.run == nil || v.run.sels[i] == nil:
 		case st.Assignment[i] == i:

@@ -111,7 +111,7 @@ func TestView_SnapshotMatchesThePrefixSelection(t *testing.T) {
 		for _, p := range snap.Peers {
 			want := st.Assignment[p.I]
 			switch {
-			case s.dead[p.I]:
+			case s.dead[p.I].Load():
 				if p.Role != "dead" {
 					t.Errorf("dead peer %d drawn as %s", p.I, p.Role)
 				}
