@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -263,6 +264,22 @@ func (a *Attach) Drops() map[string]uint64 { return a.drops.Snapshot() }
 
 func (a *Attach) drop(reason string) { a.drops.Add(reason, 1) }
 
+// read decodes one frame from s; a failure is counted under lost (the
+// stream failed before a whole frame came) or bad (it did not decode, or
+// did not pass decode's checks) and resets the stream.
+func (a *Attach) read(s network.Stream, decode func(io.Reader) error, lost, bad string) error {
+	err := decode(s)
+	if err != nil {
+		if errors.Is(err, frame.ErrStreamFailed) {
+			a.drop(lost)
+		} else {
+			a.drop(bad)
+		}
+		_ = s.Reset()
+	}
+	return err
+}
+
 // Close removes the protocol handler and the metrics.
 func (a *Attach) Close() {
 	a.h.RemoveStreamHandler(a.proto)
@@ -333,13 +350,7 @@ func (a *Attach) handle(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 	var req pb.AttachRequest
-	if err := frame.Read(s, maxAttachFrame, &req); err != nil {
-		if errors.Is(err, frame.ErrStreamFailed) {
-			a.drop(dropAttachLost)
-		} else {
-			a.drop(dropAttachDecode)
-		}
-		_ = s.Reset()
+	if a.read(s, func(r io.Reader) error { return frame.Read(r, maxAttachFrame, &req) }, dropAttachLost, dropAttachDecode) != nil {
 		return
 	}
 	a.Stats.BytesIn.Add(uint64(proto.Size(&req)))

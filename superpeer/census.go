@@ -26,9 +26,9 @@ import (
 func censusProtocol(prefix protocol.ID) protocol.ID { return prefix + "/census/1.0.0" }
 
 const (
-	// maxCensusEntries bounds a digest: the table's own bound (64 others)
-	// and the sender's report, with room to spare.
-	maxCensusEntries = 128
+	// maxCensusEntries bounds a digest: the table's own bound (128
+	// others) and the sender's report, with room to spare.
+	maxCensusEntries = 256
 	// maxCensusID bounds a reporter's name (a peer ID is about 40 bytes).
 	maxCensusID = 128
 	// maxCensusFrame bounds a digest frame: maxCensusEntries entries of
@@ -93,6 +93,9 @@ func (b *censusBox) digest(now time.Time) *pb.CensusDigest {
 	v := b.c.Value()
 	d := &pb.CensusDigest{S: uint32(min(v.S, math.MaxUint32)), Version: v.Version}
 	for _, e := range b.c.Digest(now) {
+		if len(d.Entries) == maxCensusEntries {
+			break
+		}
 		d.Entries = append(d.Entries, &pb.CensusEntry{Id: []byte(e.ID), Peers: uint32(min(e.Peers, math.MaxUint32)), Share: e.Share, Version: e.Version, Seq: e.Seq, Estimate: e.Estimate})
 	}
 	return d
@@ -151,13 +154,7 @@ func (a *Attach) handleCensus(b *censusBox) network.StreamHandler {
 		defer s.Close()
 		_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 		var d pb.CensusDigest
-		if err := decodeCensusDigest(s, &d); err != nil {
-			if errors.Is(err, frame.ErrStreamFailed) {
-				a.drop(dropCensusLost)
-			} else {
-				a.drop(dropCensusDecode)
-			}
-			_ = s.Reset()
+		if a.read(s, func(r io.Reader) error { return decodeCensusDigest(r, &d) }, dropCensusLost, dropCensusDecode) != nil {
 			return
 		}
 		now := time.Now()
@@ -193,13 +190,7 @@ func (a *Attach) exchangeCensus(ctx context.Context, h host.Host, proto_ protoco
 	}
 	a.Stats.BytesOut.Add(uint64(proto.Size(out)))
 	var d pb.CensusDigest
-	if err := decodeCensusDigest(s, &d); err != nil {
-		_ = s.Reset()
-		if errors.Is(err, frame.ErrStreamFailed) {
-			a.drop(dropCensusLost)
-		} else {
-			a.drop(dropCensusDecode)
-		}
+	if err := a.read(s, func(r io.Reader) error { return decodeCensusDigest(r, &d) }, dropCensusLost, dropCensusDecode); err != nil {
 		return err
 	}
 	return b.merge(time.Now(), &d)

@@ -1,0 +1,57 @@
+package superpeer
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/superpeer-overlay/superpeer/superpeer/pb"
+)
+
+// A full table (its own report and the 128 others it keeps) makes a digest
+// that the other side decodes and takes: the frame caps hold what the
+// census keeps.
+func TestCensusDigest_FullTableRoundTrip(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a, err := newCensusBox(0.001, "a", 300, censusTiming{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &pb.CensusDigest{S: 300}
+	for i := 0; i < 200; i++ {
+		d.Entries = append(d.Entries, &pb.CensusEntry{Id: []byte(fmt.Sprintf("%0100d", i)), Peers: 1000, Share: 1.0 / 300, Seq: 1, Estimate: 300000})
+	}
+	for i := 0; i < len(d.Entries); i += 50 {
+		if err := a.merge(now, &pb.CensusDigest{S: 300, Entries: d.Entries[i : i+50]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.mu.Lock()
+	a.c.Report(now, 1000, 1.0/300)
+	a.mu.Unlock()
+	out := a.digest(now)
+	if len(out.Entries) != 129 {
+		t.Fatalf("digest of %d entries, want 129 (128 kept and its own)", len(out.Entries))
+	}
+	var buf bytes.Buffer
+	if err := pbio.NewDelimitedWriter(&buf).WriteMsg(out); err != nil {
+		t.Fatal(err)
+	}
+	var in pb.CensusDigest
+	if err := decodeCensusDigest(&buf, &in); err != nil {
+		t.Fatalf("a full table's digest (%d bytes) refused: %v", buf.Len(), err)
+	}
+	b, _ := newCensusBox(0.001, "b", 300, censusTiming{})
+	if err := b.merge(now, &in); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	_, k := b.c.Size(now)
+	b.mu.Unlock()
+	if k != 128 {
+		t.Fatalf("the other side holds %d reports, want 128", k)
+	}
+}
