@@ -244,6 +244,8 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"run", "--survey", "-1s"}, 2, "--survey"},
 		{[]string{"run", "--listen", "garbage"}, 2, "--listen"},
 		{[]string{"run", "--method", "prefix", "--fraction", "1.5"}, 2, "--fraction"},
+		{[]string{"swarm", "--method", "prefix", "--fraction", "-0.1"}, 2, "--fraction"},
+		{[]string{"swarm", "--fraction", "0.1"}, 2, "--fraction needs --method prefix"},
 		{[]string{"run", "--method", "repel", "--fraction", "0.1"}, 2, "--fraction needs --method prefix"},
 		{[]string{"run", "--method", "prefix", "--pow2", "--fraction", "0.1"}, 2, "--fraction needs --method prefix without --pow2"},
 		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, 2, "/p2p/"},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/superpeer-overlay/superpeer/internal/census"
 	"io"
 	"math/rand"
 	"strings"
@@ -43,6 +44,10 @@ type methodReport struct {
 // methodFlags are the flags of `peer swarm` that configure the methods.
 type methodFlags struct {
 	superpeers, capacity, probe int
+	// fraction makes prefix's S follow it (0: fixed); capacityGiven says
+	// --capacity was set, which then holds instead of 2⌈1/fraction⌉.
+	fraction                    float64
+	capacityGiven               bool
 	pow2, killSP                bool
 	ttl, displace, survey, hold time.Duration
 	force                       string
@@ -91,6 +96,12 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 	switch m.Name {
 	case "prefix":
 		opts := []superpeer.Option{superpeer.WithSuperpeers(f.superpeers), superpeer.WithCapacity(f.capacity), superpeer.WithTTL(f.ttl)}
+		if f.fraction > 0 {
+			opts = []superpeer.Option{superpeer.WithSuperpeers(f.superpeers), superpeer.WithTTL(f.ttl), superpeer.WithFraction(f.fraction)}
+			if f.capacityGiven {
+				opts = append(opts, superpeer.WithCapacity(f.capacity))
+			}
+		}
 		if f.pow2 {
 			opts = append(opts, superpeer.WithPow2())
 		}
@@ -99,6 +110,11 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		}
 		defer f.release(s.StopMethod)
 		f.view.WatchActive()
+		if f.fraction > 0 {
+			if err := waitCensus(ctx, s, f.fraction); err != nil {
+				return nil, err
+			}
+		}
 		took, err := s.WaitPrefix(ctx, s.SelectionStart())
 		if err != nil {
 			return nil, err
@@ -272,4 +288,38 @@ func printMethods(w io.Writer, ms []*methodReport) {
 	s := ms[0].Superpeers
 	fmt.Fprintf(w, "  %-26s %10d %9s %8.1f %8.1f %9.2f %10.2f\n", "random (yardstick)", s.Target, "-", s.RandomClientRTT.Mean, s.RandomClientRTT.P90, 1.0, s.RandomClientRTT.Mean/s.KMedianClientRTT.Mean)
 	fmt.Fprintf(w, "  %-26s %10d %9s %8.1f %8.1f %9.2f %10.2f\n", "greedy k-median (central)", s.Target, "-", s.KMedianClientRTT.Mean, s.KMedianClientRTT.P90, s.KMedianClientRTT.Mean/s.RandomClientRTT.Mean, 1.0)
+}
+
+// waitCensus waits until the peers' count is at rest for the swarm's size:
+// every live selector holds one S, and the census would not move it (f·n
+// within its band).
+func waitCensus(ctx context.Context, s *swarm.Swarm, f float64) error {
+	c, err := census.New(census.Config{Fraction: f}, "swarm", census.Value{S: 1})
+	if err != nil {
+		return err
+	}
+	cfg := c.Config()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		live := s.Live()
+		S, agreed := 0, true
+		for _, i := range live {
+			if sel := s.Selector(i); sel != nil {
+				g := sel.Scheme().Groups()
+				if S == 0 {
+					S = g
+				}
+				agreed = agreed && g == S
+			}
+		}
+		if agreed && S > 0 && cfg.Target(float64(len(live)), S) == S {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("census not at rest: S = %d (agreed %v) for f·n = %.1f: %w", S, agreed, f*float64(len(live)), ctx.Err())
+		case <-tick.C:
+		}
+	}
 }

@@ -141,6 +141,11 @@ func (s *Swarm) PrefixState() PrefixState {
 	served := map[int]int{}
 	for _, i := range s.Live() {
 		sel := s.Selector(i)
+		if sc := sel.Scheme(); sc != scheme {
+			// With superpeer.WithFraction the peers must agree on S too.
+			st.wrong("other count", "peer %d holds S = %d, not %d", i, sc.Groups(), scheme.Groups())
+			continue
+		}
 		role, sp := sel.Role(), sel.Superpeer()
 		if role == superpeer.Superpeer {
 			st.Superpeers = append(st.Superpeers, i)
