@@ -49,11 +49,19 @@ type proc struct {
 
 func startPeer(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, "run", args...)
+}
+
+// startCommand starts `peer CMD ARGS...` and collects its log; the test's
+// cleanup interrupts it (killing it after 20 s) and prints the log if the
+// test failed.
+func startCommand(t *testing.T, cmd string, args ...string) *proc {
+	t.Helper()
 	bin, err := buildPeer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: exec.Command(bin, append([]string{"run"}, args...)...)}
+	p := &proc{cmd: exec.Command(bin, append([]string{cmd}, args...)...)}
 	p.cond = sync.NewCond(&p.mu)
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -82,7 +90,7 @@ func startPeer(t *testing.T, args ...string) *proc {
 		go func() { _ = p.cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(20 * time.Second):
 			_ = p.cmd.Process.Kill()
 			<-done
 		}

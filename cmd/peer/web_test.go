@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,55 +37,6 @@ func chromium() string {
 		}
 	}
 	return ""
-}
-
-// startCommand starts `peer CMD ARGS...` as startPeer does `peer run`.
-func startCommand(t *testing.T, cmd string, args ...string) *proc {
-	t.Helper()
-	bin, err := buildPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: exec.Command(bin, append([]string{cmd}, args...)...)}
-	p.cond = sync.NewCond(&p.mu)
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stderr = p.cmd.Stdout
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.cond.Broadcast()
-			p.mu.Unlock()
-		}
-		p.mu.Lock()
-		p.lines = append(p.lines, "<exit>")
-		p.cond.Broadcast()
-		p.mu.Unlock()
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("log of %v:\n%s", p.cmd.Args, strings.Join(p.lines, "\n"))
-			p.mu.Unlock()
-		}
-	})
-	return p
 }
 
 // TestWeb_SwarmMapInChromium: `peer swarm --web` on 100 peers, driven by
