@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -172,10 +171,10 @@ func (a *Attach) handleCensus(b *censusBox) network.StreamHandler {
 }
 
 // exchangeCensus sends this peer's digest to p and merges the answer.
-func (a *Attach) exchangeCensus(ctx context.Context, h host.Host, proto_ protocol.ID, p peer.ID, b *censusBox) error {
+func (a *Attach) exchangeCensus(ctx context.Context, id protocol.ID, p peer.ID, b *censusBox) error {
 	ctx, cancel := context.WithTimeout(ctx, attachStreamTimout)
 	defer cancel()
-	s, err := h.NewStream(ctx, p, proto_)
+	s, err := a.h.NewStream(ctx, p, id)
 	if err != nil {
 		return err
 	}

@@ -311,7 +311,7 @@ func (s *PrefixSelector) censusRound(ctx context.Context, now time.Time, out *sy
 		if err != nil || len(got) == 0 || got[0] == s.node.ID() {
 			return
 		}
-		_ = s.attach.exchangeCensus(ctx, s.node.Host(), s.census, got[0], b)
+		_ = s.attach.exchangeCensus(ctx, s.census, got[0], b)
 	})
 }
 

@@ -305,7 +305,7 @@ func TestPrefixSelector_FractionFollowsTheNetwork(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := peers[2].sel.Attach().exchangeCensus(ctx, peers[2].node.Host(), peers[2].sel.census, target.node.ID(), peers[2].sel.box); err != nil {
+	if err := peers[2].sel.Attach().exchangeCensus(ctx, peers[2].sel.census, target.node.ID(), peers[2].sel.box); err != nil {
 		t.Fatalf("a good exchange after the garbage: %v", err)
 	}
 	for i, p := range peers {

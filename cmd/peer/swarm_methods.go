@@ -294,11 +294,10 @@ func printMethods(w io.Writer, ms []*methodReport) {
 // every live selector holds one S, and the census would not move it (f·n
 // within its band).
 func waitCensus(ctx context.Context, s *swarm.Swarm, f float64) error {
-	c, err := census.New(census.Config{Fraction: f}, "swarm", census.Value{S: 1})
+	cfg, err := census.Config{Fraction: f}.Filled()
 	if err != nil {
 		return err
 	}
-	cfg := c.Config()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {

@@ -89,11 +89,10 @@ func PrefixGrowth(o GrowthOptions) (GrowthResult, error) {
 	if o.Renew <= 0 {
 		o.Renew = 10 * time.Second
 	}
-	probe, err := census.New(o.Census, "probe", census.Value{S: 1})
+	cfg, err := o.Census.Filled()
 	if err != nil {
 		return GrowthResult{}, err
 	}
-	cfg := probe.Config()
 	g := &growth{o: o, cfg: cfg, loop: &Loop{}, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0x67726f77)), sps: map[dht.Key]*growthSP{}, proposed: -1}
 	g.join(o.Phases[0].N)
 	s0 := cfg.Target(float64(o.Phases[0].N), 0)

@@ -186,6 +186,12 @@ func (c *Config) fill() error {
 	return nil
 }
 
+// Filled is c with its defaults filled in, or the error New would give.
+func (c Config) Filled() (Config, error) {
+	err := c.fill()
+	return c, err
+}
+
 // Target is the count a peer with estimate n and current count cur wants:
 // cur while f·n stays within the band around it, else round(f·n) within
 // [Min, Max]. With cur 0 (no count yet) it is round(f·n) within [Min, Max].
