@@ -232,9 +232,6 @@ type Census struct {
 	seq     uint64
 	started bool
 	outside int // ticks in a row that found the count outside the band
-	// Proposed counts the values this peer proposed; Adopted those it took
-	// from others.
-	Proposed, Adopted int
 }
 
 // New makes a census for the peer named self, starting from the value
@@ -248,9 +245,6 @@ func New(cfg Config, self string, initial Value) (*Census, error) {
 	}
 	return &Census{cfg: cfg, self: self, val: initial, table: map[string]*entry{}}, nil
 }
-
-// Config is the census's configuration with defaults filled in.
-func (c *Census) Config() Config { return c.cfg }
 
 // Value is the agreed value as this peer holds it.
 func (c *Census) Value() Value { return c.val }
@@ -269,7 +263,6 @@ func (c *Census) Observe(now time.Time, v Value) bool {
 		return false
 	}
 	c.adopt(now, v)
-	c.Adopted++
 	return true
 }
 
@@ -416,6 +409,5 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 		return c.val, false
 	}
 	c.adopt(now, Value{S: want, Version: c.val.Version + 1})
-	c.Proposed++
 	return c.val, true
 }
