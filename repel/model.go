@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/internal/census"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
@@ -135,6 +136,13 @@ const (
 	EventSurveyMoved
 	// EventSurveyKept: a survey found no better place; the token stays.
 	EventSurveyKept
+	// EventRetired: the agreed count (Config.Fraction) fell to Token.ID or
+	// below; this node dropped its token, and its clients go to the
+	// remaining holders.
+	EventRetired
+	// EventCounted: this node proposed a new count (Token is its
+	// announcement carrying it).
+	EventCounted
 )
 
 func (k EventKind) String() string {
@@ -163,6 +171,10 @@ func (k EventKind) String() string {
 		return "survey-moved"
 	case EventSurveyKept:
 		return "survey-kept"
+	case EventRetired:
+		return "retired"
+	case EventCounted:
+		return "counted"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -215,6 +227,7 @@ var (
 	errBadOffer        = errors.New("repel: move offer does not name this peer as holder")
 	errInvalidCoord    = errors.New("repel: invalid token coordinate")
 	errInvalidDigest   = errors.New("repel: invalid client digest")
+	errInvalidCount    = errors.New("repel: invalid census count")
 )
 
 type tableEntry struct {
@@ -266,6 +279,7 @@ type Node struct {
 	probes      map[string]probe     // measured RTTs to other holders and attached clients
 	job         *surveyJob           // a holder's survey this node measures for
 	surveyedFor map[string]time.Time // holders whose surveys it took lately, when
+	cen         *census.Census       // the count under Config.Fraction (nil: fixed)
 
 	ready Ready
 }
@@ -283,7 +297,15 @@ func NewNode(id string, key Key, cfg Config, rng *rand.Rand) (*Node, error) {
 	if rng == nil {
 		return nil, errors.New("repel: nil rng")
 	}
+	var cen *census.Census
+	if cfg.Fraction > 0 {
+		var err error
+		if cen, err = census.New(cfg.census(), id, census.Value{S: cfg.Tokens}); err != nil {
+			return nil, fmt.Errorf("repel: %w", err)
+		}
+	}
 	return &Node{
+		cen:     cen,
 		cfg:     cfg,
 		id:      id,
 		key:     key,
@@ -352,8 +374,11 @@ func (n *Node) LiveTokens(now time.Time) []Token {
 // holder the token names, the ID in range, the coordinate valid. Step applies
 // it too; doing it in the validator stops bad announcements spreading.
 func validateAnnounce(cfg Config, from string, t Token) error {
-	if t.ID >= uint32(cfg.Tokens) {
-		return fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, t.ID, cfg.Tokens)
+	if t.ID >= uint32(cfg.maxTokens()) {
+		return fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, t.ID, cfg.maxTokens())
+	}
+	if !validCount(t.Count, cfg.maxTokens()) {
+		return errInvalidCount
 	}
 	if from != t.Holder {
 		return errNotHolder
@@ -465,6 +490,9 @@ func (n *Node) Tick(now time.Time) Ready {
 		if now.Sub(h.lastAnnounce) >= every {
 			n.announce(now)
 		}
+		n.countTick(now)
+	}
+	if h := n.held; h != nil {
 		n.probe(now)
 		n.surveyTick(now)
 		if h.pending == nil && h.survey == nil && !now.Before(h.nextCheck) {
@@ -485,9 +513,11 @@ func (n *Node) announce(now time.Time) {
 	h.tok.Seq++
 	h.tok.Issued = now
 	h.tok.Digest = n.digest(now)
+	h.tok.Count = n.report(now)
 	e := &n.tokens[h.tok.ID]
 	e.lastHeard = now
 	e.tok.Digest = copyDigest(h.tok.Digest)
+	e.tok.Count = h.tok.Count
 	n.send(Message{Type: MsgAnnounce, Token: h.tok})
 }
 
@@ -625,6 +655,9 @@ func (n *Node) take(now time.Time, t Token) {
 
 func (n *Node) drop(k EventKind, by Token) {
 	n.held = nil
+	if n.cen != nil {
+		n.cen.Withdraw()
+	}
 	n.setRole(superpeer.Client)
 	n.ready.RoleChanged = true
 	n.event(k, by)
@@ -634,9 +667,15 @@ func (n *Node) drop(k EventKind, by Token) {
 // sense is refused with a named error and changes nothing.
 func (n *Node) Step(now time.Time, m Message) (Ready, error) {
 	n.init(now)
+	if n.retired(m.Token) {
+		// From a peer that has not heard yet that the count fell below
+		// this token: it will with the next count it hears.
+		return n.takeReady(), nil
+	}
 	if err := n.check(m); err != nil {
 		return Ready{}, err
 	}
+	n.hearCount(now, m.Token.Count)
 	switch m.Type {
 	case MsgAnnounce:
 		n.observe(now, m.Token)
@@ -655,8 +694,11 @@ func (n *Node) Step(now time.Time, m Message) (Ready, error) {
 }
 
 func (n *Node) check(m Message) error {
-	if m.Token.ID >= uint32(n.cfg.Tokens) {
-		return fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, m.Token.ID, n.cfg.Tokens)
+	if !validCount(m.Token.Count, n.cfg.maxTokens()) {
+		return errInvalidCount
+	}
+	if s := n.limit(m.Token.Count); m.Token.ID >= uint32(s) {
+		return fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, m.Token.ID, s)
 	}
 	switch m.Type {
 	case MsgAnnounce:
@@ -714,12 +756,18 @@ func (n *Node) observe(now time.Time, t Token) {
 	e := &n.tokens[t.ID]
 	switch {
 	case !e.known || t.Beats(e.tok):
+		if e.known && e.tok.Holder != t.Holder && n.cen != nil {
+			// The new holder reports for the token now.
+			n.cen.Forget(e.tok.Holder)
+		}
 		e.tok, e.known, e.lastHeard = copyToken(t), true, now
+		n.hearReport(now, t)
 	case e.tok.sameVersion(t) && (t.Seq > e.tok.Seq || t.Seq == 0 && e.tok.Seq == 0):
 		// Same version, newer news: position, digest, moves. (Seq 0 on
 		// both: a peer that counts no heartbeats, every copy is news.)
 		e.lastHeard = now
 		e.tok = copyToken(t)
+		n.hearReport(now, t)
 	}
 	h := n.held
 	if h == nil || h.tok.ID != t.ID || t.sameVersion(h.tok) {
@@ -951,7 +999,7 @@ func (n *Node) minGain(h *held) float64 {
 // potential, but at least an even split of it among the tokens, so that a
 // token that serves nobody yet (share 0) still needs a real gain to move.
 func (n *Node) gainScale(f *field, here float64) float64 {
-	return max(abs(f.share(n.coord)), abs(here)/float64(n.cfg.Tokens))
+	return max(abs(f.share(n.coord)), abs(here)/float64(len(n.tokens)))
 }
 
 func abs(x float64) float64 {

@@ -4,14 +4,28 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/superpeer-overlay/superpeer/internal/census"
 )
 
 // Config holds the parameters of the token method. Every node of one swarm
 // must use the same Tokens, Model, RepelPower, Lambda and MinDistance: they
 // define the potential the nodes descend together.
 type Config struct {
-	// Tokens is S, the number of tokens and so of superpeers.
+	// Tokens is S, the number of tokens and so of superpeers; with a
+	// Fraction, the count a node starts from.
 	Tokens int
+	// Fraction, when positive, makes the count follow Fraction times the
+	// network size (Lo et al.'s "predefined portion" of superpeers): the
+	// holders count the network by the reports their announcements carry
+	// and agree on the count, tokens are minted or retired one at a time
+	// as it changes (see "A fraction of the network" in the package doc).
+	// 0 keeps Tokens fixed. Every node of one swarm must use the same.
+	Fraction float64
+	// MaxTokens bounds the count under a Fraction (0: 1024): each node
+	// keeps a table entry per token, and every token's announcements reach
+	// every node.
+	MaxTokens int
 
 	// Model is the potential: Repulsion (Lo et al.'s) or Attract (ours).
 	Model Model
@@ -228,12 +242,54 @@ func (c Config) Dilated(f float64) Config {
 	return c
 }
 
+// defaultMaxTokens is MaxTokens' default.
+const defaultMaxTokens = 1024
+
+// maxTokens is the most tokens a node accepts: Tokens without a Fraction,
+// MaxTokens (or its default) with one.
+func (c Config) maxTokens() int {
+	switch {
+	case c.Fraction <= 0:
+		return c.Tokens
+	case c.MaxTokens > 0:
+		return c.MaxTokens
+	}
+	return defaultMaxTokens
+}
+
+// joinWait is JoinWait or its default.
+func (c Config) joinWait() time.Duration {
+	if c.JoinWait > 0 {
+		return c.JoinWait
+	}
+	return c.DeadAfter
+}
+
+// census is the census configuration of a node under a Fraction. A new
+// count holds at least until a token minted for it can have settled and
+// drawn its clients (the reports made before are of the old placement),
+// and a report lives as long as its token would without announcements.
+func (c Config) census() census.Config {
+	return census.Config{
+		Fraction: c.Fraction,
+		Max:      c.maxTokens(),
+		HoldDown: max(30*time.Second, c.joinWait()+c.SettleAfter+2*c.AnnounceInterval),
+		Expire:   c.DeadAfter,
+	}
+}
+
 // Validate names the first field that makes no sense.
 func (c Config) Validate() error {
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	switch {
 	case c.Tokens <= 0 || int64(c.Tokens) > math.MaxUint32:
 		return fmt.Errorf("repel: Tokens %d out of range (1..2^32-1)", c.Tokens)
+	case math.IsNaN(c.Fraction) || c.Fraction < 0 || c.Fraction > 1:
+		return fmt.Errorf("repel: Fraction %v not in [0, 1]", c.Fraction)
+	case c.MaxTokens < 0 || int64(c.MaxTokens) > math.MaxUint32:
+		return fmt.Errorf("repel: MaxTokens %d out of range (0..2^32-1)", c.MaxTokens)
+	case c.Fraction > 0 && c.Tokens > c.maxTokens():
+		return fmt.Errorf("repel: Tokens %d over MaxTokens %d", c.Tokens, c.maxTokens())
 	case c.Model != Repulsion && c.Model != Attract:
 		return fmt.Errorf("repel: unknown Model %v", c.Model)
 	case !finite(c.RepelPower) || c.RepelPower < 1:

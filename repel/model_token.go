@@ -67,7 +67,37 @@ type Token struct {
 	// Issued is when the holder made announcement Seq, on its clock; it is
 	// informational (the age of what a peer knows).
 	Issued time.Time
+	// Count is the holder's census under Config.Fraction (zero without
+	// one): the count it holds and its report as of this announcement.
+	Count Count
 }
+
+// Count is a node's census as a token version carries it: the agreed token
+// count S (and the version that set it) the sender holds and, in a holder's
+// announcements, its report — the peers it accounts for (itself and its
+// attached clients) for a 1/S share of the network, its report number and
+// the network size its table added up to. Zero without a Fraction.
+type Count struct {
+	S        int
+	Version  uint64
+	Peers    int
+	Seq      uint64
+	Estimate float64
+}
+
+// validCount is what a node accepts as a census: S within the count's
+// bounds (0 only for a sender without a fraction), a report with a
+// positive, bounded size.
+func validCount(c Count, max int) bool {
+	if c == (Count{}) {
+		return true
+	}
+	return c.S >= 1 && c.S <= max && c.Peers >= 0 && c.Peers <= maxCountPeers &&
+		!math.IsNaN(c.Estimate) && c.Estimate >= 0 && c.Estimate <= maxCountPeers*float64(max)
+}
+
+// maxCountPeers bounds the peers one report accounts for.
+const maxCountPeers = 1 << 24
 
 // Sample is one point of a client digest: a client peer that stands for
 // Weight clients near it.

@@ -33,7 +33,8 @@ type network struct {
 	probes    int               // holders' RTT probes, answered with the coordinate distance
 	oneSite   map[string]string // pairs of peers that measure 0.2 ms apart, whatever their coordinates
 
-	minted map[uint32]bool // token IDs ever minted
+	minted  map[uint32]bool // token IDs ever minted
+	retired map[uint32]int  // token IDs retired (Config.Fraction), how often
 	events map[EventKind]int
 	moves  int // completed moves (acks that made a holder drop)
 }
@@ -72,7 +73,7 @@ func newNetwork(t testing.TB, cfg Config, n int, seed uint64) *network {
 	nw := &network{
 		t: t, cfg: cfg, rng: rng, now: epoch0,
 		nodes: map[string]*Node{}, coord: map[string]vivaldi.Coord{}, dead: map[string]bool{},
-		minted: map[uint32]bool{}, events: map[EventKind]int{},
+		minted: map[uint32]bool{}, retired: map[uint32]int{}, events: map[EventKind]int{},
 	}
 	coords := randomCoords(rng, n)
 	for i := 0; i < n; i++ {
@@ -150,6 +151,8 @@ func (nw *network) absorb(from string, r Ready) {
 			nw.minted[e.Token.ID] = true
 		case EventMovedAway:
 			nw.moves++
+		case EventRetired:
+			nw.retired[e.Token.ID]++
 		}
 	}
 	// The space is static and its coordinates are the truth: a probe
@@ -294,10 +297,10 @@ func (nw *network) holders() map[uint32][]string {
 func (nw *network) check() {
 	h := nw.holders()
 	for id, hs := range h {
-		if int(id) >= nw.cfg.Tokens {
-			nw.t.Fatalf("token %d out of range held by %v", id, hs)
-		}
 		for _, p := range hs {
+			if int(id) >= nw.nodes[p].Count().S {
+				nw.t.Fatalf("token %d out of range held by %s (count %d)", id, p, nw.nodes[p].Count().S)
+			}
 			if t, _ := nw.nodes[p].Held(); t.Holder != p {
 				nw.t.Fatalf("%s holds token %d naming %s", p, id, t.Holder)
 			}
@@ -305,7 +308,7 @@ func (nw *network) check() {
 	}
 	if len(nw.dead) == 0 {
 		for id := range nw.minted {
-			if len(h[id]) == 0 {
+			if len(h[id]) == 0 && nw.retired[id] == 0 {
 				nw.t.Fatalf("t=%v: token %d lost (minted, now held by no one)", nw.now.Sub(epoch0), id)
 			}
 		}
@@ -315,7 +318,7 @@ func (nw *network) check() {
 // exactlyS reports whether every token is held by exactly one live node.
 func (nw *network) exactlyS() bool {
 	h := nw.holders()
-	if len(h) != nw.cfg.Tokens {
+	if s := nw.count(); s < 0 || len(h) != s {
 		return false
 	}
 	for _, hs := range h {
@@ -324,6 +327,20 @@ func (nw *network) exactlyS() bool {
 		}
 	}
 	return true
+}
+
+// count is the token count every live node holds (Config.Tokens without
+// a Fraction), or -1 while they differ.
+func (nw *network) count() int {
+	s := -1
+	for _, id := range nw.live() {
+		c := nw.nodes[id].Count().S
+		if s >= 0 && c != s {
+			return -1
+		}
+		s = c
+	}
+	return s
 }
 
 func (nw *network) noDuplicates() error {

@@ -81,6 +81,7 @@ const (
 	dropWrite      = "write-error"  // the other side went away mid-exchange
 	dropStep       = "step"         // the model refused the message (see StepErrors)
 	dropSurvey     = "bad-survey"   // a survey or report with no, too many, repeated or bad peers, or a bad RTT
+	dropCount      = "bad-count"    // a census count out of range or a report with a bad estimate
 )
 
 // dropReason names the drop reason of an error from validateAnnounce or Step.
@@ -96,6 +97,8 @@ func dropReason(err error) string {
 		return dropDigest
 	case errors.Is(err, errBadSurvey):
 		return dropSurvey
+	case errors.Is(err, errInvalidCount):
+		return dropCount
 	}
 	return dropStep
 }
@@ -134,6 +137,8 @@ func TokenToPB(t Token) *pb.Token {
 	if !t.Issued.IsZero() {
 		out.IssuedUnixNano = t.Issued.UnixNano()
 	}
+	out.CountS, out.CountVersion, out.CountPeers = uint32(t.Count.S), t.Count.Version, uint32(t.Count.Peers)
+	out.CountSeq, out.CountEstimate = t.Count.Seq, t.Count.Estimate
 	for _, s := range t.Digest {
 		out.Digest = append(out.Digest, &pb.Sample{Id: []byte(s.ID), Coord: coordToPB(s.Coord), Weight: s.Weight, Rtt: s.RTT})
 	}
@@ -177,6 +182,10 @@ func tokenFromPB(m *pb.Token) (Token, error) {
 	t.Seq = m.Seq
 	if m.IssuedUnixNano != 0 {
 		t.Issued = time.Unix(0, m.IssuedUnixNano)
+	}
+	t.Count = Count{S: int(m.CountS), Version: m.CountVersion, Peers: int(m.CountPeers), Seq: m.CountSeq, Estimate: m.CountEstimate}
+	if !validCount(t.Count, math.MaxUint32) {
+		return Token{}, fmt.Errorf("%w: %+v", errInvalidCount, t.Count)
 	}
 	if len(m.Digest) > maxDigest {
 		return Token{}, fmt.Errorf("%w: %d samples", errInvalidDigest, len(m.Digest))
@@ -238,6 +247,8 @@ func tokenReason(err error) string {
 		return dropDigest
 	case errors.Is(err, errInvalidCoord):
 		return dropCoord
+	case errors.Is(err, errInvalidCount):
+		return dropCount
 	}
 	return dropDecode
 }

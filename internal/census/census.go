@@ -293,6 +293,23 @@ func (c *Census) Report(now time.Time, peers int, share float64) {
 // Withdraw removes this peer's own report: it is no longer a superpeer.
 func (c *Census) Withdraw() { delete(c.table, c.self) }
 
+// Own is this peer's own latest report, if it holds one.
+func (c *Census) Own() (Entry, bool) {
+	if e, ok := c.table[c.self]; ok {
+		return e.Entry, true
+	}
+	return Entry{}, false
+}
+
+// Forget drops the report of superpeer id (not this peer's own): another
+// peer now stands for what it reported, as when a token changes holder,
+// so its last report would count those peers twice until it expired.
+func (c *Census) Forget(id string) {
+	if id != c.self {
+		delete(c.table, id)
+	}
+}
+
 // Merge takes another superpeer's digest and its value. Reports made under
 // an older value than the one held are ignored, a newer value is adopted
 // first, and of two reports by one superpeer the higher Seq stays.

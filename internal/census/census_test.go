@@ -374,3 +374,27 @@ func TestTick_MedianOfEstimates(t *testing.T) {
 		t.Fatalf("median 800 did not propose S = 8: %v %v", v, ch)
 	}
 }
+
+// Own is the latest own report; Forget drops another superpeer's report
+// (a token's new holder stands for it now) but never the peer's own.
+func TestOwnAndForget(t *testing.T) {
+	c, err := New(Config{Fraction: 0.1}, "a", Value{S: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Own(); ok {
+		t.Fatal("own report before any")
+	}
+	c.Report(t0, 5, 0.5)
+	c.Report(t0, 6, 0.5)
+	if e, ok := c.Own(); !ok || e.Peers != 6 || e.Seq != 2 || e.ID != "a" {
+		t.Fatalf("Own = %+v, %v; want the second report", e, ok)
+	}
+	c.Merge(t0, Value{S: 2}, []Entry{{ID: "b", Peers: 4, Share: 0.5, Seq: 1}})
+	c.Forget("a")
+	c.Forget("b")
+	c.Forget("nobody")
+	if n, k := c.Size(t0); k != 1 || n != 12 {
+		t.Fatalf("after Forget: size %v from %d reports, want own 6 for half: 12", n, k)
+	}
+}

@@ -284,8 +284,16 @@ type Token struct {
 	// When the holder made announcement seq, on its clock (informational:
 	// the age of what a peer knows, on one machine).
 	IssuedUnixNano int64 `protobuf:"varint,10,opt,name=issued_unix_nano,json=issuedUnixNano,proto3" json:"issued_unix_nano,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The holder's census under a fraction (repel.Count): the token count it
+	// holds and the version that set it, and its report: peers (itself and
+	// its attached clients), report number and network size estimate.
+	CountS        uint32  `protobuf:"varint,11,opt,name=count_s,json=countS,proto3" json:"count_s,omitempty"`
+	CountVersion  uint64  `protobuf:"varint,12,opt,name=count_version,json=countVersion,proto3" json:"count_version,omitempty"`
+	CountPeers    uint32  `protobuf:"varint,13,opt,name=count_peers,json=countPeers,proto3" json:"count_peers,omitempty"`
+	CountSeq      uint64  `protobuf:"varint,14,opt,name=count_seq,json=countSeq,proto3" json:"count_seq,omitempty"`
+	CountEstimate float64 `protobuf:"fixed64,15,opt,name=count_estimate,json=countEstimate,proto3" json:"count_estimate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Token) Reset() {
@@ -384,6 +392,41 @@ func (x *Token) GetSeq() uint64 {
 func (x *Token) GetIssuedUnixNano() int64 {
 	if x != nil {
 		return x.IssuedUnixNano
+	}
+	return 0
+}
+
+func (x *Token) GetCountS() uint32 {
+	if x != nil {
+		return x.CountS
+	}
+	return 0
+}
+
+func (x *Token) GetCountVersion() uint64 {
+	if x != nil {
+		return x.CountVersion
+	}
+	return 0
+}
+
+func (x *Token) GetCountPeers() uint32 {
+	if x != nil {
+		return x.CountPeers
+	}
+	return 0
+}
+
+func (x *Token) GetCountSeq() uint64 {
+	if x != nil {
+		return x.CountSeq
+	}
+	return 0
+}
+
+func (x *Token) GetCountEstimate() float64 {
+	if x != nil {
+		return x.CountEstimate
 	}
 	return 0
 }
@@ -761,7 +804,7 @@ const file_repel_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12,\n" +
 	"\x05coord\x18\x02 \x01(\v2\x16.superpeer.repel.CoordR\x05coord\x12\x16\n" +
 	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x10\n" +
-	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\xc3\x02\n" +
+	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\xe6\x03\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
@@ -773,7 +816,13 @@ const file_repel_proto_rawDesc = "" +
 	"\bsurveyed\x18\b \x01(\bR\bsurveyed\x12\x10\n" +
 	"\x03seq\x18\t \x01(\x04R\x03seq\x12(\n" +
 	"\x10issued_unix_nano\x18\n" +
-	" \x01(\x03R\x0eissuedUnixNano\"8\n" +
+	" \x01(\x03R\x0eissuedUnixNano\x12\x17\n" +
+	"\acount_s\x18\v \x01(\rR\x06countS\x12#\n" +
+	"\rcount_version\x18\f \x01(\x04R\fcountVersion\x12\x1f\n" +
+	"\vcount_peers\x18\r \x01(\rR\n" +
+	"countPeers\x12\x1b\n" +
+	"\tcount_seq\x18\x0e \x01(\x04R\bcountSeq\x12%\n" +
+	"\x0ecount_estimate\x18\x0f \x01(\x01R\rcountEstimate\"8\n" +
 	"\bAnnounce\x12,\n" +
 	"\x05token\x18\x01 \x01(\v2\x16.superpeer.repel.TokenR\x05token\"Y\n" +
 	"\vSignedToken\x12,\n" +
