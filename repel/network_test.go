@@ -35,8 +35,8 @@ type network struct {
 
 	minted  map[uint32]bool // token IDs ever minted
 	retired map[uint32]int  // token IDs retired (Config.Fraction), how often
-	events map[EventKind]int
-	moves  int // completed moves (acks that made a holder drop)
+	events  map[EventKind]int
+	moves   int // completed moves (acks that made a holder drop)
 }
 
 var epoch0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
