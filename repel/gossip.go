@@ -219,10 +219,27 @@ func newGossipTable(S, push int) *gossipTable {
 	return &gossipTable{push: push, entries: make([]gossipEntry, S)}
 }
 
-// wants reports whether t is news to the table.
+// resize makes the table hold tokens [0, S) (Config.Fraction): it forgets
+// the tokens a smaller count retired.
+func (g *gossipTable) resize(S int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if S <= len(g.entries) {
+		clear(g.entries[S:])
+		g.entries = g.entries[:S]
+		return
+	}
+	g.entries = append(g.entries, make([]gossipEntry, S-len(g.entries))...)
+}
+
+// wants reports whether t is news to the table (a token out of its range
+// is not).
 func (g *gossipTable) wants(t Token) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if int(t.ID) >= len(g.entries) {
+		return false
+	}
 	e := g.entries[t.ID]
 	return !e.known || fresher(t, e.tok)
 }
@@ -232,6 +249,9 @@ func (g *gossipTable) wants(t Token) bool {
 func (g *gossipTable) wantsVersion(t Token) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if int(t.ID) >= len(g.entries) {
+		return false
+	}
 	e := g.entries[t.ID]
 	return !e.known || t.Beats(e.tok)
 }
@@ -241,6 +261,9 @@ func (g *gossipTable) wantsVersion(t Token) bool {
 func (g *gossipTable) offer(t Token, st *pb.SignedToken) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if int(t.ID) >= len(g.entries) {
+		return false
+	}
 	e := &g.entries[t.ID]
 	if e.known && !fresher(t, e.tok) {
 		return false

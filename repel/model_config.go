@@ -273,7 +273,7 @@ func (c Config) census() census.Config {
 	return census.Config{
 		Fraction: c.Fraction,
 		Max:      c.maxTokens(),
-		HoldDown: max(30*time.Second, c.joinWait()+c.SettleAfter+2*c.AnnounceInterval),
+		HoldDown: c.joinWait() + c.SettleAfter + 2*c.AnnounceInterval,
 		Expire:   c.DeadAfter,
 	}
 }

@@ -65,12 +65,17 @@ func (n *Node) hearReport(now time.Time, t Token) {
 }
 
 // report is what this holder's announcement carries: its count and, under
-// a Fraction, its report of itself and its attached clients for a 1/S share.
+// a Fraction, once its token has settled (its clients have found it), its
+// report of itself and its attached clients for a 1/S share.
 func (n *Node) report(now time.Time) Count {
 	if n.cen == nil {
 		return Count{}
 	}
 	v := n.cen.Value()
+	if !n.held.settled {
+		n.cen.Withdraw()
+		return Count{S: v.S, Version: v.Version}
+	}
 	peers := 1
 	for _, p := range n.peers {
 		if p.Attached && p.ID != n.id {
@@ -85,10 +90,10 @@ func (n *Node) report(now time.Time) Count {
 	return c
 }
 
-// countTick lets a holder propose a new count; the node takes it at once
-// and announces it.
+// countTick lets a settled holder propose a new count; the node takes it
+// at once and announces it.
 func (n *Node) countTick(now time.Time) {
-	if n.cen == nil {
+	if n.cen == nil || !n.held.settled {
 		return
 	}
 	if _, changed := n.cen.Tick(now); !changed {

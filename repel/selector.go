@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -155,6 +156,7 @@ type snapshot struct {
 	offering bool
 	surveyed bool // a survey kept the held token where it is
 	live     []Token
+	count    Count
 }
 
 // Selector runs the repel method on one peer (superpeer.Selector): one
@@ -186,6 +188,8 @@ type Selector struct {
 	gossiped Token // the last own announcement put on the piggyback (owned by loop)
 
 	rtNear [][]peer.ID // per token, the routing table's peers nearest its name at the last setView (owned by loop)
+	heard  []time.Time // per token, when it was last heard of (owned by loop)
+	looked []time.Time // per token, when its name was last looked up (owned by loop)
 
 	lastSnap time.Time // owned by loop: when the snapshot was last taken
 
@@ -223,6 +227,7 @@ const (
 	statMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
 	statHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
 	statProbesFailed  = "holder_probes_failed"
+	statGossipRetired = "gossip_retired" // versions of tokens a smaller count retired, from peers that had not heard of it
 	// Piggyback dissemination: piggybacks sent on the Vivaldi exchanges
 	// (both directions) and their bytes, versions received that were
 	// news, signatures checked, and piggybacks the loop was too busy to
@@ -309,7 +314,13 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 	}
 	// The attach protocol reports where the selector does unless told
 	// otherwise, and runs under the node's prefix whatever it is told.
-	attOpts := append([]superpeer.Option{superpeer.WithRegisterer(opts.Registerer)}, opts.Attach...)
+	attOpts := []superpeer.Option{superpeer.WithRegisterer(opts.Registerer)}
+	if f := opts.Config.Fraction; f > 0 && opts.Config.Capacity == 0 {
+		// Twice the mean load, as the prefix method's WithFraction; the
+		// application's own WithCapacity (applied after) wins.
+		attOpts = append(attOpts, superpeer.WithCapacity(2*int(math.Ceil(1/f))))
+	}
+	attOpts = append(attOpts, opts.Attach...)
 	att, err := superpeer.NewAttach(node.Host(), append(attOpts, superpeer.WithProtocolPrefix(prefix))...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, err)
@@ -339,7 +350,10 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 		pub:         make(chan []byte, 1),
 		unreachable: map[peer.ID]time.Time{},
 		rtNear:      make([][]peer.ID, opts.Config.Tokens),
+		heard:       make([]time.Time, opts.Config.Tokens),
+		looked:      make([]time.Time, opts.Config.Tokens),
 	}
+	s.snap.count = model.Count()
 	att.SetRole(s.attachRole)
 	att.ReportRole(s.Role)
 	if s.stopMetrics, err = counters.Register(opts.Registerer, metricFamilies, s.report); err != nil {
@@ -529,11 +543,9 @@ func (s *Selector) loop(ctx context.Context) {
 	tick := time.NewTicker(s.opts.Tick)
 	defer tick.Stop()
 	var lastView time.Time
-	heard := make([]time.Time, s.opts.Config.Tokens)            // when each token was last heard of
-	looked := make([]time.Time, s.opts.Config.Tokens)           // when each token's name was last looked up
 	closest := make(map[uint32][]peer.ID, s.opts.Config.Tokens) // live peers nearest each silent token's name
-	for i := range heard {
-		heard[i] = s.start
+	for i := range s.heard {
+		s.heard[i] = s.start
 	}
 	lookupBusy := false
 	var lastMintCheck time.Time
@@ -557,8 +569,10 @@ func (s *Selector) loop(ctx context.Context) {
 			}
 			if in.gossip != nil {
 				for _, t := range s.takeGossip(in.gossip, in.direct) {
-					heard[t.ID] = now
 					s.step(now, Message{Type: MsgAnnounce, From: t.Holder, Token: t}, nil)
+					if int(t.ID) < len(s.heard) {
+						s.heard[t.ID] = now
+					}
 				}
 				continue
 			}
@@ -570,10 +584,15 @@ func (s *Selector) loop(ctx context.Context) {
 				s.setView(now, closest)
 				continue
 			}
-			if in.msg.Type == MsgAnnounce {
-				heard[in.msg.Token.ID] = now
-			}
 			s.step(now, in.msg, in.reply)
+			if in.msg.Type == MsgAnnounce && int(in.msg.Token.ID) < len(s.heard) {
+				s.heard[in.msg.Token.ID] = now
+			}
+		}
+		for id := range closest {
+			if int(id) >= len(s.heard) {
+				delete(closest, id) // retired
+			}
 		}
 		// Tokens silent for a quarter of T_dead: if this peer is nearer
 		// their names than every peer its routing table knows, it may be the
@@ -581,7 +600,7 @@ func (s *Selector) loop(ctx context.Context) {
 		// tells the model for sure. Peers with a nearer routing-table entry
 		// know already that they are not first (setView passes those on).
 		if t, ok := s.model.Held(); ok {
-			heard[t.ID] = now
+			s.heard[t.ID] = now
 			delete(closest, t.ID)
 		}
 		// The routing-table check runs at most once a Tick, not after
@@ -593,11 +612,11 @@ func (s *Selector) loop(ctx context.Context) {
 		}
 		lastMintCheck = now
 		var due []uint32
-		for i := range heard {
+		for i := range s.heard {
 			quarter := s.opts.Config.DeadAfter / 4
-			if now.Sub(heard[i]) >= quarter && now.Sub(looked[i]) >= quarter && s.mayMint(uint32(i)) {
+			if now.Sub(s.heard[i]) >= quarter && now.Sub(s.looked[i]) >= quarter && s.mayMint(uint32(i)) {
 				due = append(due, uint32(i))
-				looked[i] = now
+				s.looked[i] = now
 			}
 		}
 		if len(due) > 0 {
@@ -739,7 +758,7 @@ func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
 	// model to see that this peer is not the one to mint it (the rank of a
 	// peer that is comes from the lookups above).
 	rt := s.node.RoutingTable()
-	for i := 0; i < s.opts.Config.Tokens; i++ {
+	for i := range s.rtNear {
 		key := TokenKey(uint32(i))
 		s.rtNear[i] = rt.NearestPeers(kb.ID(key[:]), s.opts.MintLookup)
 		for _, p := range s.rtNear[i] {
@@ -757,6 +776,11 @@ func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
 // hands the answer to a move offer back to its stream, counts events and
 // publishes the new state.
 func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
+	count := s.model.Count()
+	recount := count.S != len(s.heard)
+	if recount {
+		s.fitTokens(count.S)
+	}
 	var answer *Message
 	for _, m := range r.Messages {
 		switch m.Type {
@@ -810,7 +834,7 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		s.stats.Add(e.Kind.String(), 1)
 	}
 	// The snapshot copies every token: only on a change, or once a View.
-	if len(r.Events) == 0 && !r.RoleChanged && now.Sub(s.lastSnap) < s.opts.View {
+	if len(r.Events) == 0 && !r.RoleChanged && !recount && count == s.snap.count && now.Sub(s.lastSnap) < s.opts.View {
 		return
 	}
 	s.lastSnap = now
@@ -823,12 +847,12 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		live[i].Digest = nil // readers need holders and places only
 	}
 	s.mu.Lock()
-	changed := holding != s.snap.holding || r.Role != s.snap.role || holderSetChanged(s.snap.live, live)
+	changed := holding != s.snap.holding || r.Role != s.snap.role || holderSetChanged(s.snap.live, live) || count.S != s.snap.count.S
 	if r.Role == superpeer.Superpeer && s.snap.role != superpeer.Superpeer {
 		s.settledAt = now
 	}
 	lost := s.snap.holding && !holding
-	s.snap = snapshot{role: r.Role, held: held, holding: holding, offer: offer, offering: offering, live: live, surveyed: s.model.Surveyed()}
+	s.snap = snapshot{role: r.Role, held: held, holding: holding, offer: offer, offering: offering, live: live, surveyed: s.model.Surveyed(), count: count}
 	s.publishStateLocked("token "+r.Role.String(), now)
 	s.mu.Unlock()
 	if lost {
@@ -841,6 +865,33 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		default:
 		}
 	}
+}
+
+// fitTokens makes the per-token state fit a count of S (Config.Fraction):
+// a token a larger count adds was heard of never, so it is silent from now;
+// a smaller count's retired tokens are forgotten. Loop only.
+func (s *Selector) fitTokens(S int) {
+	for len(s.heard) < S {
+		s.heard = append(s.heard, time.Now())
+		s.looked = append(s.looked, time.Time{})
+		s.rtNear = append(s.rtNear, nil)
+	}
+	s.heard, s.looked, s.rtNear = s.heard[:S:S], s.looked[:S:S], s.rtNear[:S:S]
+	if s.table != nil {
+		s.table.resize(S)
+		for len(s.digests) < S {
+			s.digests = append(s.digests, Token{})
+		}
+		s.digests = s.digests[:S:S]
+	}
+}
+
+// Count is the token count this peer holds (Config.Fraction; the fixed
+// Config.Tokens without one) and the version that set it.
+func (s *Selector) Count() Count {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snap.count
 }
 
 // holderSetChanged reports whether the live tokens' holders differ.

@@ -41,7 +41,7 @@ func (p piggyback) Deliver(from peer.ID, b []byte) { p.s.takePiggyback(from, b, 
 // hands its versions to the loop and returns what it says its sender
 // knows; a bad one is counted and ok is false.
 func (s *Selector) takePiggyback(from peer.ID, b []byte, where string) (known []*pb.Version, ok bool) {
-	known, toks, reason, err := decodeGossip(b, s.opts.Config.Tokens)
+	known, toks, reason, err := decodeGossip(b, s.opts.Config.maxTokens())
 	if err != nil {
 		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad gossip in a "+where, "from", from, "reason", reason, "err", err)
@@ -83,6 +83,19 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 	var out []Token
 	for _, g := range toks {
 		t := g.tok
+		if s.model.retired(t) {
+			// Sent under an older count that had this token.
+			s.stats.Add(statGossipRetired, 1)
+			continue
+		}
+		if lim := s.model.limit(t.Count); int(t.ID) >= lim {
+			s.drops.Add(dropOutOfRange, 1)
+			continue
+		} else if int(t.ID) >= len(s.heard) {
+			// A fresher, larger count: make room for its tokens now; the
+			// model takes the count when it steps t.
+			s.fitTokens(lim)
+		}
 		if direct == "" {
 			if !s.table.wants(t) || !s.verified(g) || !s.table.offer(t, g.pb) {
 				continue
@@ -168,7 +181,7 @@ func (s *Selector) handleAnnounce(str lpnet.Stream) {
 	if !s.readIncoming(str, maxAnnounceSize, &f, statAnnounceLost, "announce") {
 		return
 	}
-	t, reason, err := decodeSigned(&f, s.opts.Config.Tokens)
+	t, reason, err := decodeSigned(&f, s.opts.Config.maxTokens())
 	if err == nil && peer.ID(t.Holder) != from {
 		reason, err = dropNotHolder, errNotHolder
 	}

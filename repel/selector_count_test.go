@@ -1,0 +1,117 @@
+package repel
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/superpeer"
+)
+
+// settledAt reports whether the live selectors agree on a count of S,
+// its tokens 0..S-1 are held once each and settled, and every other peer
+// is attached to one of their holders.
+func settledAt(sels []*Selector, S int) error {
+	holders := map[uint32][]peer.ID{}
+	sps := map[peer.ID]bool{}
+	for _, s := range sels {
+		if c := s.Count(); c.S != S {
+			return fmt.Errorf("%s holds count %+v", s.node.ID(), c)
+		}
+		if t, ok := s.Held(); ok {
+			holders[t.ID] = append(holders[t.ID], s.node.ID())
+			if s.Role() != superpeer.Superpeer {
+				return fmt.Errorf("token %d not settled", t.ID)
+			}
+			sps[s.node.ID()] = true
+		}
+	}
+	for id := uint32(0); id < uint32(S); id++ {
+		if len(holders[id]) != 1 {
+			return fmt.Errorf("token %d held by %v", id, holders[id])
+		}
+	}
+	if len(holders) != S {
+		return fmt.Errorf("tokens held: %v", holders)
+	}
+	for _, s := range sels {
+		if !sps[s.node.ID()] && !sps[s.Superpeer()] {
+			return fmt.Errorf("%s attached to %q, not a holder", s.node.ID(), s.Superpeer())
+		}
+	}
+	return nil
+}
+
+// The count follows the network live, with either dissemination: 20 peers
+// at f = 1/4 started with 2 tokens agree on 5 and settle; with half of them
+// gone they agree on 3 (round(2.5)), the holders of tokens 3 and 4 retire
+// theirs, and every client is served by the rest.
+func TestSelector_FractionGrowsAndShrinks(t *testing.T) {
+	for _, d := range []Dissemination{Piggyback, GossipSub} {
+		t.Run(d.String(), func(t *testing.T) {
+			if testing.Short() && d == GossipSub {
+				t.Skip("-short: the default dissemination only")
+			}
+			cfg := LocalConfig()
+			cfg.Tokens = 2
+			cfg.Fraction = 0.25
+			ps := selectorNetWith(t, 20, 20, cfg, d)
+			start := time.Now()
+			waitFor(t, 90*time.Second, "S = 5, settled and served", func() error { return settledAt(ps.sels, 5) })
+			t.Logf("S 2 → 5 in %v", time.Since(start).Round(100*time.Millisecond))
+			// Half go, but not the holders of tokens 3 and 4: those must
+			// retire their tokens.
+			var live []*Selector
+			retiring, killed := 0, 0
+			for i, s := range ps.sels {
+				if t, ok := s.Held(); ok && t.ID >= 3 || killed == 10 {
+					live = append(live, s)
+					if ok && t.ID >= 3 {
+						retiring++
+					}
+					continue
+				}
+				s.Close()
+				ps.vivs[i].Close()
+				ps.nodes[i].Close()
+				_ = ps.hosts[i].Close()
+				killed++
+			}
+			start = time.Now()
+			waitFor(t, 90*time.Second, "S = 3 among the 10 left", func() error { return settledAt(live, 3) })
+			t.Logf("S 5 → 3 in %v; %d holders retired", time.Since(start).Round(100*time.Millisecond), retiring)
+			got := 0
+			for _, s := range live {
+				got += int(s.Stats()[EventRetired.String()])
+				if d := s.Drops(); len(d) > 0 {
+					t.Errorf("%s dropped messages between honest peers: %v", s.node.ID(), d)
+				}
+			}
+			if retiring != 2 || got < retiring {
+				t.Errorf("%d retirements counted, %d live holders of tokens 3 and 4", got, retiring)
+			}
+		})
+	}
+}
+
+// waitFor is waitUntil for a condition that says what is missing.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() error) {
+	t.Helper()
+	var last error
+	defer func() {
+		if t.Failed() {
+			t.Logf("last: %v", last)
+		}
+	}()
+	next := time.Now()
+	waitUntil(t, limit, what, func() bool {
+		last = cond()
+		if testing.Verbose() && last != nil && time.Now().After(next) {
+			t.Logf("%s: %v", what, last)
+			next = time.Now().Add(3 * time.Second)
+		}
+		return last == nil
+	})
+}
