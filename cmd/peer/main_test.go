@@ -253,9 +253,9 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"run", "--listen", "garbage"}, 2, "--listen"},
 		{[]string{"run", "--method", "prefix", "--fraction", "1.5"}, 2, "--fraction"},
 		{[]string{"swarm", "--method", "prefix", "--fraction", "-0.1"}, 2, "--fraction"},
-		{[]string{"swarm", "--fraction", "0.1"}, 2, "--fraction needs --method prefix"},
-		{[]string{"run", "--method", "repel", "--fraction", "0.1"}, 2, "--fraction needs --method prefix"},
-		{[]string{"run", "--method", "prefix", "--pow2", "--fraction", "0.1"}, 2, "--fraction needs --method prefix without --pow2"},
+		{[]string{"swarm", "--fraction", "0.1"}, 2, "--fraction needs one --method"},
+		{[]string{"run", "--method", "none", "--fraction", "0.1"}, 2, "--fraction needs --method prefix"},
+		{[]string{"run", "--method", "prefix", "--pow2", "--fraction", "0.1"}, 2, "--fraction needs --method prefix (without --pow2)"},
 		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, 2, "/p2p/"},
 		{[]string{"run", "--key", garbageKey, "--listen", "/ip4/127.0.0.1/tcp/0"}, 1, "identity key"},
 	}

@@ -99,7 +99,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	method := fs.String("method", "none", "superpeer selection: "+methodList()+"; or none (the DHT only)")
 	superpeers := fs.Int("superpeers", 16, "S, the number of superpeers wanted (with --method prefix or repel)")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
-	fraction := fs.Float64("fraction", 0, "prefix: make S follow this fraction of the network, agreed with the other peers (the census; --superpeers is only where this peer starts; every peer should run the same fraction); the capacity is then 2⌈1/fraction⌉ unless --capacity is given (0: S fixed)")
+	fraction := fs.Float64("fraction", 0, "make S follow this fraction of the network, agreed with the other peers (the census; --superpeers is only where this peer starts; every peer should run the same fraction); the capacity is then 2⌈1/fraction⌉ unless --capacity is given (0: S fixed)")
 	capacity := fs.Int("capacity", 64, "C, the most clients this peer serves as a superpeer (0: unbounded)")
 	ttl := fs.Duration("ttl", 30*time.Second, "attachment lifetime without renewal; the peer rechecks every third of it")
 	displace := fs.Duration("displace", superpeer.DefaultDisplace, "repel: as a full superpeer, take a client whose regret (its next choice's RTT minus ours) exceeds a served client's by more than this in that client's place (0: first come, first served)")
@@ -147,8 +147,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --superpeers %d must be at least 1", errUsage, *superpeers)
 	case math.IsNaN(*fraction) || *fraction < 0 || *fraction > 1:
 		return fmt.Errorf("%w: --fraction %v not in (0, 1] (0: S fixed)", errUsage, *fraction)
-	case *fraction > 0 && (*method != "prefix" || *pow2):
-		return fmt.Errorf("%w: --fraction needs --method prefix without --pow2 (the token method does not follow a fraction yet)", errUsage)
+	case *fraction > 0 && (*method != "prefix" && *method != "repel" || *pow2):
+		return fmt.Errorf("%w: --fraction needs --method prefix (without --pow2) or repel", errUsage)
 	case *capacity < 0:
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	case *displace < 0:
@@ -252,6 +252,13 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 				started = fmt.Sprintf("selecting superpeers by %s: S following %g of the network, starting at %d", m.Name, *fraction, *superpeers)
 			}
 		case "repel":
+			if *fraction > 0 {
+				rcfg.Fraction = *fraction
+				if !flagSet(fs, "capacity") {
+					env.Attach = []superpeer.Option{superpeer.WithTTL(*ttl)}
+				}
+				started = fmt.Sprintf("selecting superpeers by %s: S following %g of the network, starting at %d", m.Name, *fraction, *superpeers)
+			}
 			env.Attach = append(env.Attach, superpeer.WithDisplace(*displace))
 			env.Options = []repel.Option{repel.WithConfig(rcfg), repel.WithDissemination(dissemination)}
 			started += fmt.Sprintf(", force %s, T_settle %v, T_dead %v, announce every %v by %s",

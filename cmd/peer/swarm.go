@@ -171,7 +171,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (0.12: the tokens of `peer experiment repel-coords` place within 1.13× the k-median in coordinates that good, 1.24× at 0.15)")
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
-	fraction := fs.Float64("fraction", 0, "prefix: make S follow this fraction of the swarm, agreed by the peers (superpeer.WithFraction, the census); --superpeers is then where they start and the capacity 2⌈1/fraction⌉ unless --capacity is given; only with --method prefix (0: S fixed)")
+	fraction := fs.Float64("fraction", 0, "make S follow this fraction of the swarm, agreed by the peers (the census: superpeer.WithFraction, repel.Config.Fraction); --superpeers is then where they start and the capacity 2⌈1/fraction⌉ unless --capacity is given; with one --method, prefix (without --pow2) or repel (0: S fixed)")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
 	displace := fs.Duration("displace", superpeer.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
@@ -261,8 +261,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	case math.IsNaN(*fraction) || *fraction < 0 || *fraction > 1:
 		return fmt.Errorf("%w: --fraction %v not in (0, 1] (0: S fixed)", errUsage, *fraction)
-	case *fraction > 0 && (len(methods) != 1 || methods[0].Name != "prefix" || *pow2):
-		return fmt.Errorf("%w: --fraction needs --method prefix without --pow2 (the token method does not follow a fraction yet)", errUsage)
+	case *fraction > 0 && (len(methods) != 1 || methods[0].Name != "prefix" && methods[0].Name != "repel" || *pow2):
+		return fmt.Errorf("%w: --fraction needs one --method, prefix (without --pow2) or repel", errUsage)
 	case *displace < 0:
 		return fmt.Errorf("%w: --displace %v is negative", errUsage, *displace)
 	case *survey < 0:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/superpeer-overlay/superpeer/internal/census"
 	"io"
+	"math"
 	"math/rand"
 	"strings"
 	"time"
@@ -111,7 +112,12 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		defer f.release(s.StopMethod)
 		f.view.WatchActive()
 		if f.fraction > 0 {
-			if err := waitCensus(ctx, s, f.fraction); err != nil {
+			if err := waitCensus(ctx, s, f.fraction, func(i int) int {
+				if sel := s.Selector(i); sel != nil {
+					return sel.Scheme().Groups()
+				}
+				return -1
+			}); err != nil {
 				return nil, err
 			}
 		}
@@ -149,12 +155,27 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		}
 		cfg := swarm.RepelSwarmConfig(f.superpeers, model)
 		cfg.SurveyInterval = f.survey
-		rr, err := s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Capacity: f.capacity, TTL: f.ttl, Attach: []superpeer.Option{superpeer.WithDisplace(f.displace)}, Probe: f.probe, Dissemination: f.dissemination}, gossip)
+		cfg.Fraction = f.fraction
+		capacity := f.capacity
+		if f.fraction > 0 && !f.capacityGiven {
+			capacity = 2 * int(math.Ceil(1/f.fraction))
+		}
+		rr, err := s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Capacity: capacity, TTL: f.ttl, Attach: []superpeer.Option{superpeer.WithDisplace(f.displace)}, Probe: f.probe, Dissemination: f.dissemination}, gossip)
 		if err != nil {
 			return nil, err
 		}
 		defer f.release(rr.Close)
 		f.view.WatchRepel(rr)
+		if f.fraction > 0 {
+			if err := waitCensus(ctx, s, f.fraction, func(i int) int {
+				if sel := rr.Selector(i); sel != nil {
+					return sel.Count().S
+				}
+				return -1
+			}); err != nil {
+				return nil, err
+			}
+		}
 		took, err := rr.WaitConverged(ctx, rr.Start())
 		if err != nil {
 			return nil, err
@@ -291,9 +312,9 @@ func printMethods(w io.Writer, ms []*methodReport) {
 }
 
 // waitCensus waits until the peers' count is at rest for the swarm's size:
-// every live selector holds one S, and the census would not move it (f·n
-// within its band).
-func waitCensus(ctx context.Context, s *swarm.Swarm, f float64) error {
+// every live selector holds one S (count(i); -1 for a peer without a
+// selector), and the census would not move it (f·n within its band).
+func waitCensus(ctx context.Context, s *swarm.Swarm, f float64, count func(i int) int) error {
 	cfg, err := census.Config{Fraction: f}.Filled()
 	if err != nil {
 		return err
@@ -304,8 +325,7 @@ func waitCensus(ctx context.Context, s *swarm.Swarm, f float64) error {
 		live := s.Live()
 		S, agreed := 0, true
 		for _, i := range live {
-			if sel := s.Selector(i); sel != nil {
-				g := sel.Scheme().Groups()
+			if g := count(i); g >= 0 {
 				if S == 0 {
 					S = g
 				}

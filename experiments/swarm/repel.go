@@ -361,6 +361,11 @@ type RepelState struct {
 	Wrong, Unserved int
 	// Room is the spare capacity of the superpeers.
 	Room int
+	// Count is the token count: the fixed repel.Config.Tokens, or with a
+	// Fraction the freshest count a live selector holds; Disagree counts
+	// the live selectors that hold another, and Retired the holders of
+	// tokens at or past Count (not yet told of it).
+	Count, Disagree, Retired int
 }
 
 // countHolders counts, over the holders of each token, the tokens nobody
@@ -396,7 +401,9 @@ func countHolders(holders [][]int, held func(i int) repel.Token, offer func(i in
 }
 
 // TokensBack is true when every token is held by exactly one live peer.
-func (st RepelState) TokensBack() bool { return st.Missing == 0 && st.Duplicated == 0 }
+func (st RepelState) TokensBack() bool {
+	return st.Missing == 0 && st.Duplicated == 0 && st.Disagree == 0 && st.Retired == 0
+}
 
 // Converged is true when every token is held once and settled — exactly S
 // superpeers — with its place kept by a survey (with surveys on), and every
@@ -408,13 +415,13 @@ func (st RepelState) Converged() bool {
 
 // State reads every live selector.
 func (r *RepelRun) State() RepelState {
-	S := r.opts.Config.Tokens
+	live := r.s.Live()
+	S, disagree := r.count(live)
 	capacity := r.opts.Capacity
-	st := RepelState{Holders: make([][]int, S), Assignment: make(metrics.Assignment, len(r.s.Peers))}
+	st := RepelState{Holders: make([][]int, S), Assignment: make(metrics.Assignment, len(r.s.Peers)), Count: S, Disagree: disagree}
 	for i := range st.Assignment {
 		st.Assignment[i] = metrics.Unassigned
 	}
-	live := r.s.Live()
 	isSP := map[int]bool{}
 	clients := map[int]map[peer.ID]bool{}
 	for _, i := range live {
@@ -423,6 +430,10 @@ func (r *RepelRun) State() RepelState {
 			continue
 		}
 		if t, ok := sel.Held(); ok {
+			if int(t.ID) >= S {
+				st.Retired++
+				continue
+			}
 			st.Holders[t.ID] = append(st.Holders[t.ID], i)
 			if sel.Role() == superpeer.Superpeer {
 				st.Superpeers = append(st.Superpeers, i)
@@ -572,11 +583,36 @@ func (r *RepelRun) counts() (stats, drops map[string]uint64) {
 	return stats, drops
 }
 
+// count is the token count of the live selectors: the fixed Tokens, or
+// under a Fraction the freshest count any holds, and how many hold another.
+func (r *RepelRun) count(live []int) (S, disagree int) {
+	if r.opts.Config.Fraction == 0 {
+		return r.opts.Config.Tokens, 0
+	}
+	var best repel.Count
+	var counts []repel.Count
+	for _, i := range live {
+		if sel := r.sels[i]; sel != nil {
+			c := sel.Count()
+			counts = append(counts, c)
+			if c.Version > best.Version || c.Version == best.Version && c.S > best.S {
+				best = c
+			}
+		}
+	}
+	for _, c := range counts {
+		if c.S != best.S || c.Version != best.Version {
+			disagree++
+		}
+	}
+	return max(best.S, 1), disagree
+}
+
 // Summary scores the current selection as the prefix method's Summary does
 // (method "repel"), and reports the tokens' own figures.
 func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSummary, RepelSummary, error) {
 	st := r.State()
-	S := r.opts.Config.Tokens
+	S := st.Count
 	capacity := r.opts.Capacity
 	live := r.s.Live()
 	stats, drops := r.counts()

@@ -487,7 +487,7 @@ func (v *View) Snapshot() Snapshot {
 		if v.rr != nil {
 			rst = v.rr.State()
 			st = RunState{Superpeers: rst.Superpeers, Assignment: rst.Assignment, Wrong: rst.Wrong, Unserved: rst.Unserved}
-			snap.Target = v.rr.opts.Config.Tokens
+			snap.Target = rst.Count
 		} else {
 			st = v.run.State()
 			snap.Target = v.run.o.Env.Superpeers
@@ -554,7 +554,7 @@ func (v *View) Snapshot() Snapshot {
 	}
 	// Tokens.
 	if v.rr != nil {
-		for id := uint32(0); id < uint32(v.rr.opts.Config.Tokens); id++ {
+		for id := uint32(0); id < uint32(rst.Count); id++ {
 			tv := TokenView{ID: id, Holder: -1, Trail: append([]int{}, v.trails[id]...)}
 			if hs := v.holders[id]; len(hs) > 0 {
 				tv.Holders = append([]int(nil), hs...)
