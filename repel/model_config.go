@@ -268,13 +268,20 @@ func (c Config) joinWait() time.Duration {
 // census is the census configuration of a node under a Fraction. A new
 // count holds at least until a token minted for it can have settled and
 // drawn its clients (the reports made before are of the old placement),
-// and a report lives as long as its token would without announcements.
+// a report lives as long as its token would without announcements, and
+// every token's report is needed.
 func (c Config) census() census.Config {
 	return census.Config{
 		Fraction: c.Fraction,
 		Max:      c.maxTokens(),
 		HoldDown: c.joinWait() + c.SettleAfter + 2*c.AnnounceInterval,
 		Expire:   c.DeadAfter,
+		// Every holder's announcements reach every node: a table holds
+		// every token's report, and a count is proposed only once every
+		// token has settled and reported (none is still placing itself
+		// and gathering its clients, which would count too few).
+		MaxReports: c.maxTokens(),
+		Quorum:     1,
 	}
 }
 

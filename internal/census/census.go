@@ -39,9 +39,9 @@
 // its table's reports carry (each superpeer's estimate when it reported) —
 // when f·n̂ has left the band around S (Target), its
 // table holds reports from at least half of S superpeers under the current
-// value (or MaxReports + 1 of them: a table of a few reports extrapolates
-// from too few groups; not all S, as some groups of a small network are
-// empty and never report), it found the count outside the band on Confirm
+// value (Quorum; or MaxReports + 1 of them: a table of a few reports
+// extrapolates from too few groups; not all S by default, as some groups of
+// a small network are empty and never report), it found the count outside the band on Confirm
 // ticks in a row, and the current value is at least
 // HoldDown old (loads move after every change). Superpeers whose tables
 // agree propose the same value at about the same time; otherwise the order
@@ -130,6 +130,13 @@ type Config struct {
 	// band before this peer proposes (default 2): one table that strays —
 	// of a thousand superpeers one always does — does not move everyone.
 	Confirm int
+	// Quorum is the share of S whose reports a table must hold under the
+	// current value before its peer proposes (default 0.5; at most
+	// MaxReports + 1 reports are asked for). Where every superpeer's
+	// report reaches every peer (the token method's announcements) 1
+	// waits for all of them: none is then still placing its token and
+	// gathering its clients.
+	Quorum float64
 }
 
 // ErrConfig wraps every invalid Config.
@@ -173,6 +180,12 @@ func (c *Config) fill() error {
 	}
 	if c.Confirm == 0 {
 		c.Confirm = 2
+	}
+	if c.Quorum == 0 {
+		c.Quorum = 0.5
+	}
+	if math.IsNaN(c.Quorum) || c.Quorum < 0 || c.Quorum > 1 {
+		return fmt.Errorf("%w: quorum %v not in (0, 1]", ErrConfig, c.Quorum)
 	}
 	if c.Confirm < 1 {
 		return fmt.Errorf("%w: confirm %d below 1", ErrConfig, c.Confirm)
@@ -414,7 +427,7 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 		return c.val, false
 	}
 	n, reports := c.Size(now)
-	if reports < min((c.val.S+1)/2, c.cfg.MaxReports+1) {
+	if reports < min(int(math.Ceil(c.cfg.Quorum*float64(c.val.S))), c.cfg.MaxReports+1) {
 		return c.val, false
 	}
 	want := c.cfg.Target(c.median(n), c.val.S)

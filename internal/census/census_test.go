@@ -48,7 +48,7 @@ func TestConfig_Invalid(t *testing.T) {
 	for _, c := range []Config{
 		{Fraction: 0}, {Fraction: -0.1}, {Fraction: 1.5}, {Fraction: math.NaN()},
 		{Fraction: 0.1, Hysteresis: 0.7}, {Fraction: 0.1, Slack: 0.2},
-		{Fraction: 0.1, Min: -1}, {Fraction: 0.1, HoldDown: -time.Second}, {Fraction: 0.1, Min: 5, Max: 4},
+		{Fraction: 0.1, Min: -1}, {Fraction: 0.1, HoldDown: -time.Second}, {Fraction: 0.1, Min: 5, Max: 4}, {Fraction: 0.1, Quorum: 1.5}, {Fraction: 0.1, Quorum: math.NaN()},
 	} {
 		if _, err := New(c, "a", Value{S: 1}); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: err %v, want ErrConfig", c, err)
@@ -130,6 +130,26 @@ func TestTick_Guards(t *testing.T) {
 	}
 	if n, k := c2.Size(now.Add(31 * time.Second)); n != 160 || k != 1 {
 		t.Fatalf("after expiry: %v from %d, want 160 from 1 (40 peers for a quarter)", n, k)
+	}
+}
+
+// Quorum 1 waits for every superpeer's report: three of four are not
+// enough, the fourth is.
+func TestTick_Quorum(t *testing.T) {
+	cfg := Config{Fraction: 0.1, HoldDown: time.Second, Quorum: 1, Confirm: 1}
+	c, err := New(cfg, "a", Value{S: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(t0)
+	c.Report(t0, 40, 0.25)
+	c.Merge(t0, Value{S: 4}, []Entry{{ID: "b", Peers: 40, Share: 0.25, Seq: 1}, {ID: "c", Peers: 40, Share: 0.25, Seq: 1}})
+	if v, ch := c.Tick(t0.Add(2 * time.Second)); ch {
+		t.Fatalf("proposed %v from 3 of 4 reports", v)
+	}
+	c.Merge(t0, Value{S: 4}, []Entry{{ID: "d", Peers: 40, Share: 0.25, Seq: 1}})
+	if v, ch := c.Tick(t0.Add(3 * time.Second)); !ch || v.S != 16 {
+		t.Fatalf("with every report: %v %v, want S = 16 for 160 peers", v, ch)
 	}
 }
 
