@@ -9,6 +9,7 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
+	"github.com/superpeer-overlay/superpeer/internal/census"
 	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
@@ -83,7 +84,10 @@ type RepelResult struct {
 	SettledSeconds float64 `json:"settled_seconds"`
 	VirtualSeconds float64 `json:"virtual_seconds"`
 	// Running counts the peers that ever ran a node.
-	Running    int            `json:"running_nodes"`
+	Running int `json:"running_nodes"`
+	// Count is the token count the running nodes agree on at the end (0
+	// if they differ): Config.Tokens, or the census's with a Fraction.
+	Count      int            `json:"count"`
 	Events     map[string]int `json:"events"`
 	Messages   map[string]int `json:"messages"`
 	Deliveries uint64         `json:"deliveries"`
@@ -104,26 +108,28 @@ type RepelResult struct {
 var epoch0 = time.Unix(1_700_000_000, 0).UTC()
 
 type repelSim struct {
-	o        RepelOptions
-	net      *Net
-	keys     []repel.Key
-	index    map[string]int
-	nodes    []*repel.Node
-	running  []int
-	base     []repel.Peer // what every node knows from the DHT: the minters
-	attached map[int][]int
-	latest   []repel.Message // freshest announcement per token
-	hasLast  []bool
-	res      *RepelResult
-	lastMove time.Duration
-	settled  time.Duration // -1 while not settled
-	done     bool
-	minter   []bool
-	isOn     []bool          // in running
-	lastHeld []time.Duration // when the node last held a token
-	att      *attacher       // AttachSelector
-	order    *randv2.Rand    // the clients' order in each attach round
-	settledT [2]uint64       // traffic totals when the tokens last settled
+	o          RepelOptions
+	net        *Net
+	keys       []repel.Key
+	index      map[string]int
+	nodes      []*repel.Node
+	running    []int
+	base       []repel.Peer // what every node knows from the DHT: the minters
+	attached   map[int][]int
+	latest     []repel.Message // freshest announcement per token
+	hasLast    []bool
+	res        *RepelResult
+	lastMove   time.Duration
+	settled    time.Duration // -1 while not settled
+	done       bool
+	minter     []bool
+	mintersFor int             // the tokens whose minters run: [0, mintersFor)
+	rest       *census.Config  // under a Fraction: the band a settled count lies in
+	isOn       []bool          // in running
+	lastHeld   []time.Duration // when the node last held a token
+	att        *attacher       // AttachSelector
+	order      *randv2.Rand    // the clients' order in each attach round
+	settledT   [2]uint64       // traffic totals when the tokens last settled
 }
 
 // SimulateRepel runs the repel model (repel.Node) on every peer over the
@@ -138,6 +144,8 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		return nil, fmt.Errorf("sim: repel: %d IDs, %d coords, %d neighbour sets", n, len(o.Coords), len(o.Neighbors))
 	case o.Config.Tokens > n:
 		return nil, fmt.Errorf("sim: repel: %d tokens for %d peers", o.Config.Tokens, n)
+	case o.Config.Fraction > 0 && o.Config.MaxTokens > n:
+		return nil, fmt.Errorf("sim: repel: up to %d tokens for %d peers", o.Config.MaxTokens, n)
 	}
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
@@ -192,34 +200,29 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		}
 		s.index[id] = i
 	}
-	// The minters of every token: its M XOR-closest peers.
-	isMinter := make([]bool, n)
-	var minters []int
-	for t := 0; t < o.Config.Tokens; t++ {
-		for _, i := range closestKeys(s.keys, repel.TokenKey(uint32(t)), o.Minters) {
-			if !isMinter[i] {
-				isMinter[i] = true
-				minters = append(minters, i)
-			}
-		}
-	}
-	sortInts(minters)
-	for _, i := range minters {
-		s.base = append(s.base, s.peer(i))
-	}
-	s.minter = isMinter
+	s.minter = make([]bool, n)
 	s.isOn = make([]bool, n)
 	s.lastHeld = make([]time.Duration, n)
-	for _, i := range minters {
-		if err := s.start(i); err != nil {
+	if f := o.Config.Fraction; f > 0 {
+		cc, err := census.Config{Fraction: f}.Filled()
+		if err != nil {
 			return nil, err
 		}
+		s.rest = &cc
+	}
+	if err := s.addMinters(o.Config.Tokens); err != nil {
+		return nil, err
 	}
 	var tick func()
 	tick = func() {
 		now := s.now()
 		for _, i := range s.running {
 			s.handle(i, s.nodes[i].Tick(now))
+		}
+		if c, _ := s.count(); c.S > s.mintersFor {
+			if err := s.addMinters(c.S); err != nil {
+				s.res.StepErrors++
+			}
 		}
 		s.park()
 		s.check()
@@ -255,6 +258,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		r.SettledSeconds = s.settled.Seconds()
 	}
 	r.VirtualSeconds = s.net.Now().Seconds()
+	if c, agreed := s.count(); agreed {
+		r.Count = c.S
+	}
 	for _, nd := range s.nodes {
 		if nd != nil {
 			r.Running++
@@ -265,6 +271,61 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 }
 
 func (s *repelSim) now() time.Time { return epoch0.Add(s.net.Now()) }
+
+// addMinters runs, from now on, the minters of tokens up to S (their M
+// XOR-closest peers each; a DHT lookup of a token's name would tell them of
+// each other), and tells every running node of the new ones: a count that
+// grows (Config.Fraction) has new tokens to mint.
+func (s *repelSim) addMinters(S int) error {
+	var added []int
+	for t := s.mintersFor; t < S; t++ {
+		for _, i := range closestKeys(s.keys, repel.TokenKey(uint32(t)), s.o.Minters) {
+			if !s.minter[i] {
+				s.minter[i] = true
+				added = append(added, i)
+			}
+		}
+	}
+	old := s.mintersFor
+	s.mintersFor = max(S, s.mintersFor)
+	sortInts(added)
+	for _, i := range added {
+		s.base = append(s.base, s.peer(i))
+	}
+	if old > 0 && len(added) > 0 {
+		for _, i := range s.running {
+			s.nodes[i].SetPeers(s.view(i))
+		}
+	}
+	for _, i := range added {
+		if !s.isOn[i] {
+			if err := s.start(i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// count is the freshest token count a running node holds and whether every
+// running node holds it (always Config.Tokens without a Fraction).
+func (s *repelSim) count() (repel.Count, bool) {
+	var best repel.Count
+	agreed := true
+	for k, i := range s.running {
+		c := s.nodes[i].Count()
+		if k > 0 && c != best {
+			agreed = false
+		}
+		if k == 0 || c.Version > best.Version || c.Version == best.Version && c.S > best.S {
+			best = c
+		}
+	}
+	if len(s.running) == 0 {
+		best.S = s.o.Config.Tokens
+	}
+	return best, agreed
+}
 
 func (s *repelSim) peer(i int) repel.Peer {
 	return repel.Peer{ID: s.o.IDs[i], Key: s.keys[i], Coord: s.o.Coords[i]}
@@ -357,6 +418,9 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 		s.res.Traffic.count(m, len(s.o.IDs), s.o.Config.Tokens, s.o.Dissemination)
 		if m.To == "" {
 			t := m.Token.ID
+			for int(t) >= len(s.latest) {
+				s.latest, s.hasLast = append(s.latest, repel.Message{}), append(s.hasLast, false)
+			}
 			if !s.hasLast[t] || !s.latest[t].Token.Beats(m.Token) {
 				s.latest[t], s.hasLast[t] = m, true
 			}
@@ -433,7 +497,14 @@ func (s *repelSim) holders() []int {
 // Config.SurveyInterval, found in its place by a survey of its holder), and
 // no token has moved for Quiet.
 func (s *repelSim) check() {
-	ids := make([]bool, s.o.Config.Tokens)
+	c, agreed := s.count()
+	if !agreed || s.rest != nil && s.rest.Target(float64(len(s.o.IDs)), c.S) != c.S {
+		// Under a Fraction, the nodes agree on a count the census keeps
+		// for this n (f·n within its band), as peer swarm waits for.
+		s.settled = -1
+		return
+	}
+	ids := make([]bool, c.S)
 	held := 0
 	surveyed := true // every holder's place measured (Config.SurveyInterval)
 	for _, i := range s.running {
@@ -442,7 +513,7 @@ func (s *repelSim) check() {
 		if !ok {
 			continue
 		}
-		if ids[t.ID] || nd.Role() != superpeer.Superpeer || nd.Moving() {
+		if int(t.ID) >= c.S || ids[t.ID] || nd.Role() != superpeer.Superpeer || nd.Moving() {
 			s.settled = -1
 			return
 		}
@@ -450,7 +521,7 @@ func (s *repelSim) check() {
 		held++
 		surveyed = surveyed && (s.o.Config.SurveyInterval <= 0 || nd.Surveyed())
 	}
-	if held != s.o.Config.Tokens {
+	if held != c.S {
 		s.settled = -1
 		return
 	}
