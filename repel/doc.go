@@ -63,6 +63,25 @@
 // gone too. Nodes that disagree on the live set may
 // both mint; fencing keeps one.
 //
+// # A fraction of the network (Config.Fraction)
+//
+// With a Fraction the count S follows f·n: every node holds a census
+// (internal/census) of the value (S, version) and of the holders' reports.
+// A settled holder's announcements carry its value and its report — itself
+// and its attached clients, for a 1/S share — in Token.Count; every node
+// takes a fresher value from any message and merges every report it hears
+// (a token's new holder replaces its old one's report). A settled holder
+// proposes round(f·n̂) at the next version when f·n̂ has left the band
+// around S on two ticks, every token has reported under the current
+// value, and the value is older than JoinWait + SettleAfter +
+// 2·AnnounceInterval (a minted token's time to settle and gather clients).
+// A node that takes a larger S adds tokens it has never heard of, which
+// the XOR-closest peers to their names mint after JoinWait as ever; one
+// that takes a smaller S forgets the tokens from S on, and their holders
+// drop them (EventRetired): one token at a time per unit of S, the highest
+// IDs first, the others staying where they are. An announcement of a
+// retired token under an older value is ignored, not refused.
+//
 // # Force and potential
 //
 // A holder reconsiders its token's place every MoveInterval (jittered over

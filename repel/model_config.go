@@ -282,6 +282,10 @@ func (c Config) census() census.Config {
 		// and gathering its clients, which would count too few).
 		MaxReports: c.maxTokens(),
 		Quorum:     1,
+		// A report is refreshed every AnnounceInterval: a client that
+		// moved from one holder to another is counted by both until the
+		// first reports again.
+		ConfirmFor: 2 * c.AnnounceInterval,
 	}
 }
 

@@ -96,6 +96,16 @@ func (n *Node) countTick(now time.Time) {
 	if n.cen == nil || !n.held.settled {
 		return
 	}
+	// Only the holders of the tokens as this node knows them stand for a
+	// share: a report of a peer whose token moved on, was fenced or
+	// retired by a path that did not replace it (a holder that missed its
+	// move's ack and kept announcing its old version, say) counts no more.
+	holders := n.holders(now)
+	for _, e := range n.cen.Digest(now) {
+		if !holders[e.ID] {
+			n.cen.Forget(e.ID)
+		}
+	}
 	if _, changed := n.cen.Tick(now); !changed {
 		return
 	}

@@ -130,12 +130,20 @@ type Config struct {
 	// band before this peer proposes (default 2): one table that strays —
 	// of a thousand superpeers one always does — does not move everyone.
 	Confirm int
+	// ConfirmFor is how long, besides, those ticks must span (default 0):
+	// where reports are refreshed only every so often, a client that
+	// moved between two superpeers is counted by both until the first
+	// reports again, and a count outside the band for a whole refresh
+	// is not that.
+	ConfirmFor time.Duration
 	// Quorum is the share of S whose reports a table must hold under the
 	// current value before its peer proposes (default 0.5; at most
 	// MaxReports + 1 reports are asked for). Where every superpeer's
 	// report reaches every peer (the token method's announcements) 1
 	// waits for all of them: none is then still placing its token and
-	// gathering its clients.
+	// gathering its clients, and the table's own sum, exact, decides
+	// rather than the median of the estimates the reports carry (made
+	// when their tables were less complete).
 	Quorum float64
 }
 
@@ -193,7 +201,7 @@ func (c *Config) fill() error {
 	if c.MaxReports < 1 {
 		return fmt.Errorf("%w: max reports %d below 1", ErrConfig, c.MaxReports)
 	}
-	if c.HoldDown < 0 || c.Expire <= 0 {
+	if c.HoldDown < 0 || c.Expire <= 0 || c.ConfirmFor < 0 {
 		return fmt.Errorf("%w: hold-down %v and expiry %v must be positive", ErrConfig, c.HoldDown, c.Expire)
 	}
 	return nil
@@ -237,14 +245,15 @@ type entry struct {
 // Census is one peer's view: the agreed value, and for a superpeer the
 // table of reports.
 type Census struct {
-	cfg     Config
-	self    string
-	val     Value
-	since   time.Time // when val was adopted or proposed here
-	table   map[string]*entry
-	seq     uint64
-	started bool
-	outside int // ticks in a row that found the count outside the band
+	cfg          Config
+	self         string
+	val          Value
+	since        time.Time // when val was adopted or proposed here
+	table        map[string]*entry
+	seq          uint64
+	started      bool
+	outside      int       // ticks in a row that found the count outside the band
+	outsideSince time.Time // the first of them
 }
 
 // New makes a census for the peer named self, starting from the value
@@ -430,12 +439,18 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 	if reports < min(int(math.Ceil(c.cfg.Quorum*float64(c.val.S))), c.cfg.MaxReports+1) {
 		return c.val, false
 	}
-	want := c.cfg.Target(c.median(n), c.val.S)
+	if c.cfg.Quorum < 1 || reports < c.val.S {
+		n = c.median(n)
+	} // else every superpeer's report is in: the sum is the count itself
+	want := c.cfg.Target(n, c.val.S)
 	if want == c.val.S {
 		c.outside = 0
 		return c.val, false
 	}
-	if c.outside++; c.outside < c.cfg.Confirm {
+	if c.outside == 0 {
+		c.outsideSince = now
+	}
+	if c.outside++; c.outside < c.cfg.Confirm || now.Sub(c.outsideSince) < c.cfg.ConfirmFor {
 		return c.val, false
 	}
 	c.adopt(now, Value{S: want, Version: c.val.Version + 1})

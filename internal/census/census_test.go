@@ -48,7 +48,7 @@ func TestConfig_Invalid(t *testing.T) {
 	for _, c := range []Config{
 		{Fraction: 0}, {Fraction: -0.1}, {Fraction: 1.5}, {Fraction: math.NaN()},
 		{Fraction: 0.1, Hysteresis: 0.7}, {Fraction: 0.1, Slack: 0.2},
-		{Fraction: 0.1, Min: -1}, {Fraction: 0.1, HoldDown: -time.Second}, {Fraction: 0.1, Min: 5, Max: 4}, {Fraction: 0.1, Quorum: 1.5}, {Fraction: 0.1, Quorum: math.NaN()},
+		{Fraction: 0.1, Min: -1}, {Fraction: 0.1, HoldDown: -time.Second}, {Fraction: 0.1, Min: 5, Max: 4}, {Fraction: 0.1, Quorum: 1.5}, {Fraction: 0.1, Quorum: math.NaN()}, {Fraction: 0.1, ConfirmFor: -time.Second},
 	} {
 		if _, err := New(c, "a", Value{S: 1}); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: err %v, want ErrConfig", c, err)
@@ -150,6 +150,38 @@ func TestTick_Quorum(t *testing.T) {
 	c.Merge(t0, Value{S: 4}, []Entry{{ID: "d", Peers: 40, Share: 0.25, Seq: 1}})
 	if v, ch := c.Tick(t0.Add(3 * time.Second)); !ch || v.S != 16 {
 		t.Fatalf("with every report: %v %v, want S = 16 for 160 peers", v, ch)
+	}
+}
+
+// ConfirmFor: the count must stay outside the band that long, not only
+// for Confirm ticks; a tick back inside starts the wait again.
+func TestTick_ConfirmFor(t *testing.T) {
+	cfg := Config{Fraction: 0.1, HoldDown: time.Second, Quorum: 1, ConfirmFor: 10 * time.Second}
+	c, err := New(cfg, "a", Value{S: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(t0)
+	report := func(at time.Time, peers int) {
+		c.Report(at, peers, 0.5)
+		c.Merge(at, Value{S: 2}, []Entry{{ID: "b", Peers: 20, Share: 0.5, Seq: uint64(at.Sub(t0) / time.Second)}})
+	}
+	report(t0.Add(2*time.Second), 20) // 40 peers: 4
+	for s := 2; s < 11; s++ {
+		if v, ch := c.Tick(t0.Add(time.Duration(s) * time.Second)); ch {
+			t.Fatalf("proposed %v %d s after leaving the band", v, s-2)
+		}
+	}
+	report(t0.Add(11*time.Second), 0) // 21 peers: 2, back inside
+	c.Tick(t0.Add(11 * time.Second))
+	report(t0.Add(12*time.Second), 20)
+	for s := 12; s < 22; s++ {
+		if v, ch := c.Tick(t0.Add(time.Duration(s) * time.Second)); ch {
+			t.Fatalf("proposed %v %d s after leaving the band again", v, s-12)
+		}
+	}
+	if v, ch := c.Tick(t0.Add(22 * time.Second)); !ch || v.S != 4 {
+		t.Fatalf("10 s outside: %v %v, want S = 4", v, ch)
 	}
 }
 
