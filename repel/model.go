@@ -676,6 +676,10 @@ func (n *Node) Step(now time.Time, m Message) (Ready, error) {
 		return Ready{}, err
 	}
 	n.hearCount(now, m.Token.Count)
+	if int(m.Token.ID) >= len(n.tokens) {
+		// The count this message brought retired its token.
+		return n.takeReady(), nil
+	}
 	switch m.Type {
 	case MsgAnnounce:
 		n.observe(now, m.Token)

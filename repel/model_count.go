@@ -109,11 +109,11 @@ func (n *Node) countTick(now time.Time) {
 	if _, changed := n.cen.Tick(now); !changed {
 		return
 	}
+	// Announce the new count before taking it: it may retire this very
+	// token, and a holder no longer announces.
+	n.announce(now)
+	n.event(EventCounted, n.held.tok)
 	n.resize(now)
-	if n.held != nil {
-		n.announce(now)
-		n.event(EventCounted, n.held.tok)
-	}
 }
 
 // resize makes the token table fit the count held: the tokens a larger

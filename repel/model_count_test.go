@@ -2,6 +2,7 @@ package repel
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -177,5 +178,64 @@ func TestFraction_Input(t *testing.T) {
 	bad.MaxTokens = 10
 	if err := bad.Validate(); err == nil {
 		t.Error("Tokens over MaxTokens accepted")
+	}
+}
+
+// A holder whose own proposal retires its token announces the new count
+// first, and a node that takes the count from that very announcement
+// retires the token in it without a fault.
+func TestFraction_ProposerRetiresItself(t *testing.T) {
+	cfg := fractionConfig(6, 0.1)
+	cfg.MaxTokens = 16
+	a, err := NewNode("a", PeerKey("a"), cfg, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetCoord(testCoord())
+	now := epoch0
+	offer := Token{ID: 5, Epoch: 2, Holder: "a", HolderKey: PeerKey("a"), Coord: testCoord(), Count: Count{S: 6}}
+	if _, err := a.Step(now, Message{Type: MsgMove, From: "b", To: "a", Token: offer}); err != nil {
+		t.Fatal(err)
+	}
+	var out Ready // the tick that changed the count
+	for s := 1; s <= 120 && a.Count().S == 6; s++ {
+		now = epoch0.Add(time.Duration(s) * time.Second)
+		for id := range uint32(5) {
+			h := fmt.Sprintf("h%d", id)
+			tok := Token{ID: id, Epoch: 1, Holder: h, HolderKey: PeerKey(h), Coord: testCoord(), Seq: uint64(s),
+				Count: Count{S: 6, Peers: 2, Seq: uint64(s)}}
+			if _, err := a.Step(now, Message{Type: MsgAnnounce, From: h, Token: tok}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = a.Tick(now)
+	}
+	if a.Count().S != 1 {
+		t.Fatalf("count %+v after 2 min of 11 peers at f = 0.1, want 1", a.Count())
+	}
+	if _, ok := a.Held(); ok {
+		t.Fatal("still holds token 5 under a count of 1")
+	}
+	var ann *Message
+	for i, m := range out.Messages {
+		if m.Type == MsgAnnounce && m.Token.Count.S == 1 {
+			ann = &out.Messages[i]
+		}
+	}
+	if ann == nil || ann.Token.ID != 5 {
+		t.Fatalf("no announcement of the new count with the retired token: %+v", out.Messages)
+	}
+	z, err := NewNode("z", PeerKey("z"), cfg, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := z.Step(now, *ann); err != nil {
+		t.Fatalf("the retiring announcement refused: %v", err)
+	}
+	if c := z.Count(); c.S != 1 || c.Version != 1 {
+		t.Fatalf("z holds %+v, want S = 1 (v1)", c)
+	}
+	if toks, _ := z.Tokens(); len(toks) != 1 {
+		t.Fatalf("z's table has %d tokens", len(toks))
 	}
 }
