@@ -469,6 +469,10 @@ type status struct {
 	// KnownTokens is how many tokens the peer has heard of within T_dead
 	// (method repel).
 	KnownTokens *int `json:"known_tokens,omitempty"`
+	// Superpeers is the superpeer count S this peer holds and, for repel,
+	// the census version that set it (0 while it is the one it started
+	// with; --fraction).
+	Superpeers *countStatus `json:"superpeers,omitempty"`
 	// Surveys are the peer's survey counts (method repel).
 	Surveys      *surveyStatus     `json:"surveys,omitempty"`
 	Key          string            `json:"key"`
@@ -476,6 +480,12 @@ type status struct {
 	RoutingTable []string          `json:"routing_table"`
 	NetworkSize  int               `json:"network_size"`
 	Drops        map[string]uint64 `json:"drops"`
+}
+
+// countStatus is the superpeer count a peer holds.
+type countStatus struct {
+	S       int    `json:"s"`
+	Version uint64 `json:"version,omitempty"`
 }
 
 // tokenStatus is the token a repel peer holds.
@@ -519,6 +529,9 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector)
 			for k, v := range sel.Attach().Drops() {
 				st.Drops["attach/"+k] = v
 			}
+			if ps, ok := sel.(*superpeer.PrefixSelector); ok {
+				st.Superpeers = &countStatus{S: ps.Scheme().Groups()}
+			}
 		}
 		if rsel != nil {
 			c := rsel.Vivaldi().Coordinate()
@@ -533,6 +546,8 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector)
 			}
 			known := len(rsel.LiveTokens())
 			st.KnownTokens = &known
+			count := rsel.Count()
+			st.Superpeers = &countStatus{S: count.S, Version: count.Version}
 			for k, v := range rsel.Drops() {
 				st.Drops["repel/"+k] = v
 			}

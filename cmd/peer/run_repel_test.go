@@ -96,6 +96,9 @@ func TestRun_RepelFivePeersAgreeOnOneSuperpeer(t *testing.T) {
 		if st.KnownTokens == nil || *st.KnownTokens != 1 {
 			t.Errorf("peer %d: known_tokens %v, want 1", i, st.KnownTokens)
 		}
+		if st.Superpeers == nil || *st.Superpeers != (countStatus{S: 1}) {
+			t.Errorf("peer %d: superpeers %+v, want S 1 (version 0)", i, st.Superpeers)
+		}
 		if st.Coord == nil || len(st.Coord.Vec) == 0 {
 			t.Errorf("peer %d: no Vivaldi coordinate in status", i)
 		}
