@@ -701,6 +701,11 @@ func (n *Node) check(m Message) error {
 	if !validCount(m.Token.Count, n.cfg.maxTokens()) {
 		return errInvalidCount
 	}
+	if c := n.cfg.Capacity; c > 0 && m.Token.Count.Peers > c+1 {
+		// A holder serves at most Capacity clients: a report of more is
+		// a lie that would inflate the count.
+		return fmt.Errorf("%w: %d peers reported, capacity %d", errInvalidCount, m.Token.Count.Peers, c)
+	}
 	if s := n.limit(m.Token.Count); m.Token.ID >= uint32(s) {
 		return fmt.Errorf("%w: %d ≥ %d", errTokenOutOfRange, m.Token.ID, s)
 	}

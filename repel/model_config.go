@@ -10,7 +10,9 @@ import (
 
 // Config holds the parameters of the token method. Every node of one swarm
 // must use the same Tokens, Model, RepelPower, Lambda and MinDistance: they
-// define the potential the nodes descend together.
+// define the potential the nodes descend together; under a Fraction the
+// same Fraction, MaxTokens and Capacity too (a report of more peers than
+// Capacity + 1 is refused as a lie that would inflate the count).
 type Config struct {
 	// Tokens is S, the number of tokens and so of superpeers; with a
 	// Fraction, the count a node starts from.

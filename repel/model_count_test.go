@@ -171,6 +171,23 @@ func TestFraction_Input(t *testing.T) {
 	if got := n.Count(); got.S != 5 {
 		t.Fatalf("a stale count taken: %+v", got)
 	}
+	// A holder that reports more peers than the capacity lets it serve
+	// is refused: it would inflate the count.
+	capped := fractionConfig(2, 0.1)
+	capped.Capacity = 20
+	nc, err := NewNode("c", PeerKey("c"), capped, rand.New(rand.NewPCG(1, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	liar := base
+	liar.Count = Count{S: 2, Peers: 22, Seq: 1}
+	if _, err := nc.Step(epoch0, Message{Type: MsgAnnounce, From: "b", Token: liar}); !errors.Is(err, errInvalidCount) {
+		t.Errorf("a report of 22 peers under capacity 20: err %v", err)
+	}
+	liar.Count.Peers = 21
+	if _, err := nc.Step(epoch0, Message{Type: MsgAnnounce, From: "b", Token: liar}); err != nil {
+		t.Errorf("a report of 21 peers (20 clients and the holder): %v", err)
+	}
 	if err := (Config{Tokens: 2, Fraction: math.NaN()}).Validate(); err == nil {
 		t.Error("NaN fraction accepted")
 	}
