@@ -449,7 +449,7 @@ func FuzzCensusFrames(f *testing.F) {
 	f.Add(append([]byte{byte(len(bad))}, bad...))
 	f.Add([]byte{0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		box, err := newCensusBox(0.1, "self", 3, censusTiming{})
+		box, err := newCensusBox(0.1, "self", 3, 0, censusTiming{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,7 +458,7 @@ func FuzzCensusFrames(f *testing.F) {
 			return
 		}
 		now := time.Unix(1000, 0)
-		if err := box.merge(now, &d); err != nil {
+		if _, err := box.merge(now, &d); err != nil {
 			t.Fatalf("a checked digest did not merge: %v", err)
 		}
 		if v := box.value(); v.S < 1 {

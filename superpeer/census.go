@@ -40,6 +40,7 @@ const (
 	dropCensusDecode = "census-decode" // a digest that does not decode, or over the caps
 	dropCensusLost   = "census-lost"   // the stream failed before a whole digest came
 	dropCensusWrite  = "census-write"  // the other side went away mid-exchange
+	dropCensusOver   = "census-over"   // a report of more peers than a superpeer's capacity lets it serve (the entry is skipped)
 )
 
 // censusBox is a peer's census behind a lock: the selector's loop, the
@@ -49,14 +50,22 @@ type censusBox struct {
 	mu      sync.Mutex
 	c       *census.Census
 	changed chan struct{}
+	// maxPeers is the most peers one report may account for: a superpeer
+	// and the Capacity clients it may serve (0: no bound). A report of
+	// more is a lie that would inflate the count.
+	maxPeers int
 }
 
-func newCensusBox(f float64, self peer.ID, initial int, tm censusTiming) (*censusBox, error) {
+func newCensusBox(f float64, self peer.ID, initial, capacity int, tm censusTiming) (*censusBox, error) {
 	c, err := census.New(census.Config{Fraction: f, HoldDown: tm.holdDown, Expire: tm.expire}, string(self), census.Value{S: initial})
 	if err != nil {
 		return nil, err
 	}
-	return &censusBox{c: c, changed: make(chan struct{}, 1)}, nil
+	b := &censusBox{c: c, changed: make(chan struct{}, 1)}
+	if capacity > 0 {
+		b.maxPeers = capacity + 1
+	}
+	return b, nil
 }
 
 func (b *censusBox) value() census.Value {
@@ -103,15 +112,20 @@ func (b *censusBox) digest(now time.Time) *pb.CensusDigest {
 // errCensusDigest is a digest over the caps or with an impossible value.
 var errCensusDigest = errors.New("superpeer: bad census digest")
 
-// merge takes another superpeer's digest.
-func (b *censusBox) merge(now time.Time, d *pb.CensusDigest) error {
+// merge takes another superpeer's digest; over counts the reports it
+// skipped for accounting for more peers than a superpeer can serve.
+func (b *censusBox) merge(now time.Time, d *pb.CensusDigest) (over int, err error) {
 	if d.S < 1 || len(d.Entries) > maxCensusEntries {
-		return errCensusDigest
+		return 0, errCensusDigest
 	}
 	es := make([]census.Entry, 0, len(d.Entries))
 	for _, e := range d.Entries {
 		if len(e.Id) == 0 || len(e.Id) > maxCensusID {
-			return errCensusDigest
+			return 0, errCensusDigest
+		}
+		if b.maxPeers > 0 && int64(e.Peers) > int64(b.maxPeers) {
+			over++
+			continue
 		}
 		// The census ignores what it cannot use (no peers, a share outside
 		// (0, 1], a NaN or absurd estimate): it counts no report it cannot
@@ -126,7 +140,7 @@ func (b *censusBox) merge(now time.Time, d *pb.CensusDigest) error {
 	if after != before {
 		b.signal()
 	}
-	return nil
+	return over, nil
 }
 
 // decodeCensusDigest reads one digest frame and checks it.
@@ -157,7 +171,9 @@ func (a *Attach) handleCensus(b *censusBox) network.StreamHandler {
 			return
 		}
 		now := time.Now()
-		_ = b.merge(now, &d)
+		if over, _ := b.merge(now, &d); over > 0 {
+			a.drops.Add(dropCensusOver, uint64(over))
+		}
 		out := b.digest(now)
 		if err := pbio.NewDelimitedWriter(s).WriteMsg(out); err != nil {
 			a.drop(dropCensusWrite)
@@ -192,5 +208,9 @@ func (a *Attach) exchangeCensus(ctx context.Context, id protocol.ID, p peer.ID, 
 	if err := a.read(s, func(r io.Reader) error { return decodeCensusDigest(r, &d) }, dropCensusLost, dropCensusDecode); err != nil {
 		return err
 	}
-	return b.merge(time.Now(), &d)
+	over, err := b.merge(time.Now(), &d)
+	if over > 0 {
+		a.drops.Add(dropCensusOver, uint64(over))
+	}
+	return err
 }

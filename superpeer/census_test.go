@@ -16,7 +16,7 @@ import (
 // census keeps.
 func TestCensusDigest_FullTableRoundTrip(t *testing.T) {
 	now := time.Unix(1000, 0)
-	a, err := newCensusBox(0.001, "a", 300, censusTiming{})
+	a, err := newCensusBox(0.001, "a", 300, 0, censusTiming{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestCensusDigest_FullTableRoundTrip(t *testing.T) {
 		d.Entries = append(d.Entries, &pb.CensusEntry{Id: []byte(fmt.Sprintf("%0100d", i)), Peers: 1000, Share: 1.0 / 300, Seq: 1, Estimate: 300000})
 	}
 	for i := 0; i < len(d.Entries); i += 50 {
-		if err := a.merge(now, &pb.CensusDigest{S: 300, Entries: d.Entries[i : i+50]}); err != nil {
+		if _, err := a.merge(now, &pb.CensusDigest{S: 300, Entries: d.Entries[i : i+50]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,8 +44,8 @@ func TestCensusDigest_FullTableRoundTrip(t *testing.T) {
 	if err := decodeCensusDigest(&buf, &in); err != nil {
 		t.Fatalf("a full table's digest (%d bytes) refused: %v", buf.Len(), err)
 	}
-	b, _ := newCensusBox(0.001, "b", 300, censusTiming{})
-	if err := b.merge(now, &in); err != nil {
+	b, _ := newCensusBox(0.001, "b", 300, 0, censusTiming{})
+	if _, err := b.merge(now, &in); err != nil {
 		t.Fatal(err)
 	}
 	b.mu.Lock()
@@ -53,5 +53,29 @@ func TestCensusDigest_FullTableRoundTrip(t *testing.T) {
 	b.mu.Unlock()
 	if k != 128 {
 		t.Fatalf("the other side holds %d reports, want 128", k)
+	}
+}
+
+// A report of more peers than a superpeer can serve (its capacity and
+// itself) is skipped and counted; the others in the digest are taken.
+func TestCensusDigest_OverCapacitySkipped(t *testing.T) {
+	now := time.Unix(1000, 0)
+	box, err := newCensusBox(0.1, "a", 2, 20, censusTiming{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &pb.CensusDigest{S: 2, Entries: []*pb.CensusEntry{
+		{Id: []byte("honest"), Peers: 21, Share: 0.5, Seq: 1},
+		{Id: []byte("liar"), Peers: 5000, Share: 0.5, Seq: 1},
+	}}
+	over, err := box.merge(now, d)
+	if err != nil || over != 1 {
+		t.Fatalf("merge: %d skipped, err %v; want the liar's report skipped", over, err)
+	}
+	box.mu.Lock()
+	n, k := box.c.Size(now)
+	box.mu.Unlock()
+	if k != 1 || n != 42 {
+		t.Fatalf("size %v from %d reports, want 42 from the honest one", n, k)
 	}
 }

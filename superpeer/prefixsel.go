@@ -103,7 +103,7 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 		if s.censusEvery == 0 {
 			s.censusEvery = censusEvery
 		}
-		if s.box, err = newCensusBox(o.Fraction, node.ID(), scheme.Groups(), o.census); err != nil {
+		if s.box, err = newCensusBox(o.Fraction, node.ID(), scheme.Groups(), att.Capacity(), o.census); err != nil {
 			att.Close()
 			return nil, fmt.Errorf("%w: %v", ErrOption, err)
 		}
