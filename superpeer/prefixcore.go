@@ -43,7 +43,7 @@ type PrefixCore struct {
 	key    dht.Key
 	scheme Prefix
 	group  int
-	// next is a code setScheme gave while a step was under way, taken up
+	// next is a code SetScheme gave while a step was under way, taken up
 	// when the step ends; roleScheme the code under which the step that
 	// made the peer a superpeer decided it.
 	next       *Prefix
@@ -436,11 +436,11 @@ func (c *PrefixCore) wait(now time.Time) {
 	}
 }
 
-// setScheme changes the prefix code, as a changed superpeer count does
-// (the exact codes of S and S±1 differ in one group). If the peer's group
-// key changes with it, a step follows, as after a Recheck; a step under way
-// finishes under the old code first.
-func (c *PrefixCore) setScheme(now time.Time, scheme Prefix) []PrefixOp {
+// SetScheme changes the prefix code, as a changed superpeer count does
+// (the exact codes of S and S±1 differ in one group; WithFraction's census
+// calls it). If the peer's group key changes with it, a step follows, as
+// after a Recheck; a step under way finishes under the old code first.
+func (c *PrefixCore) SetScheme(now time.Time, scheme Prefix) []PrefixOp {
 	c.begin(now)
 	if scheme == c.scheme && c.next == nil {
 		return nil
@@ -455,7 +455,7 @@ func (c *PrefixCore) setScheme(now time.Time, scheme Prefix) []PrefixOp {
 	return c.take()
 }
 
-// takeScheme makes a code given to setScheme current, between steps.
+// takeScheme makes a code given to SetScheme current, between steps.
 func (c *PrefixCore) takeScheme(now time.Time) {
 	old := c.scheme.GroupKey(c.group)
 	c.scheme, c.next = *c.next, nil

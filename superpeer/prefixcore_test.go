@@ -501,7 +501,7 @@ func TestPrefixCore_SetScheme(t *testing.T) {
 		r := newRig(t, "g0.1", coreOpts).client("g0.0")
 		next := r.c.nextAt
 		r.after(time.Minute)
-		r.ops = r.c.setScheme(r.now, five)
+		r.ops = r.c.SetScheme(r.now, five)
 		r.want().role(Client, "g0.0")
 		if r.c.nextAt != next {
 			t.Fatalf("next step moved from %v to %v", next, r.c.nextAt)
@@ -510,7 +510,7 @@ func TestPrefixCore_SetScheme(t *testing.T) {
 	t.Run("new group key: a step to the new group's superpeer", func(t *testing.T) {
 		r := newRig(t, "g0.200", coreOpts).client("g0.0")
 		r.after(time.Minute)
-		r.ops = r.c.setScheme(r.now, five)
+		r.ops = r.c.SetScheme(r.now, five)
 		r.want("lookup 1")
 		if op := r.op(PrefixLookup); op.Key != five.GroupKey(1) {
 			t.Fatalf("looks up %x, want the new group key", op.Key[:2])
@@ -521,7 +521,7 @@ func TestPrefixCore_SetScheme(t *testing.T) {
 		r := newRig(t, "g0.200", coreOpts)
 		r.tickUntil().want("lookup 0")
 		look := r.op(PrefixLookup)
-		r.ops = r.c.setScheme(r.now, five)
+		r.ops = r.c.SetScheme(r.now, five)
 		r.want()
 		r.ops = []PrefixOp{look}
 		r.look("g0.0").want("attach g0.0").answer(Accepted).role(Client, "g0.0")
@@ -532,10 +532,10 @@ func TestPrefixCore_SetScheme(t *testing.T) {
 	})
 	t.Run("a superpeer whose group merges away becomes a client", func(t *testing.T) {
 		r := newRig(t, "g0.200", coreOpts)
-		r.ops = r.c.setScheme(r.now, five)
+		r.ops = r.c.SetScheme(r.now, five)
 		r.want("lookup 1").look("g0.200").role(Superpeer, "g0.200")
 		r.after(time.Minute)
-		r.ops = r.c.setScheme(r.now, coreScheme(t))
+		r.ops = r.c.SetScheme(r.now, coreScheme(t))
 		r.want("lookup 0").look("g0.0").want("drop", "attach g0.0").answer(Accepted).role(Client, "g0.0")
 	})
 }

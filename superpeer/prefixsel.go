@@ -269,7 +269,7 @@ func (s *PrefixSelector) takeCensus(now time.Time) []PrefixOp {
 	if same {
 		return nil
 	}
-	return s.core.setScheme(now, scheme)
+	return s.core.SetScheme(now, scheme)
 }
 
 // censusRound is a census period (the loop's): a superpeer reports its

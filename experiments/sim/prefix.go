@@ -78,47 +78,123 @@ type prefixSim struct {
 	capacity int           // C of every superpeer
 	ttl      time.Duration // the attach TTL
 	res      PrefixResult
+	onAttach func(i int) // peer i asks a superpeer to take it anew (PrefixRescheme)
 }
 
 // defaultAttachTTL is superpeer.NewAttach's default TTL.
 const defaultAttachTTL = 30 * time.Second
 
 func simulatePrefix(keys []dht.Key, scheme superpeer.Prefix, capacity int, ttl time.Duration) (PrefixResult, error) {
+	s, err := newPrefixSim(keys, scheme, capacity, ttl)
+	if err != nil {
+		return PrefixResult{}, err
+	}
+	s.loop.RunWhile(prefixLimit, func() bool { return s.unserved > 0 })
+	s.res.Seconds = s.loop.Now().Seconds()
+	s.result()
+	return s.res, nil
+}
+
+func newPrefixSim(keys []dht.Key, scheme superpeer.Prefix, capacity int, ttl time.Duration) (*prefixSim, error) {
 	n := len(keys)
-	G := scheme.Groups()
 	s := &prefixSim{
-		loop: &Loop{}, scheme: scheme, keys: keys, capacity: capacity, ttl: ttl,
+		loop: &Loop{}, keys: keys, capacity: capacity, ttl: ttl,
 		ids: make([]peer.ID, n), cores: make([]*superpeer.PrefixCore, n), tables: make([]*superpeer.AttachTable, n),
-		answer: make([]int, G), wake: make([]time.Duration, n), served: make([]bool, n), unserved: n,
-		res: PrefixResult{Leader: make([]int, G), Group: make([]int32, n), Assignment: make(metrics.Assignment, n)},
+		wake: make([]time.Duration, n), served: make([]bool, n), unserved: n,
 	}
-	for g := range s.answer {
-		s.answer[g] = -1
-	}
-	// The group member XOR-closest to the group key is the closest of all
-	// peers: the others differ from it within the group's prefix.
-	for i, k := range keys {
-		g := scheme.Group(k)
-		s.res.Group[i] = int32(g)
-		if a := s.answer[g]; a < 0 || scheme.GroupKey(g).Closer(k, keys[a]) {
-			s.answer[g] = i
-		}
-	}
+	s.useScheme(scheme)
 	for i := range keys {
 		s.ids[i] = peer.ID(strconv.Itoa(i))
 		c, err := superpeer.NewPrefixCore(s.ids[i], keys[i], scheme, superpeer.WithTTL(ttl))
 		if err != nil {
-			return PrefixResult{}, err
+			return nil, err
 		}
 		s.cores[i], s.wake[i] = c, -1
 	}
 	for i, c := range s.cores {
 		s.apply(i, c.Tick(epoch0))
 	}
+	return s, nil
+}
+
+// useScheme makes scheme the code the simulation answers lookups by: the
+// group member XOR-closest to a group key is the closest of all peers (the
+// others differ from it within the group's prefix).
+func (s *prefixSim) useScheme(scheme superpeer.Prefix) {
+	G, n := scheme.Groups(), len(s.keys)
+	s.scheme = scheme
+	s.answer = make([]int, G)
+	for g := range s.answer {
+		s.answer[g] = -1
+	}
+	s.res = PrefixResult{Leader: make([]int, G), Group: make([]int32, n), Assignment: make(metrics.Assignment, n)}
+	for i, k := range s.keys {
+		g := scheme.Group(k)
+		s.res.Group[i] = int32(g)
+		if a := s.answer[g]; a < 0 || scheme.GroupKey(g).Closer(k, s.keys[a]) {
+			s.answer[g] = i
+		}
+	}
+}
+
+// RescheduleResult is what a change of the prefix code did to a converged
+// network (PrefixRescheme).
+type RescheduleResult struct {
+	// Before and After are the outcomes under the old and the new code.
+	Before, After PrefixResult
+	// Attached counts the peers that asked a superpeer to take them anew
+	// after the change (re-selected: the others only renewed); Moved,
+	// those whose superpeer changed.
+	Attached, Moved int
+	// Members counts the peers whose group (its key and share of the key
+	// space) differs between the codes — for exact codes of S and S±1 the
+	// members of the one group split or the two merged: the peers a change
+	// should touch at most.
+	Members int
+}
+
+// PrefixRescheme runs the prefix method (every peer's superpeer.PrefixCore,
+// as Prefix does) under from until every peer is served, then hands every
+// core the code to (PrefixCore.SetScheme, as WithFraction's census does
+// when the count changes) and runs for settle more, and reports who
+// re-selected and who moved.
+func PrefixRescheme(keys []dht.Key, from, to superpeer.Prefix, capacity int, settle time.Duration) (RescheduleResult, error) {
+	s, err := newPrefixSim(keys, from, max(0, capacity), defaultAttachTTL)
+	if err != nil {
+		return RescheduleResult{}, err
+	}
 	s.loop.RunWhile(prefixLimit, func() bool { return s.unserved > 0 })
 	s.res.Seconds = s.loop.Now().Seconds()
 	s.result()
-	return s.res, nil
+	var out RescheduleResult
+	out.Before = s.res
+	before := append(metrics.Assignment(nil), s.res.Assignment...)
+	s.useScheme(to)
+	attached := make([]bool, len(keys))
+	s.onAttach = func(i int) { attached[i] = true }
+	start := s.loop.Now()
+	for i, c := range s.cores {
+		s.apply(i, c.SetScheme(s.now(), to))
+	}
+	s.loop.RunUntil(start + settle)
+	s.res.Seconds = (s.loop.Now() - start).Seconds()
+	s.result()
+	out.After = s.res
+	for i := range keys {
+		if attached[i] {
+			out.Attached++
+		}
+		if before[i] != s.res.Assignment[i] {
+			out.Moved++
+		}
+	}
+	for _, k := range keys {
+		f, t := from.Group(k), to.Group(k)
+		if from.GroupKey(f) != to.GroupKey(t) || from.Share(f) != to.Share(t) {
+			out.Members++
+		}
+	}
+	return out, nil
 }
 
 func (s *prefixSim) now() time.Time { return epoch0.Add(s.loop.Now()) }
@@ -153,12 +229,16 @@ func (s *prefixSim) apply(i int, ops []superpeer.PrefixOp) {
 		switch op.Kind {
 		case superpeer.PrefixLookup:
 			s.res.Lookups++
+
 			a := s.lookup(op.Group)
 			s.loop.After(prefixLookup, func() {
 				s.apply(i, s.cores[i].Looked(s.now(), op, s.ids[a], s.keys[a], true))
 			})
 		case superpeer.PrefixAttach, superpeer.PrefixRenew:
 			s.res.Requests++
+			if op.Kind == superpeer.PrefixAttach && s.onAttach != nil {
+				s.onAttach(i)
+			}
 			j := s.index(op.Peer)
 			s.loop.After(prefixHop, func() {
 				st := s.serve(j, i)

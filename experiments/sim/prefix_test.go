@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
@@ -192,5 +193,46 @@ func TestPrefix_NoRoomLeavesSomeUnserved(t *testing.T) {
 	}
 	if got.Seconds < prefixLimit.Seconds() {
 		t.Fatalf("run ended at %.0f s with peers unserved", got.Seconds)
+	}
+}
+
+// A change of S by one, given to every peer's PrefixCore of a converged
+// network (as WithFraction's census does), re-selects only the peers of
+// the group that split or the two that merged: the others keep their
+// superpeer and only renew. Every peer is served again under the new
+// code by exactly its occupied groups' superpeers.
+func TestPrefixRescheme_OnlyTheChangedGroupSteps(t *testing.T) {
+	keys := randomKeys(17, 1000)
+	for _, c := range []struct{ from, to int }{{10, 11}, {11, 10}, {16, 17}, {17, 16}, {31, 32}, {2, 3}} {
+		from, err := superpeer.Exact(c.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to, err := superpeer.Exact(c.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := PrefixRescheme(keys, from, to, 2*((1000+c.to-1)/c.to), 3*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("S %d → %d: %d peers in the changed groups, %d attached anew, %d moved", c.from, c.to, r.Members, r.Attached, r.Moved)
+		if r.Members == 0 || r.Members > 2*1000/min(c.from, c.to)+100 {
+			t.Errorf("S %d → %d: %d peers in changed groups", c.from, c.to, r.Members)
+		}
+		if r.Attached > r.Members || r.Moved > r.Members {
+			t.Errorf("S %d → %d: %d attached anew and %d moved, more than the %d in the changed groups", c.from, c.to, r.Attached, r.Moved, r.Members)
+		}
+		if r.Moved == 0 {
+			t.Errorf("S %d → %d: nobody moved", c.from, c.to)
+		}
+		if got, want := len(r.After.Superpeers), OccupiedGroups(keys, to); got != want {
+			t.Errorf("S %d → %d: %d superpeers after, want %d", c.from, c.to, got, want)
+		}
+		for i, a := range r.After.Assignment {
+			if a < 0 {
+				t.Fatalf("S %d → %d: peer %d unserved after", c.from, c.to, i)
+			}
+		}
 	}
 }
