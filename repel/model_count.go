@@ -31,12 +31,14 @@ func (n *Node) limit(c Count) int {
 }
 
 // retired reports whether t is a token that this node's count retired,
-// sent under an older count.
+// sent under an older count or under this very count by the holder that
+// proposed it (its last announcement, which carries the count that
+// retires it).
 func (n *Node) retired(t Token) bool {
 	if n.cen == nil || t.Count.S == 0 || int(t.ID) < len(n.tokens) || int(t.ID) >= n.cfg.maxTokens() {
 		return false
 	}
-	return n.cen.Value().Beats(census.Value{S: t.Count.S, Version: t.Count.Version})
+	return !(census.Value{S: t.Count.S, Version: t.Count.Version}).Beats(n.cen.Value())
 }
 
 // hearCount takes the sender's count if it is fresher than this node's.

@@ -255,4 +255,9 @@ func TestFraction_ProposerRetiresItself(t *testing.T) {
 	if toks, _ := z.Tokens(); len(toks) != 1 {
 		t.Fatalf("z's table has %d tokens", len(toks))
 	}
+	// The same announcement again (relayed by gossip) is of a token the
+	// count retired: ignored, not refused.
+	if _, err := z.Step(now, *ann); err != nil {
+		t.Fatalf("the retiring announcement, again: %v", err)
+	}
 }
