@@ -40,6 +40,48 @@ type Run struct {
 	start    time.Time
 	t0       Traffic
 	capacity int
+	// built, if set, is told of a selector built as its peer joined late
+	// (RepelRun keeps its own typed list).
+	built func(i int, sel superpeer.Selector)
+}
+
+// build makes peer i's selector, with its seed and its Vivaldi service.
+func (r *Run) build(i int) (superpeer.Selector, error) {
+	env := r.o.Env
+	env.Seed = uint64(r.o.Seed)*1_000_003 + uint64(i) + 1
+	if r.o.Vivaldi != nil {
+		env.Vivaldi = r.o.Vivaldi.Service(i)
+		if env.Vivaldi == nil && r.m.Coordinates {
+			return nil, fmt.Errorf("swarm: peer %d has no Vivaldi service for %s", i, r.m.Name)
+		}
+	}
+	sel, err := r.m.New(r.s.Peers[i].Node, env)
+	if err != nil {
+		return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+	}
+	return sel, nil
+}
+
+// join starts peer i's selector as it joins late (Swarm.JoinLate): built
+// now if it was held back without one, after its Vivaldi service.
+func (r *Run) join(ctx context.Context, i int) error {
+	sel := r.sels[i]
+	if sel == nil {
+		if r.o.Vivaldi != nil {
+			if err := r.o.Vivaldi.join(i); err != nil {
+				return err
+			}
+		}
+		var err error
+		if sel, err = r.build(i); err != nil {
+			return err
+		}
+		r.sels[i] = sel
+		if r.built != nil {
+			r.built(i, sel)
+		}
+	}
+	return sel.Start(ctx)
 }
 
 // StartMethod builds the named method's selector on every live peer and
@@ -58,17 +100,19 @@ func (s *Swarm) StartMethod(ctx context.Context, name string, o MethodOptions) (
 	r := &Run{s: s, m: m, o: o, sels: make([]superpeer.Selector, len(s.Peers))}
 	for i := range s.Peers {
 		if s.dead[i].Load() {
-			continue // a held peer gets one, to start when it joins
+			continue
 		}
-		env := o.Env
-		env.Seed = uint64(o.Seed)*1_000_003 + uint64(i) + 1
-		if o.Vivaldi != nil {
-			env.Vivaldi = o.Vivaldi.Service(i)
+		if s.held[i].Load() && o.Vivaldi != nil {
+			// Its Vivaldi service starts when it joins (JoinLate), and
+			// its selector, which reads the service, is built then.
+			continue
 		}
-		sel, err := m.New(s.Peers[i].Node, env)
+		// Any other held peer gets its selector now, to start when it
+		// joins.
+		sel, err := r.build(i)
 		if err != nil {
 			r.Close()
-			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+			return nil, err
 		}
 		r.sels[i] = sel
 	}

@@ -209,6 +209,9 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 			r.sels[i] = sel.(*repel.Selector)
 		}
 	}
+	// A held peer's selector is built as it joins (JoinLate), over the
+	// Vivaldi service it gets then.
+	run.built = func(i int, sel superpeer.Selector) { r.sels[i] = sel.(*repel.Selector) }
 	if opts.Dissemination == repel.Piggyback {
 		r.lagStop, r.lagDone = make(chan struct{}), make(chan struct{})
 		go r.sampleLag()

@@ -97,10 +97,17 @@ type Swarm struct {
 	BuildTime    time.Duration
 	ConvergeTime time.Duration
 	// active is the method running (StartMethod), nil before and after.
-	active   *Run
-	dead     []atomic.Bool // written by Kill, read by the live map's snapshots too
-	held     []bool
-	dilation float64 // Dilate's factor; 0 means 1
+	active *Run
+	// viv is the Vivaldi run (StartVivaldi) until it closes: a peer that
+	// joins late gets its service.
+	viv  *VivaldiRun
+	dead []atomic.Bool // written by Kill, read by the live map's snapshots too
+	// held is written by JoinLate, read by Live from any goroutine: a held
+	// peer's selector and Vivaldi service are written before it is cleared,
+	// so whoever finds the peer live finds them.
+	held     []atomic.Bool
+	rngMu    sync.Mutex // guards rng once JoinLate may run from several goroutines
+	dilation float64    // Dilate's factor; 0 means 1
 
 	// JoinLookupFailures counts joins whose self-lookup failed after the
 	// peer had connected (left to WaitConverged to mend).
@@ -206,10 +213,10 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 		index: make(map[peer.ID]int, cfg.N),
 		rng:   rand.New(rand.NewSource(cfg.Seed)),
 		dead:  make([]atomic.Bool, cfg.N),
-		held:  make([]bool, cfg.N),
+		held:  make([]atomic.Bool, cfg.N),
 	}
 	for i := max(0, cfg.N-cfg.Hold); i < cfg.N; i++ {
-		s.held[i] = true
+		s.held[i].Store(true)
 	}
 	s.link = newLinker(s.mn, s.index, cfg.N, cfg.RTT.RTT)
 	for i := 0; i < cfg.N; i++ {
@@ -320,7 +327,7 @@ func (s *Swarm) Join(ctx context.Context) error {
 	var done atomic.Int64
 	return s.forEach(ctx, func(ctx context.Context, p *Peer) error {
 		defer func() { s.progress("join", int(done.Add(1)), len(s.Peers)) }()
-		if p.Index == 0 || s.held[p.Index] {
+		if p.Index == 0 || s.held[p.Index].Load() {
 			return nil
 		}
 		var err error
@@ -351,22 +358,68 @@ func (s *Swarm) Join(ctx context.Context) error {
 // bootstrap set Join draws).
 const joinTries = 3
 
-// JoinLate joins a held peer through a random live peer and starts its
-// selector if the swarm runs one.
+// JoinLate joins a held peer through a random live peer (through others if
+// that fails without a connection, as Join does), then starts on it what
+// runs on the other peers: its Vivaldi service if StartVivaldi runs (its
+// random sample drawn from the peers live now), and the running method's
+// selector (built now when the method was given the Vivaldi run, which it
+// needs the peer's service for). The peer is live (Live) once all of that
+// has started, and not before. JoinLate may run for several peers at once,
+// once for each; not beside Kill, StartMethod or StartVivaldi.
 func (s *Swarm) JoinLate(ctx context.Context, i int) error {
-	if !s.held[i] {
+	if i < 0 || i >= len(s.Peers) || !s.held[i].Load() {
 		return fmt.Errorf("swarm: peer %d is not held back", i)
 	}
 	live := s.Live()
-	boot := s.info(live[s.rng.Intn(len(live))])
-	s.held[i] = false
-	if err := s.Peers[i].Node.Join(ctx, boot); err != nil {
-		return err
+	if len(live) == 0 {
+		return fmt.Errorf("swarm: peer %d: no live peer to join through", i)
 	}
-	if sel := s.activeSelector(i); sel != nil {
-		return sel.Start(ctx)
+	p := s.Peers[i]
+	var err error
+	for try := 0; try < joinTries; try++ {
+		if try > 0 {
+			s.JoinRetries.Add(1)
+		}
+		s.rngMu.Lock()
+		boot := s.info(live[s.rng.Intn(len(live))])
+		s.rngMu.Unlock()
+		err = p.Node.Join(ctx, boot)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if len(p.Host.Network().Peers()) > 0 {
+			// Connected: its later lookups fill the routing table.
+			s.JoinLookupFailures.Add(1)
+			err = nil
+			break
+		}
 	}
+	if err != nil {
+		return fmt.Errorf("swarm: peer %d join (%d tries): %w", i, joinTries, err)
+	}
+	if v := s.viv; v != nil {
+		if err := v.join(i); err != nil {
+			return err
+		}
+	}
+	if r := s.active; r != nil {
+		if err := r.join(ctx, i); err != nil {
+			return err
+		}
+	}
+	s.held[i].Store(false)
 	return nil
+}
+
+// Held is how many peers are held back, not yet joined.
+func (s *Swarm) Held() int {
+	n := 0
+	for i := range s.held {
+		if s.held[i].Load() && !s.dead[i].Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // forEach runs f for the given peers, Parallel at a time, and returns the

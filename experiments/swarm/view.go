@@ -382,7 +382,7 @@ func (v *View) Kill(idx []int, why string) (superpeers int, err error) {
 		return 0, ErrNotReady
 	}
 	for _, i := range idx {
-		if i < 0 || i >= len(v.s.Peers) || v.s.dead[i].Load() || v.s.held[i] {
+		if i < 0 || i >= len(v.s.Peers) || v.s.dead[i].Load() || v.s.held[i].Load() {
 			return 0, fmt.Errorf("swarm: peer %d is not a live peer", i)
 		}
 	}
@@ -512,7 +512,7 @@ func (v *View) Snapshot() Snapshot {
 	}
 	snap.Peers = make([]PeerView, 0, len(s.Peers))
 	for i, p := range s.Peers {
-		if s.held[i] {
+		if s.held[i].Load() {
 			continue
 		}
 		id := p.Host.ID().String()
