@@ -348,7 +348,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	var vr *swarm.VivaldiRun
 	if *viv {
 		if *vivInterval == 0 {
-			*vivInterval = max(300*time.Millisecond, time.Duration(*n)*1250*time.Microsecond)
+			*vivInterval = swarm.VivaldiWarmInterval(*n)
 		}
 		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval}); err != nil {
 			return err
@@ -374,14 +374,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	wg.Wait()
 	if vr != nil {
-		vs, err := vr.Wait(ctx, swarm.VivaldiWait{Bound: *vivBound, Patience: 10})
+		// Good enough: sample slowly from then on, leaving the machine to
+		// the selection.
+		vs, err := vr.WarmUp(ctx, *vivBound)
 		if err != nil {
 			return err
 		}
 		rep.Vivaldi = &vs
-		// Good enough: sample slowly from now on, leaving the machine to
-		// the selection.
-		vr.SetInterval(2 * time.Second)
 	}
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}

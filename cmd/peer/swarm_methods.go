@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/superpeer-overlay/superpeer/internal/census"
 	"io"
-	"math"
 	"math/rand"
 	"strings"
 	"time"
@@ -61,6 +59,20 @@ type methodFlags struct {
 	keep func(stop func())
 }
 
+// params are the flags' settings of the prefix and the token method.
+func (f methodFlags) params() swarm.MethodParams {
+	model := repel.Attract
+	if f.force == "repulsion" {
+		model = repel.Repulsion
+	}
+	capacity := f.capacity
+	if f.fraction > 0 && !f.capacityGiven {
+		capacity = 0 // the fraction's: 2⌈1/f⌉
+	}
+	return swarm.MethodParams{Superpeers: f.superpeers, Fraction: f.fraction, Capacity: capacity, TTL: f.ttl, Pow2: f.pow2,
+		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Dissemination: f.dissemination}
+}
+
 // parseMethods reads --method: all (every registered method), none, or
 // names separated by commas.
 func parseMethods(v string) ([]superpeer.Method, error) {
@@ -96,28 +108,13 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 	var state func() metrics.Assignment
 	switch m.Name {
 	case "prefix":
-		opts := []superpeer.Option{superpeer.WithSuperpeers(f.superpeers), superpeer.WithCapacity(f.capacity), superpeer.WithTTL(f.ttl)}
-		if f.fraction > 0 {
-			opts = []superpeer.Option{superpeer.WithSuperpeers(f.superpeers), superpeer.WithTTL(f.ttl), superpeer.WithFraction(f.fraction)}
-			if f.capacityGiven {
-				opts = append(opts, superpeer.WithCapacity(f.capacity))
-			}
-		}
-		if f.pow2 {
-			opts = append(opts, superpeer.WithPow2())
-		}
-		if err := s.StartPrefix(ctx, opts...); err != nil {
+		if err := s.StartPrefix(ctx, f.params().PrefixOptions()...); err != nil {
 			return nil, err
 		}
 		defer f.release(s.StopMethod)
 		f.view.WatchActive()
 		if f.fraction > 0 {
-			if err := waitCensus(ctx, s, f.fraction, func(i int) int {
-				if sel := s.Selector(i); sel != nil {
-					return sel.Scheme().Groups()
-				}
-				return -1
-			}); err != nil {
+			if err := s.WaitCensus(ctx, f.fraction); err != nil {
 				return nil, err
 			}
 		}
@@ -149,30 +146,16 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 			mr.Kill = kr
 		}
 	case "repel":
-		model := repel.Attract
-		if f.force == "repulsion" {
-			model = repel.Repulsion
-		}
-		cfg := swarm.RepelSwarmConfig(f.superpeers, model)
-		cfg.SurveyInterval = f.survey
-		cfg.Fraction = f.fraction
-		capacity := f.capacity
-		if f.fraction > 0 && !f.capacityGiven {
-			capacity = 2 * int(math.Ceil(1/f.fraction))
-		}
-		rr, err := s.StartRepel(ctx, vr, swarm.RepelOptions{Config: cfg, Capacity: capacity, TTL: f.ttl, Attach: []superpeer.Option{superpeer.WithDisplace(f.displace)}, Probe: f.probe, Dissemination: f.dissemination}, gossip)
+		ro := f.params().RepelOptions()
+		cfg := ro.Config
+		rr, err := s.StartRepel(ctx, vr, ro, gossip)
 		if err != nil {
 			return nil, err
 		}
 		defer f.release(rr.Close)
 		f.view.WatchRepel(rr)
 		if f.fraction > 0 {
-			if err := waitCensus(ctx, s, f.fraction, func(i int) int {
-				if sel := rr.Selector(i); sel != nil {
-					return sel.Count().S
-				}
-				return -1
-			}); err != nil {
+			if err := s.WaitCensus(ctx, f.fraction); err != nil {
 				return nil, err
 			}
 		}
@@ -309,36 +292,4 @@ func printMethods(w io.Writer, ms []*methodReport) {
 	s := ms[0].Superpeers
 	fmt.Fprintf(w, "  %-26s %10d %9s %8.1f %8.1f %9.2f %10.2f\n", "random (yardstick)", s.Target, "-", s.RandomClientRTT.Mean, s.RandomClientRTT.P90, 1.0, s.RandomClientRTT.Mean/s.KMedianClientRTT.Mean)
 	fmt.Fprintf(w, "  %-26s %10d %9s %8.1f %8.1f %9.2f %10.2f\n", "greedy k-median (central)", s.Target, "-", s.KMedianClientRTT.Mean, s.KMedianClientRTT.P90, s.KMedianClientRTT.Mean/s.RandomClientRTT.Mean, 1.0)
-}
-
-// waitCensus waits until the peers' count is at rest for the swarm's size:
-// every live selector holds one S (count(i); -1 for a peer without a
-// selector), and the census would not move it (f·n within its band).
-func waitCensus(ctx context.Context, s *swarm.Swarm, f float64, count func(i int) int) error {
-	cfg, err := census.Config{Fraction: f}.Filled()
-	if err != nil {
-		return err
-	}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		live := s.Live()
-		S, agreed := 0, true
-		for _, i := range live {
-			if g := count(i); g >= 0 {
-				if S == 0 {
-					S = g
-				}
-				agreed = agreed && g == S
-			}
-		}
-		if agreed && S > 0 && cfg.Target(float64(len(live)), S) == S {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("census not at rest: S = %d (agreed %v) for f·n = %.1f: %w", S, agreed, f*float64(len(live)), ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
