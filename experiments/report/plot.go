@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -11,6 +12,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	_ "gonum.org/v1/plot/vg/vgimg" // png for SaveStack
+	_ "gonum.org/v1/plot/vg/vgsvg" // svg for SaveStack
 
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 )
@@ -184,6 +187,104 @@ func SavePlot(p *plot.Plot, f Figure, base string) error {
 		if err := p.Save(w, h, base+ext); err != nil {
 			return fmt.Errorf("report: plot %s%s: %w", base, ext, err)
 		}
+	}
+	return nil
+}
+
+// Panel is one plot of a stack (Run.Stack): its own y axis and curves,
+// over the x axis the stack shares.
+type Panel struct {
+	Y      string
+	LogY   bool
+	Legend string
+	Series []Series
+}
+
+// StackPlot draws each panel as a LinePlot, one above the other, the first
+// on top with f's title; every panel has f's x axis and range (the widest
+// of them) and the x label is drawn under the last only.
+func StackPlot(f Figure, panels []Panel) ([]*plot.Plot, error) {
+	if len(panels) == 0 {
+		return nil, fmt.Errorf("report: stack %q has no panels", f.Title)
+	}
+	var out []*plot.Plot
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for k, pn := range panels {
+		pf := Figure{X: f.X, Y: pn.Y, LogX: f.LogX, LogY: pn.LogY, Legend: pn.Legend}
+		if k == 0 {
+			pf.Title = f.Title
+		}
+		p, err := LinePlot(pf, pn.Series)
+		if err != nil {
+			return nil, err
+		}
+		if k < len(panels)-1 {
+			p.X.Label.Text = ""
+		}
+		lo, hi = min(lo, p.X.Min), max(hi, p.X.Max)
+		out = append(out, p)
+	}
+	for _, p := range out {
+		p.X.Min, p.X.Max = lo, hi
+	}
+	return out, nil
+}
+
+// SaveStack writes the plots one above the other as base.png and base.svg,
+// their axes aligned; 0 for f's Width is 6 inches, for its Height 2.5
+// inches a plot.
+func SaveStack(plots []*plot.Plot, f Figure, base string) error {
+	w, h := f.Width, f.Height
+	if w <= 0 {
+		w = 6 * vg.Inch
+	}
+	if h <= 0 {
+		h = vg.Length(len(plots)) * 2.5 * vg.Inch
+	}
+	rows := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		rows[i] = []*plot.Plot{p}
+	}
+	for _, ext := range []string{"png", "svg"} {
+		c, err := draw.NewFormattedCanvas(w, h, ext)
+		if err != nil {
+			return fmt.Errorf("report: plot %s.%s: %w", base, ext, err)
+		}
+		tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: 2 * vg.Millimeter, PadY: 2 * vg.Millimeter}
+		cs := plot.Align(rows, tiles, draw.New(c))
+		for i, p := range plots {
+			p.Draw(cs[i][0])
+		}
+		out, err := os.Create(base + "." + ext)
+		if err != nil {
+			return fmt.Errorf("report: plot %s.%s: %w", base, ext, err)
+		}
+		_, err = c.WriteTo(out)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("report: plot %s.%s: %w", base, ext, err)
+		}
+	}
+	return nil
+}
+
+// Stack draws StackPlot and saves it in the run as name.png and name.svg.
+func (r *Run) Stack(name string, f Figure, panels []Panel) error {
+	ps, err := StackPlot(f, panels)
+	if err != nil {
+		return err
+	}
+	name = strings.TrimSuffix(strings.TrimSuffix(name, ".png"), ".svg")
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("report: plot: %w", err)
+	}
+	if err := SaveStack(ps, f, r.Path(name)); err != nil {
+		return err
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		r.note(name + ext)
 	}
 	return nil
 }

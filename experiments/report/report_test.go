@@ -203,7 +203,19 @@ func TestRun_Plots(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPlot(t, r, "space")
-	want := []string{"rtt_cdf.png", "rtt_cdf.svg", "count.png", "count.svg", "space.png", "space.svg"}
+
+	err = r.Stack("series", Figure{Title: "over time", X: "seconds"}, []Panel{
+		{Y: "count", Series: []Series{{Name: "S", X: []float64{0, 2, 4}, Y: []float64{1, 1, 4}}, {Name: "f·n", X: []float64{0, 2, 4}, Y: []float64{1, 2, 4}}}},
+		{Y: "messages", Legend: "top-left", Series: []Series{{Name: "msgs", X: []float64{1, 5}, Y: []float64{0.5, 2}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlot(t, r, "series")
+	if err := r.Stack("none", Figure{}, nil); err == nil {
+		t.Error("a stack without panels accepted")
+	}
+	want := []string{"rtt_cdf.png", "rtt_cdf.svg", "count.png", "count.svg", "space.png", "space.svg", "series.png", "series.svg"}
 	if !slices.Equal(r.Files(), want) {
 		t.Errorf("Files = %v, want %v", r.Files(), want)
 	}
