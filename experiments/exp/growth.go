@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/report"
 	"github.com/superpeer-overlay/superpeer/experiments/sim"
+	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 	"github.com/superpeer-overlay/superpeer/internal/census"
 )
 
 func init() {
 	register(Experiment{
 		Name:    "growth",
-		Summary: "a superpeer count that follows a fraction f of the network as it grows and shrinks (the census): S against f·n, re-selected peers per step of S, agreement time, messages (simulator, prefix)",
+		Summary: "a superpeer count that follows a fraction f of the network as it grows and shrinks (the census): S against f·n, re-selected peers per step of S, agreement time, messages (simulator, prefix; live mocknet swarms grown 100 → 2000 and shrunk to 500, prefix and repel, over time)",
 		run:     runGrowth,
 	})
 }
@@ -22,11 +24,27 @@ type growthParams struct {
 	Fraction float64 `json:"fraction"`
 	// Phases are the network sizes in turn, each reached over Ramp and
 	// held for Hold (virtual time).
-	Phases []int    `json:"phases"`
-	Ramp   string   `json:"ramp"`
-	Hold   string   `json:"hold"`
-	Seeds  int      `json:"seeds"`
-	Notes  []string `json:"notes"`
+	Phases []int  `json:"phases"`
+	Ramp   string `json:"ramp"`
+	Hold   string `json:"hold"`
+	Seeds  int    `json:"seeds"`
+	// The live part: for each of LiveMethods a mocknet swarm over Latency
+	// with max(LivePhases) peers, LivePhases[0] of them joined, driven
+	// through LivePhases (swarm.Grow) with S following LiveFraction; each
+	// phase's joins or kills in LiveBatches batches over LiveRamp (a batch
+	// waits for the one before), the phase over
+	// once the count is at rest and the selection converged, or after
+	// LiveTimeout. One seed (the run's).
+	LiveMethods      []string `json:"live_methods"`
+	LiveFraction     float64  `json:"live_fraction"`
+	LivePhases       []int    `json:"live_phases"`
+	LiveRamp         string   `json:"live_ramp"`
+	LiveBatches      int      `json:"live_batches"`
+	LiveTimeout      string   `json:"live_timeout"`
+	LiveTTL          string   `json:"live_ttl"`
+	LiveVivaldiBound float64  `json:"live_vivaldi_bound"`
+	Latency          string   `json:"latency"`
+	Notes            []string `json:"notes"`
 }
 
 // growthSteady is one (method, where, n) at the end of a phase: the
@@ -47,6 +65,25 @@ type growthSteady struct {
 	Proposals           int     `json:"proposals"`
 	SpreadSeconds       float64 `json:"spread_seconds"`
 	MessagesPerPeerSec  float64 `json:"messages_per_peer_second"`
+	// Live only (swarm.GrowPhase): whether the phase came to rest and
+	// converged before its timeout, and at rest at its end (every live
+	// peer on S, f·n within the band); the peers re-attached in all; how
+	// long the phase took and when it came to rest; the most time a peer
+	// served before went without a superpeer in the phase, the longest a
+	// joining peer waited for its first; peers unserved at its end.
+	// ReselectedPerChange counts re-attached peers per unit step of S.
+	Converged         *bool   `json:"converged,omitempty"`
+	AtRest            bool    `json:"at_rest,omitempty"`
+	Reattached        int     `json:"reattached,omitempty"`
+	PhaseSeconds      float64 `json:"phase_seconds,omitempty"`
+	RestSeconds       float64 `json:"rest_seconds,omitempty"`
+	MaxWithoutSeconds float64 `json:"max_without_seconds,omitempty"`
+	MaxFirstSeconds   float64 `json:"max_first_seconds,omitempty"`
+	Unserved          int     `json:"unserved,omitempty"`
+	// Events (live repel) are the token method's events in the phase:
+	// minted, accepted (moves), fenced, retired, counted (proposals, also
+	// in Proposals).
+	Events map[string]uint64 `json:"events,omitempty"`
 }
 
 func runGrowth(o Options, r *report.Run) error {
@@ -56,13 +93,20 @@ func runGrowth(o Options, r *report.Run) error {
 		Notes: []string{
 			"simulator (sim.PrefixGrowth): the prefix method's superpeers run the census of internal/census — the code the peers run — on virtual time; a superpeer per group of the exact code of the S it holds, reporting its members and key share, exchanging tables with a random other superpeer every 5 s; a new value reaches a group's clients at their next renewal (10 s) and the new groups' superpeers take their place then",
 			"keys are seeded random 256-bit keys (not derived identities), so a million peers fit; peers join or leave in ten batches over each phase's ramp",
-			"repel in the simulator and the live swarms are not here yet",
+			"live (seed 1 only; `where: live`): per method a mocknet swarm over PlanetLab (peers placed on its hosts), built with the largest phase's peers and all but the first phase's held back; held peers join through a random live peer (swarm.JoinLate: DHT join, then their Vivaldi service and selector start), peers leave by being killed at random (a crash: selector, node, host, links); each phase's joins or kills in batches over the ramp (a batch waits for the one before: at most 64 joins at once), then the phase runs until every live peer holds one S, f·n is within the census band around it and the method's selection has converged (swarm.PrefixState / RepelState), on two samples in a row, or until its timeout (reported as not converged)",
+			"live methods as `peer swarm --method M --fraction F` runs them (swarm.MethodParams): prefix with superpeer.WithFraction (capacity 2⌈1/f⌉, attachment TTL 9 s, no Vivaldi); repel with repel.Config.Fraction on swarm.RepelSwarmConfig (attract, surveys, piggybacked announcements, capacity 2⌈1/f⌉), Vivaldi warmed up on the first phase's peers until the median error is under the bound, then every peer sampling every 2 s, a joiner at the warm-up interval for its first 40 samples; S starts at round(f·n) of the first phase",
+			"live samples every 2 s: S is the count most live peers hold (s_min/s_max the range); unserved = live peers neither superpeers nor attached to a live superpeer that lists them (newcomers before their first attach included); re-attached = peers served by another superpeer than at their last served sample (a promotion or demotion included), per unit step of S in the phase as reselected_per_change (joins, kills and, with repel, every token move re-attach peers too, so it is not the count's alone); time without a superpeer = per peer served before, the sum of the periods of the samples that found it unserved (2 s resolution), the most of any peer; messages = what the live peers sent between samples per live peer per second: kad-dht and raw closest-peer requests, attach requests, Vivaldi exchanges (which carry repel's piggybacks and probes), repel's own frames; the prefix census's table exchanges ride on closest-peer lookups counted as DHT traffic",
+			"repel in the simulator is not here yet",
 		}}
+	p.LiveMethods, p.LiveFraction, p.Latency, p.LiveTTL, p.LiveVivaldiBound = []string{"prefix", "repel"}, 0.01, latency.Default, "9s", 0.12
+	p.LivePhases, p.LiveRamp, p.LiveBatches, p.LiveTimeout = []int{100, 500, 1000, 2000, 1000, 500}, "1m", 10, "5m"
 	if o.Quick {
 		p.Phases, p.Seeds = []int{100, 1000, 10_000, 1000}, 1
+		p.LivePhases, p.LiveRamp, p.LiveBatches, p.LiveTimeout = []int{100, 400}, "10s", 5, "2m"
 	}
 	if o.tiny {
 		p.Phases, p.Seeds, p.Ramp, p.Hold = []int{100, 1000, 300}, 1, "30s", "2m"
+		p.LiveMethods, p.LivePhases = nil, nil // the live driver has its own test (experiments/swarm)
 	}
 	ramp, _ := time.ParseDuration(p.Ramp)
 	hold, _ := time.ParseDuration(p.Hold)
@@ -101,6 +145,21 @@ func runGrowth(o Options, r *report.Run) error {
 	if err := printTable(o, r, "growth", fmt.Sprintf("superpeers following f = %g of the network, at the end of each phase (%s ramp, %s hold)", p.Fraction, p.Ramp, p.Hold), t); err != nil {
 		return err
 	}
+	live := map[string]*swarm.Growth{}
+	for _, method := range p.LiveMethods {
+		g, err := growthLive(o, p, method)
+		if err != nil {
+			return fmt.Errorf("growth: live %s: %w", method, err)
+		}
+		live[method] = g
+	}
+	if len(live) > 0 {
+		lr, err := growthLiveRows(o, r, p, live)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, lr...)
+	}
 	var ss []report.Series
 	lo, hi := 1.0, 1.0
 	for k := 0; k < p.Seeds; k++ {
@@ -110,9 +169,25 @@ func runGrowth(o Options, r *report.Run) error {
 		}
 		ss = append(ss, *s)
 	}
+	title := fmt.Sprintf("prefix: agreed S against f·n (f = %g, simulator)", p.Fraction)
+	for _, method := range p.LiveMethods {
+		ls := report.Series{Name: "live " + method, Points: true}
+		for _, row := range rows {
+			if row.Where == "live" && row.Method == method {
+				ls.X, ls.Y = append(ls.X, row.Target), append(ls.Y, float64(row.Superpeers))
+				hi = max(hi, row.Target)
+			}
+		}
+		ss = append(ss, ls)
+		title = fmt.Sprintf("agreed S against f·n at each phase's end (simulator: prefix, f = %g; live: f = %g)", p.Fraction, p.LiveFraction)
+	}
 	ss = append(ss, report.Series{Name: "S = f·n", X: []float64{lo, hi}, Y: []float64{lo, hi}})
-	if err := r.Lines("superpeers-vs-target", report.Figure{Title: fmt.Sprintf("prefix: agreed S against f·n (f = %g, simulator)", p.Fraction), X: "f·n", Y: "superpeers S", LogX: true, LogY: true, Legend: "top-left"}, ss); err != nil {
+	if err := r.Lines("superpeers-vs-target", report.Figure{Title: title, X: "f·n", Y: "superpeers S", LogX: true, LogY: true, Legend: "top-left"}, ss); err != nil {
 		return err
 	}
-	return r.WriteResults(p, map[string]any{"growth": map[string]any{"steady": rows}})
+	res := map[string]any{"steady": rows}
+	if len(live) > 0 {
+		res["live"] = live
+	}
+	return r.WriteResults(p, map[string]any{"growth": res})
 }

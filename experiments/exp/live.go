@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
@@ -31,12 +32,25 @@ type liveConfig struct {
 
 var errSelectTimeout = errors.New("selection did not converge in time")
 
-// liveSwarm builds, joins and converges a swarm and runs the prefix
-// selection on it until it has converged. The caller closes it.
-func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swarm, time.Duration, error) {
-	var bar *report.Progress
-	stage := ""
-	prog := func(st string, done, total int) {
+// buildSwarm builds, joins and converges a swarm, showing its stages on
+// stderr (and those of what runs on it later: finish ends the line of the
+// last). The caller closes it.
+func buildSwarm(ctx context.Context, cfg swarm.Config, stderr io.Writer) (s *swarm.Swarm, finish func(), err error) {
+	var (
+		mu    sync.Mutex
+		bar   *report.Progress
+		stage string
+	)
+	finish = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if bar != nil {
+			bar.Finish()
+		}
+	}
+	cfg.Progress = func(st string, done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
 		if st != stage {
 			if bar != nil {
 				bar.Finish()
@@ -46,22 +60,31 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 		}
 		bar.Set(done)
 	}
-	s, err := swarm.New(ctx, swarm.Config{N: c.N, Seed: c.Seed, RTT: c.RTT, HostOf: c.HostOf, Parallel: c.Parallel, Progress: prog})
+	if s, err = swarm.New(ctx, cfg); err != nil {
+		return nil, nil, err
+	}
+	if err := s.Join(ctx); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	if err := s.WaitConverged(ctx, 20); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	finish()
+	return s, finish, nil
+}
+
+// liveSwarm builds, joins and converges a swarm and runs the prefix
+// selection on it until it has converged. The caller closes it.
+func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swarm, time.Duration, error) {
+	s, finish, err := buildSwarm(ctx, swarm.Config{N: c.N, Seed: c.Seed, RTT: c.RTT, HostOf: c.HostOf, Parallel: c.Parallel}, stderr)
 	if err != nil {
 		return nil, 0, err
 	}
 	fail := func(err error) (*swarm.Swarm, time.Duration, error) {
 		s.Close()
 		return nil, 0, err
-	}
-	if err := s.Join(ctx); err != nil {
-		return fail(err)
-	}
-	if err := s.WaitConverged(ctx, 20); err != nil {
-		return fail(err)
-	}
-	if bar != nil {
-		bar.Finish()
 	}
 	if c.TTL == 0 {
 		c.TTL = 6 * time.Second
@@ -77,9 +100,7 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 		defer cancel()
 	}
 	took, err := s.WaitPrefix(wctx, s.SelectionStart())
-	if bar != nil {
-		bar.Finish()
-	}
+	finish()
 	if err != nil {
 		if c.SelectTimeout > 0 && ctx.Err() == nil {
 			return s, time.Since(s.SelectionStart()), errSelectTimeout
