@@ -85,6 +85,8 @@ type CensusCount struct {
 	// S is the count most live selectors hold (the larger on a tie), Min
 	// and Max the least and the most any holds.
 	S, Min, Max int
+	// Others is the live selectors holding another count than S.
+	Others int
 	// Agreed: every live selector holds S. AtRest: agreed, and the census
 	// would not move it (f·n within its band around S).
 	Agreed, AtRest bool
@@ -110,6 +112,11 @@ func (s *Swarm) Census(cfg census.Config) CensusCount {
 	for g, k := range held {
 		if k > held[c.S] || k == held[c.S] && g > c.S {
 			c.S = g
+		}
+	}
+	for g, k := range held {
+		if g != c.S {
+			c.Others += k
 		}
 	}
 	c.Agreed = len(held) == 1

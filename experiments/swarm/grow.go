@@ -71,6 +71,8 @@ type GrowSample struct {
 	SMax   int  `json:"s_max"`
 	Agreed bool `json:"agreed"`
 	AtRest bool `json:"at_rest"`
+	// Others is the live peers holding another count than S.
+	Others int `json:"others"`
 	// Converged: the method's own selection has converged (PrefixState
 	// or RepelState Converged).
 	Converged bool `json:"converged"`
@@ -102,10 +104,12 @@ type GrowPhase struct {
 	N      int     `json:"n"`
 	Live   int     `json:"live"`
 	Target float64 `json:"target"`
-	// S, SMin, SMax, Agreed, AtRest as in the last sample (GrowSample).
+	// S, SMin, SMax, Others, Agreed, AtRest as in the last sample
+	// (GrowSample).
 	S      int  `json:"s"`
 	SMin   int  `json:"s_min"`
 	SMax   int  `json:"s_max"`
+	Others int  `json:"others"`
 	Agreed bool `json:"agreed"`
 	AtRest bool `json:"at_rest"`
 	// Converged: the phase ended at rest with the selection converged,
@@ -434,7 +438,7 @@ func (g *grower) phase(ctx context.Context, k, n int) (GrowPhase, error) {
 		}
 		ph.Seconds = s.Elapsed(start).Seconds()
 		ph.Live, ph.Target = last.Live, last.Target
-		ph.S, ph.SMin, ph.SMax, ph.Agreed, ph.AtRest = last.S, last.SMin, last.SMax, last.Agreed, last.AtRest
+		ph.S, ph.SMin, ph.SMax, ph.Others, ph.Agreed, ph.AtRest = last.S, last.SMin, last.SMax, last.Others, last.Agreed, last.AtRest
 		ph.Unserved = last.Unserved
 		if ph.UnitSteps > 0 {
 			ph.ReattachedPerStep = float64(ph.Reattached) / float64(ph.UnitSteps)
@@ -537,7 +541,7 @@ func (g *grower) sample() (GrowSample, float64) {
 	c := s.Census(g.cfg)
 	sm := GrowSample{
 		Seconds: s.Network(now.Sub(g.start)).Seconds(), Phase: int(g.current.Load()),
-		Live: c.N, Target: c.Target, S: c.S, SMin: c.Min, SMax: c.Max, Agreed: c.Agreed, AtRest: c.AtRest,
+		Live: c.N, Target: c.Target, S: c.S, SMin: c.Min, SMax: c.Max, Agreed: c.Agreed, AtRest: c.AtRest, Others: c.Others,
 	}
 	if g.o.Repel != nil {
 		sm.Converged = g.o.Repel.State().Converged()
