@@ -1,7 +1,9 @@
 package exp
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
@@ -43,8 +45,11 @@ type growthParams struct {
 	LiveTimeout      string   `json:"live_timeout"`
 	LiveTTL          string   `json:"live_ttl"`
 	LiveVivaldiBound float64  `json:"live_vivaldi_bound"`
-	Latency          string   `json:"latency"`
-	Notes            []string `json:"notes"`
+	// LiveConcurrent runs the methods' swarms at the same time (each on
+	// its own peers) rather than one after the other.
+	LiveConcurrent bool     `json:"live_concurrent"`
+	Latency        string   `json:"latency"`
+	Notes          []string `json:"notes"`
 }
 
 // growthSteady is one (method, where, n) at the end of a phase: the
@@ -93,7 +98,7 @@ func runGrowth(o Options, r *report.Run) error {
 		Notes: []string{
 			"simulator (sim.PrefixGrowth): the prefix method's superpeers run the census of internal/census — the code the peers run — on virtual time; a superpeer per group of the exact code of the S it holds, reporting its members and key share, exchanging tables with a random other superpeer every 5 s; a new value reaches a group's clients at their next renewal (10 s) and the new groups' superpeers take their place then",
 			"keys are seeded random 256-bit keys (not derived identities), so a million peers fit; peers join or leave in ten batches over each phase's ramp",
-			"live (seed 1 only; `where: live`): per method a mocknet swarm over PlanetLab (peers placed on its hosts), built with the largest phase's peers and all but the first phase's held back; held peers join through a random live peer (swarm.JoinLate: DHT join, then their Vivaldi service and selector start), peers leave by being killed at random (a crash: selector, node, host, links); each phase's joins or kills in batches over the ramp (a batch waits for the one before: at most 64 joins at once), then the phase runs until every live peer holds one S, f·n is within the census band around it and the method's selection has converged (swarm.PrefixState / RepelState), on two samples in a row, or until its timeout (reported as not converged)",
+			"live (seed 1 only; `where: live`): per method a mocknet swarm over PlanetLab, peers placed on its hosts (--quick: the two methods' swarms side by side, sharing the machine; the full run one after the other), built with the largest phase's peers and all but the first phase's held back; held peers join through a random live peer (swarm.JoinLate: DHT join, then their Vivaldi service and selector start), peers leave by being killed at random (a crash: selector, node, host, links); each phase's joins or kills in batches over the ramp (a batch waits for the one before: at most 64 joins at once), then the phase runs until every live peer holds one S, f·n is within the census band around it and the method's selection has converged (swarm.PrefixState / RepelState), on two samples in a row, or until its timeout (reported as not converged)",
 			"live methods as `peer swarm --method M --fraction F` runs them (swarm.MethodParams): prefix with superpeer.WithFraction (capacity 2⌈1/f⌉, attachment TTL 9 s, no Vivaldi); repel with repel.Config.Fraction on swarm.RepelSwarmConfig (attract, surveys, piggybacked announcements, capacity 2⌈1/f⌉), Vivaldi warmed up on the first phase's peers until the median error is under the bound, then every peer sampling every 2 s, a joiner at the warm-up interval for its first 40 samples; S starts at round(f·n) of the first phase",
 			"live samples every 2 s: S is the count most live peers hold (s_min/s_max the range); unserved = live peers neither superpeers nor attached to a live superpeer that lists them (newcomers before their first attach included); re-attached = peers served by another superpeer than at their last served sample (a promotion or demotion included), per unit step of S in the phase as reselected_per_change (joins, kills and, with repel, every token move re-attach peers too, so it is not the count's alone); time without a superpeer = per peer served before, the sum of the periods of the samples that found it unserved (2 s resolution), the most of any peer; messages = what the live peers sent between samples per live peer per second: kad-dht and raw closest-peer requests, attach requests, Vivaldi exchanges (which carry repel's piggybacks and probes), repel's own frames; the prefix census's table exchanges ride on closest-peer lookups counted as DHT traffic",
 			"repel in the simulator is not here yet",
@@ -102,7 +107,9 @@ func runGrowth(o Options, r *report.Run) error {
 	p.LivePhases, p.LiveRamp, p.LiveBatches, p.LiveTimeout = []int{100, 500, 1000, 2000, 1000, 500}, "1m", 10, "5m"
 	if o.Quick {
 		p.Phases, p.Seeds = []int{100, 1000, 10_000, 1000}, 1
-		p.LivePhases, p.LiveRamp, p.LiveBatches, p.LiveTimeout = []int{100, 400}, "10s", 5, "2m"
+		// Two 400-peer swarms leave most of two cores idle: side by side
+		// they fit the quick run's few minutes.
+		p.LivePhases, p.LiveRamp, p.LiveBatches, p.LiveTimeout, p.LiveConcurrent = []int{100, 400}, "10s", 5, "150s", true
 	}
 	if o.tiny {
 		p.Phases, p.Seeds, p.Ramp, p.Hold = []int{100, 1000, 300}, 1, "30s", "2m"
@@ -146,12 +153,29 @@ func runGrowth(o Options, r *report.Run) error {
 		return err
 	}
 	live := map[string]*swarm.Growth{}
-	for _, method := range p.LiveMethods {
-		g, err := growthLive(o, p, method)
-		if err != nil {
-			return fmt.Errorf("growth: live %s: %w", method, err)
+	errs := make([]error, len(p.LiveMethods))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k, method := range p.LiveMethods {
+		run := func() {
+			g, err := growthLive(o, p, method)
+			if err != nil {
+				errs[k] = fmt.Errorf("growth: live %s: %w", method, err)
+				return
+			}
+			mu.Lock()
+			live[method] = g
+			mu.Unlock()
 		}
-		live[method] = g
+		if p.LiveConcurrent {
+			wg.Go(run)
+		} else {
+			run()
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if len(live) > 0 {
 		lr, err := growthLiveRows(o, r, p, live)

@@ -122,7 +122,7 @@ func growthLiveRows(o Options, r *report.Run, p growthParams, runs map[string]*s
 			rows = append(rows, row)
 			held := fmt.Sprint(ph.S)
 			if ph.SMin != ph.SMax {
-				held = fmt.Sprintf("%d–%d", ph.SMin, ph.SMax)
+				held = fmt.Sprintf("%d–%d (%d on another)", ph.SMin, ph.SMax, ph.Others)
 			}
 			events := ""
 			if ev := ph.Events; ev != nil {
@@ -149,7 +149,7 @@ func growthLiveRows(o Options, r *report.Run, p growthParams, runs map[string]*s
 // messages, over time.
 func growthSeries(r *report.Run, p growthParams, method string, g *swarm.Growth) error {
 	kinds := []string{"dht", "attach", "vivaldi", "method"}
-	header := []string{"t", "phase", "live", "target", "s", "s_min", "s_max", "agreed", "at_rest", "converged", "superpeers", "unserved", "reattached", "max_without_seconds", "msgs_per_peer_second"}
+	header := []string{"t", "phase", "live", "target", "s", "s_min", "s_max", "others", "agreed", "at_rest", "converged", "superpeers", "unserved", "reattached", "max_without_seconds", "msgs_per_peer_second"}
 	for _, k := range kinds {
 		header = append(header, "msgs_"+k)
 	}
@@ -165,7 +165,7 @@ func growthSeries(r *report.Run, p growthParams, method string, g *swarm.Growth)
 	}
 	for i, sm := range g.Samples {
 		x[i] = sm.Seconds
-		row := report.Cells(sm.Seconds, sm.Phase, sm.Live, sm.Target, sm.S, sm.SMin, sm.SMax, sm.Agreed, sm.AtRest, sm.Converged, sm.Superpeers, sm.Unserved, sm.Reattached, sm.MaxWithoutSeconds, sm.MsgsPerPeerSec)
+		row := report.Cells(sm.Seconds, sm.Phase, sm.Live, sm.Target, sm.S, sm.SMin, sm.SMax, sm.Others, sm.Agreed, sm.AtRest, sm.Converged, sm.Superpeers, sm.Unserved, sm.Reattached, sm.MaxWithoutSeconds, sm.MsgsPerPeerSec)
 		for _, k := range kinds {
 			row = append(row, report.Cells(sm.MsgsByKind[k])...)
 		}
@@ -191,6 +191,7 @@ func growthSeries(r *report.Run, p growthParams, method string, g *swarm.Growth)
 		{Y: "peers", Legend: "top-left", Series: []report.Series{
 			{Name: "re-attached since the last sample", X: x, Y: col(func(sm swarm.GrowSample) float64 { return float64(sm.Reattached) })},
 			{Name: "unserved", X: x, Y: col(func(sm swarm.GrowSample) float64 { return float64(sm.Unserved) })},
+			{Name: "holding another S", X: x, Y: col(func(sm swarm.GrowSample) float64 { return float64(sm.Others) })},
 		}},
 		{Y: "s without a superpeer", Legend: "top-left", Series: []report.Series{
 			{Name: "the most any peer served before", X: x, Y: col(func(sm swarm.GrowSample) float64 { return sm.MaxWithoutSeconds })},
