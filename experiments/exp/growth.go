@@ -47,9 +47,17 @@ type growthParams struct {
 	LiveVivaldiBound float64  `json:"live_vivaldi_bound"`
 	// LiveConcurrent runs the methods' swarms at the same time (each on
 	// its own peers) rather than one after the other.
-	LiveConcurrent bool     `json:"live_concurrent"`
-	Latency        string   `json:"latency"`
-	Notes          []string `json:"notes"`
+	LiveConcurrent bool   `json:"live_concurrent"`
+	Latency        string `json:"latency"`
+	// RepelSim are the sizes the token method runs at in the simulator
+	// (sim.SimulateRepel with repel.Config.Fraction), from a third of f·n
+	// and from twice it, on coordinates of RepelVivaldiRounds rounds;
+	// Rescheme those the prefix method's cores are handed S ± 1 at
+	// (sim.PrefixRescheme).
+	RepelSim           []int    `json:"repel_sim"`
+	RepelVivaldiRounds int      `json:"repel_vivaldi_rounds"`
+	Rescheme           []int    `json:"rescheme"`
+	Notes              []string `json:"notes"`
 }
 
 // growthSteady is one (method, where, n) at the end of a phase: the
@@ -101,12 +109,15 @@ func runGrowth(o Options, r *report.Run) error {
 			"live (seed 1 only; `where: live`): per method a mocknet swarm over PlanetLab, peers placed on its hosts (--quick: the two methods' swarms side by side, sharing the machine; the full run one after the other), built with the largest phase's peers and all but the first phase's held back; held peers join through a random live peer (swarm.JoinLate: DHT join, then their Vivaldi service and selector start), peers leave by being killed at random (a crash: selector, node, host, links); each phase's joins or kills in batches over the ramp (a batch waits for the one before: at most 64 joins at once), then the phase runs until every live peer holds one S, f·n is within the census band around it and the method's selection has converged (swarm.PrefixState / RepelState), on two samples in a row, or until its timeout (reported as not converged)",
 			"live methods as `peer swarm --method M --fraction F` runs them (swarm.MethodParams): prefix with superpeer.WithFraction (capacity 2⌈1/f⌉, attachment TTL 9 s, no Vivaldi); repel with repel.Config.Fraction on swarm.RepelSwarmConfig (attract, surveys, piggybacked announcements, capacity 2⌈1/f⌉), Vivaldi warmed up on the first phase's peers until the median error is under the bound, then every peer sampling every 2 s, a joiner at the warm-up interval for its first 40 samples; S starts at round(f·n) of the first phase",
 			"live samples every 2 s: S is the count most live peers hold (s_min/s_max the range); unserved = live peers neither superpeers nor attached to a live superpeer that lists them (newcomers before their first attach included); re-attached = peers served by another superpeer than at their last served sample (a promotion or demotion included), per unit step of S in the phase as reselected_per_change (joins, kills and, with repel, every token move re-attach peers too, so it is not the count's alone); time without a superpeer = per peer served before, the sum of the periods of the samples that found it unserved (2 s resolution), the most of any peer; messages = what the live peers sent between samples per live peer per second: kad-dht and raw closest-peer requests, attach requests, Vivaldi exchanges (which carry repel's piggybacks and probes), repel's own frames; the prefix census's table exchanges ride on closest-peer lookups counted as DHT traffic",
-			"repel in the simulator is not here yet",
+			"repel in the simulator (sim.SimulateRepel, every peer's repel.Node with repel.Config.Fraction, the census inside the model, on repel.DefaultConfig with MaxCandidates 64): the PlanetLab matrix placed for n peers, coordinates after repel_vivaldi_rounds rounds of sim.SimulateVivaldi held fixed, clients attaching as the selector does (capacity 2⌈1/f⌉); the network keeps its size (the simulator's peers are a fixed set) and the count starts from a third of f·n and from twice it; a run ends once the running nodes agree on a count the census keeps for n and every token is settled and surveyed with no move for 2 min; /kmed is the mean client RTT over a greedy k-median's of that count (sampled candidates past 2000 peers)",
+			"prefix re-scheme (sim.PrefixRescheme): every peer's superpeer.PrefixCore (the live selector's logic) converged under the exact code of S = round(f·n), then handed the code of S ± 1 as the census does (PrefixCore.SetScheme), run 3 min more: the peers of the groups that differ between the codes, those that asked a superpeer to take them anew, and those whose superpeer changed",
 		}}
 	p.LiveMethods, p.LiveFraction, p.Latency, p.LiveTTL, p.LiveVivaldiBound = []string{"prefix", "repel"}, 0.01, latency.Default, "9s", 0.12
 	p.LivePhases, p.LiveRamp, p.LiveBatches, p.LiveTimeout = []int{100, 500, 1000, 2000, 1000, 500}, "1m", 10, "5m"
+	p.RepelSim, p.RepelVivaldiRounds, p.Rescheme = []int{100, 1000, 10_000}, 300, []int{1000, 10_000, 100_000}
 	if o.Quick {
 		p.Phases, p.Seeds = []int{100, 1000, 10_000, 1000}, 1
+		p.RepelSim, p.Rescheme = []int{100, 1000}, []int{1000, 10_000}
 		// Two 400-peer swarms leave most of two cores idle: side by side
 		// they fit the quick run's few minutes.
 		p.LivePhases, p.LiveRamp, p.LiveBatches, p.LiveTimeout, p.LiveConcurrent = []int{100, 400}, "10s", 5, "150s", true
@@ -114,6 +125,7 @@ func runGrowth(o Options, r *report.Run) error {
 	if o.tiny {
 		p.Phases, p.Seeds, p.Ramp, p.Hold = []int{100, 1000, 300}, 1, "30s", "2m"
 		p.LiveMethods, p.LivePhases = nil, nil // the live driver has its own test (experiments/swarm)
+		p.RepelSim, p.RepelVivaldiRounds, p.Rescheme = []int{150}, 60, []int{500}
 	}
 	ramp, _ := time.ParseDuration(p.Ramp)
 	hold, _ := time.ParseDuration(p.Hold)
@@ -150,6 +162,23 @@ func runGrowth(o Options, r *report.Run) error {
 	}
 	bar.Finish()
 	if err := printTable(o, r, "growth", fmt.Sprintf("superpeers following f = %g of the network, at the end of each phase (%s ramp, %s hold)", p.Fraction, p.Ramp, p.Hold), t); err != nil {
+		return err
+	}
+	rrows, rt, err := repelGrowthSim(o, p.Fraction, p.RepelSim, o.Seed, p.RepelVivaldiRounds)
+	if err != nil {
+		return err
+	}
+	for _, row := range rrows {
+		rows = append(rows, row.growthSteady)
+	}
+	if err := printTable(o, r, "growth-repel-sim", fmt.Sprintf("the token method in the simulator, S following f = %g from a third of f·n and from twice it", p.Fraction), rt); err != nil {
+		return err
+	}
+	resch, xt, err := prefixRescheme(p.Fraction, p.Rescheme, o.Seed)
+	if err != nil {
+		return err
+	}
+	if err := printTable(o, r, "growth-rescheme", "prefix: every peer's PrefixCore handed the code of S ± 1 (S = f·n)", xt); err != nil {
 		return err
 	}
 	live := map[string]*swarm.Growth{}
@@ -209,7 +238,7 @@ func runGrowth(o Options, r *report.Run) error {
 	if err := r.Lines("superpeers-vs-target", report.Figure{Title: title, X: "f·n", Y: "superpeers S", LogX: true, LogY: true, Legend: "top-left"}, ss); err != nil {
 		return err
 	}
-	res := map[string]any{"steady": rows}
+	res := map[string]any{"steady": rows, "repel_sim": rrows, "rescheme": resch}
 	if len(live) > 0 {
 		res["live"] = live
 	}

@@ -34,7 +34,8 @@ func TestGrowth_Steady(t *testing.T) {
 	var res struct {
 		Results struct {
 			Growth struct {
-				Steady []growthSteady `json:"steady"`
+				Steady   []growthSteady `json:"steady"`
+				Rescheme []reschemeRow  `json:"rescheme"`
 			} `json:"growth"`
 		} `json:"results"`
 	}
@@ -42,18 +43,31 @@ func TestGrowth_Steady(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := res.Results.Growth.Steady
-	if len(st) != 3 {
-		t.Fatalf("%d steady entries, want one per phase (3)", len(st))
+	if len(st) != 5 {
+		t.Fatalf("%d steady entries, want one per prefix phase (3) and per repel start (2)", len(st))
 	}
-	for _, s := range st {
-		if s.Method != "prefix" || s.Where != "sim" || s.Fraction != 0.01 || !s.Agreed {
-			t.Fatalf("entry %+v", s)
+	for k, s := range st {
+		method := "prefix"
+		if k >= 3 {
+			method = "repel"
+		}
+		if s.Method != method || s.Where != "sim" || s.Fraction != 0.01 || !s.Agreed {
+			t.Fatalf("entry %d: %+v", k, s)
 		}
 		if d := math.Abs(float64(s.Superpeers) - s.Target); s.Superpeers < 1 || d > math.Max(0.6, 0.1*s.Target) {
-			t.Fatalf("n %d: S %d for f·n %.1f", s.N, s.Superpeers, s.Target)
+			t.Fatalf("%s n %d: S %d for f·n %.1f", s.Method, s.N, s.Superpeers, s.Target)
 		}
 	}
 	if st[1].N != 1000 || st[1].Superpeers != 10 {
 		t.Fatalf("at n = 1000: %+v", st[1])
+	}
+	rs := res.Results.Growth.Rescheme
+	if len(rs) != 2 {
+		t.Fatalf("%d re-scheme rows, want S → S+1 and back", len(rs))
+	}
+	for _, x := range rs {
+		if x.Moved == 0 || x.Moved > x.Members || x.Attached > x.Members || x.To-x.From != 1 && x.From-x.To != 1 {
+			t.Fatalf("re-scheme %+v: the peers that moved or attached anew must be some of the changed groups'", x)
+		}
 	}
 }
