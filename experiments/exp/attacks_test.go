@@ -1,11 +1,8 @@
 package exp
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -13,24 +10,7 @@ import (
 // to take a chosen group and half of all groups, at least one key per
 // group taken, and a positive derivation rate.
 func TestAttacks_Grinding(t *testing.T) {
-	e, ok := Lookup("attacks")
-	if !ok {
-		t.Fatal("attacks not registered")
-	}
-	var out bytes.Buffer
-	rd, err := e.Run(Options{Seed: 3, Out: t.TempDir(), ID: "a", Stdout: &out, tiny: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"results.json", "grinding.csv", "grinding.png"} {
-		if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw, err := os.ReadFile(filepath.Join(rd, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := runTiny(t, "attacks", 3, "grinding.csv", "grinding.png")
 	var res struct {
 		Params struct {
 			Rate float64 `json:"identities_per_core_second"`

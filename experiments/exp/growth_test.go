@@ -9,20 +9,20 @@ import (
 	"testing"
 )
 
-// growth writes results.json's growth.steady: one entry per phase end, the
-// prefix method in the simulator, S within 10% of f·n (or the rounding),
-// every superpeer agreed; and the figure.
-func TestGrowth_Steady(t *testing.T) {
-	e, ok := Lookup("growth")
+// runTiny runs experiment name at its test size with seed, checks that it
+// wrote files (besides results.json) and returns results.json.
+func runTiny(t *testing.T, name string, seed int64, files ...string) []byte {
+	t.Helper()
+	e, ok := Lookup(name)
 	if !ok {
-		t.Fatal("growth not registered")
+		t.Fatalf("%s not registered", name)
 	}
 	var out bytes.Buffer
-	rd, err := e.Run(Options{Seed: 2, Out: t.TempDir(), ID: "a", Stdout: &out, tiny: true})
+	rd, err := e.Run(Options{Seed: seed, Out: t.TempDir(), ID: "a", Stdout: &out, tiny: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"results.json", "growth.csv", "superpeers-vs-target.png"} {
+	for _, f := range append(files, "results.json") {
 		if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
 			t.Fatal(err)
 		}
@@ -31,6 +31,14 @@ func TestGrowth_Steady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return raw
+}
+
+// growth writes results.json's growth.steady: one entry per phase end, the
+// prefix method in the simulator, S within 10% of f·n (or the rounding),
+// every superpeer agreed; and the figure.
+func TestGrowth_Steady(t *testing.T) {
+	raw := runTiny(t, "growth", 2, "growth.csv", "superpeers-vs-target.png")
 	var res struct {
 		Results struct {
 			Growth struct {
