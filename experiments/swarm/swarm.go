@@ -383,7 +383,9 @@ func (s *Swarm) JoinLate(ctx context.Context, i int) error {
 		s.rngMu.Lock()
 		boot := s.info(live[s.rng.Intn(len(live))])
 		s.rngMu.Unlock()
-		err = p.Node.Join(ctx, boot)
+		tctx, cancel := context.WithTimeout(ctx, joinTryTimeout)
+		err = p.Node.Join(tctx, boot)
+		cancel()
 		if err == nil || ctx.Err() != nil {
 			break
 		}
@@ -410,6 +412,11 @@ func (s *Swarm) JoinLate(ctx context.Context, i int) error {
 	s.held[i].Store(false)
 	return nil
 }
+
+// joinTryTimeout bounds one try of JoinLate: on a loaded machine a join's
+// connect or self-lookup could otherwise hold up whoever waits for it for
+// minutes (a grown swarm's batch of joins did).
+const joinTryTimeout = 30 * time.Second
 
 // Held is how many peers are held back, not yet joined.
 func (s *Swarm) Held() int {
