@@ -18,13 +18,14 @@ import (
 // StartPrefix runs the prefix selector on every live peer (the registered
 // method "prefix" through StartMethod). Unless opts say otherwise
 // (superpeer.WithStartSpread), the first
-// lookups of the n live peers are spread over n × 20 ms (at least one
-// second): all of them start at once here, which no real network does, and
-// the machine answers some 50–100 raw lookups a second in a swarm of
+// lookups of the n peers are spread over n × 20 ms (at least one second):
+// all of them start at once here, which no real network does, and the
+// machine answers some 50–100 raw lookups a second in a swarm of
 // thousands, so a burst beyond that only makes lookups time out and repeat.
-// Held peers do not count: they start as they join (JoinLate).
+// Held peers count: the spread also paces the lookups of a failed
+// superpeer's clients, and the swarm may grow to all its peers (Grow).
 func (s *Swarm) StartPrefix(ctx context.Context, opts ...superpeer.Option) error {
-	spread := superpeer.WithStartSpread(max(time.Second, time.Duration(len(s.Live()))*20*time.Millisecond))
+	spread := superpeer.WithStartSpread(max(time.Second, time.Duration(len(s.Peers))*20*time.Millisecond))
 	opts = append([]superpeer.Option{spread}, opts...)
 	_, err := s.StartMethod(ctx, "prefix", MethodOptions{Env: superpeer.Env{Options: opts}})
 	return err
