@@ -11,7 +11,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	want := []string{"churn", "elections", "growth", "prefix", "repel", "repel-coords", "requirements", "scale", "superpeer-count", "vivaldi"}
+	want := []string{"attacks", "churn", "elections", "growth", "prefix", "repel", "repel-coords", "requirements", "scale", "superpeer-count", "vivaldi"}
 	if got := Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("names %v, want %v", got, want)
 	}
