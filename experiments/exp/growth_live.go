@@ -74,7 +74,11 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 	}
 	switch method {
 	case "prefix":
-		if err := s.StartPrefix(ctx, mp.PrefixOptions()...); err != nil {
+		// StartPrefix's spread is 20 ms a peer started together, for the
+		// whole swarm (40 s at 2000): here what starts together is a batch
+		// of joiners or a group's clients sent to look again by a change of
+		// S, and a client waits up to the spread before it looks.
+		if err := s.StartPrefix(ctx, append(mp.PrefixOptions(), superpeer.WithStartSpread(growthSpread(p)))...); err != nil {
 			return nil, err
 		}
 		defer s.StopMethod()
@@ -100,6 +104,19 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 		return nil, fmt.Errorf("growth: live method %q: want prefix or repel", method)
 	}
 	return s.Grow(ctx, g)
+}
+
+// growthSpread is the prefix selectors' start spread in a grown swarm:
+// 20 ms a peer of the largest batch of joins or kills (at least a second),
+// as StartPrefix gives the peers of a swarm started at once.
+func growthSpread(p growthParams) time.Duration {
+	most, n := 0, p.LivePhases[0]
+	for _, m := range p.LivePhases[1:] {
+		d := max(m-n, n-m)
+		most = max(most, (d+p.LiveBatches-1)/p.LiveBatches)
+		n = m
+	}
+	return max(time.Second, time.Duration(most)*20*time.Millisecond)
 }
 
 // growthLiveRows adds the live phases to the steady rows and the table,
