@@ -669,7 +669,10 @@ func (n *Node) Step(now time.Time, m Message) (Ready, error) {
 	n.init(now)
 	if n.retired(m.Token) {
 		// From a peer that has not heard yet that the count fell below
-		// this token: it will with the next count it hears.
+		// this token (it will with the next count it hears), or the last
+		// word of the holder whose count retired it: its count still
+		// counts.
+		n.hearCount(now, m.Token.Count)
 		return n.takeReady(), nil
 	}
 	if err := n.check(m); err != nil {

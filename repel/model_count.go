@@ -30,12 +30,18 @@ func (n *Node) limit(c Count) int {
 	return s
 }
 
-// retired reports whether t is a token that this node's count retired,
-// sent under an older count or under this very count by the holder that
-// proposed it (its last announcement, which carries the count that
-// retires it).
+// retired reports whether t is a token that a count retired: one past the
+// count it carries itself (the last announcement of the holder that
+// proposed that count), or one past this node's count sent under an older
+// count or this very one.
 func (n *Node) retired(t Token) bool {
-	if n.cen == nil || t.Count.S == 0 || int(t.ID) < len(n.tokens) || int(t.ID) >= n.cfg.maxTokens() {
+	if n.cen == nil || t.Count.S == 0 || int(t.ID) >= n.cfg.maxTokens() || !validCount(t.Count, n.cfg.maxTokens()) {
+		return false
+	}
+	if int(t.ID) >= t.Count.S {
+		return true
+	}
+	if int(t.ID) < len(n.tokens) {
 		return false
 	}
 	return !(census.Value{S: t.Count.S, Version: t.Count.Version}).Beats(n.cen.Value())
