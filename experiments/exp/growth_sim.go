@@ -109,8 +109,8 @@ func repelGrowthSim(o Options, f float64, ns []int, seed int64, rounds int) ([]r
 	return rows, t, nil
 }
 
-// repelChoice is the clients' choice of `peer experiment repel`: the
-// selector's, measuring again every five renewals.
+// repelChoice is the clients' choice in the experiments' token runs: the
+// selector's, measuring again every five renewals (15 s views).
 func repelChoice() repel.AttachConfig {
 	c := repel.DefaultAttachConfig()
 	c.ProbeEvery = 5 * 15 * time.Second

@@ -195,7 +195,7 @@ func runRepel(o Options, r *report.Run) error {
 	p := repelParams{
 		common: commonOf(o), Latency: latency.Default, VivaldiRounds: 1000, RandomDraws: 20,
 		Attract: repelConfig(0), Repulsion: repelConfig(0),
-		Attach: sim.AttachSelector.String(), Choose: repel.DefaultAttachConfig(),
+		Attach: sim.AttachSelector.String(), Choose: repelChoice(),
 		ViewEvery: "15s", Limit: "30m", GoalKMed: goalKMedian, GoalRandom: goalRandom,
 		Displace: superpeer.DefaultDisplace.String(),
 	}
@@ -203,7 +203,6 @@ func runRepel(o Options, r *report.Run) error {
 	// Lo et al.'s rule as they give it: no surveys (a survey would move
 	// each token to the measured middle of its clients, whatever the force).
 	p.Repulsion.SurveyInterval = 0
-	p.Choose.ProbeEvery = 5 * 15 * time.Second // five renewals, as the selector
 	switch {
 	case o.tiny:
 		p.Ns, p.Ss, p.VivaldiRounds, p.RandomDraws = []int{120}, []int{4}, 60, 5
