@@ -93,6 +93,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&listen, "listen", "multiaddr to listen on (repeatable; default TCP and QUIC on all interfaces, port 4001)")
 	fs.Var(&boot, "bootstrap", "multiaddr with /p2p/ID of a peer to join through (repeatable)")
 	keyPath := fs.String("key", "peer.key", "file holding this peer's identity key (made if missing)")
+	identitySeed := fs.String("identity-seed", "", "derive the identity from this `text` instead of --key, so that its peer ID is known ahead ('peer id --identity-seed TEXT' prints it): for test beds and clusters, as whoever knows the text holds the key")
 	httpAddr := fs.String("http", "", "serve status as JSON on this address, e.g. 127.0.0.1:8080")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this address at "+metricsPath+", e.g. 127.0.0.1:9090: the peer's superpeer_*, go-libp2p's libp2p_*, the Go runtime's and the process's")
 	refresh := fs.Duration("refresh", 10*time.Minute, "routing-table refresh interval")
@@ -112,7 +113,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub; every peer of one network needs the same")
 	webAddr := fs.String("web", "", "serve a live map of this peer's own view on this address (e.g. 127.0.0.1:8080): its neighbours, the tokens it knows, its superpeer or its clients")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsEnv(fs, args); err != nil {
 		return err
 	}
 	dissemination, err := repel.ParseDissemination(*gossipFlag)
@@ -177,7 +178,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	key, made, err := loadIdentity(*keyPath)
+	key, made, err := peerIdentity(*identitySeed, *keyPath)
 	if err != nil {
 		return err
 	}
@@ -207,6 +208,10 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		logger.Printf("made a new identity in %s", *keyPath)
 	}
 	logger.Printf("peer %s", h.ID())
+	var skipped bool
+	if bootInfos, skipped = withoutSelf(bootInfos, h.ID()); skipped {
+		logger.Printf("bootstrap: skipping this peer's own address (%d other bootstrap peers)", len(bootInfos))
+	}
 	for _, a := range h.Addrs() {
 		logger.Printf("listening on %s/p2p/%s", a, h.ID())
 	}
