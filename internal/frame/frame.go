@@ -20,10 +20,16 @@ var ErrStreamFailed = errors.New("stream failed")
 // into m. An error of the stream wraps ErrStreamFailed: a peer that went
 // away mid-exchange is not a malformed frame, and the two are counted
 // apart.
+//
+// The stream's error is the cause only when the frame came short of it
+// (the reader's own error, or an unexpected EOF in the length or the
+// body): a reader may hand over its last bytes together with its end (a
+// QUIC stream that got the FIN does), and a frame that arrived whole but
+// is over the cap or does not decode is malformed even so.
 func Read(r io.Reader, max int, m proto.Message) error {
 	fr := &failReader{r: r}
 	if err := pbio.NewDelimitedReader(fr, max).ReadMsg(m); err != nil {
-		if fr.err != nil {
+		if fr.err != nil && (errors.Is(err, fr.err) || err == io.ErrUnexpectedEOF) {
 			return fmt.Errorf("%w: %w", ErrStreamFailed, fr.err)
 		}
 		return err
