@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
@@ -193,7 +194,13 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 		}
 	}
 	now := time.Now()
-	run(s.core.Tick(now), now)
+	var first []PrefixOp
+	if s.box != nil {
+		s.askCensus(ctx)
+		now = time.Now()
+		first = s.takeCensus(now)
+	}
+	run(append(first, s.core.Tick(now)...), now)
 	for {
 		var ops []PrefixOp
 		select {
@@ -270,6 +277,26 @@ func (s *PrefixSelector) takeCensus(now time.Time) []PrefixOp {
 		return nil
 	}
 	return s.core.SetScheme(now, scheme)
+}
+
+// censusAsk is how many routing-table peers a starting peer asks for the
+// count they hold.
+const censusAsk = 3
+
+// askCensus asks the peer's nearest routing-table peers for the count they
+// hold (a census exchange; a peer that is no superpeer answers with its
+// value), before the first step: a peer joining a network that has grown
+// starts from the network's code, not from its own initial one — without
+// this every joiner took the initial S (1 in a network started small) and
+// they all asked the one superpeer of that code's only group, which is the
+// one place the count would reach them from.
+func (s *PrefixSelector) askCensus(ctx context.Context) {
+	peers := s.node.RoutingTable().NearestPeers(kb.ConvertPeerID(s.node.ID()), censusAsk)
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		wg.Go(func() { _ = s.attach.exchangeCensus(ctx, s.census, p, s.box) })
+	}
+	wg.Wait()
 }
 
 // censusRound is a census period (the loop's): a superpeer reports its

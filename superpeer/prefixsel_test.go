@@ -27,18 +27,22 @@ type prefixPeer struct {
 // prefixNet starts n peers with seeded keys on a fully linked mocknet,
 // joined into one DHT, each running a prefix selector with opts.
 func prefixNet(t *testing.T, n int, seed int64, opts options) []*prefixPeer {
+	peers, _ := prefixNetJoin(t, n, seed, opts)
+	return peers
+}
+
+// prefixNetJoin is prefixNet, and a function that adds a peer to the
+// network later: the first key from the seed's source that accept takes,
+// on a host linked to all, joined into the DHT, its selector built with
+// opts but not started.
+func prefixNetJoin(t *testing.T, n int, seed int64, opts options) ([]*prefixPeer, func(accept func(dht.Key) bool, opts options) *prefixPeer) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	mn := mocknet.New()
 	t.Cleanup(func() { mn.Close() })
 	rng := rand.New(rand.NewSource(seed))
-	peers := make([]*prefixPeer, n)
-	for i := range peers {
-		sk, _, err := crypto.GenerateEd25519Key(rng)
-		if err != nil {
-			t.Fatal(err)
-		}
+	newPeer := func(i int, sk crypto.PrivKey) *prefixPeer {
 		h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/10.0.%d.%d/tcp/4001", i>>8, i&255)))
 		if err != nil {
 			t.Fatal(err)
@@ -48,7 +52,26 @@ func prefixNet(t *testing.T, n int, seed int64, opts options) []*prefixPeer {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
-		peers[i] = &prefixPeer{node: node}
+		return &prefixPeer{node: node}
+	}
+	key := func() crypto.PrivKey {
+		sk, _, err := crypto.GenerateEd25519Key(rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sk
+	}
+	selector := func(p *prefixPeer, opts options) {
+		sel, err := NewPrefix(p.node, prefixWith(opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sel.Close() })
+		p.sel = sel
+	}
+	peers := make([]*prefixPeer, n)
+	for i := range peers {
+		peers[i] = newPeer(i, key())
 	}
 	if err := mn.LinkAll(); err != nil {
 		t.Fatal(err)
@@ -65,17 +88,41 @@ func prefixNet(t *testing.T, n int, seed int64, opts options) []*prefixPeer {
 		}
 	}
 	for _, p := range peers {
-		sel, err := NewPrefix(p.node, prefixWith(opts))
-		if err != nil {
+		selector(p, opts)
+		if err := p.sel.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { sel.Close() })
-		if err := sel.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		p.sel = sel
 	}
-	return peers
+	joined := n
+	join := func(accept func(dht.Key) bool, opts options) *prefixPeer {
+		t.Helper()
+		sk := key()
+		for {
+			id, err := peer.IDFromPrivateKey(sk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if accept(dht.KeyOf(id)) {
+				break
+			}
+			sk = key()
+		}
+		p := newPeer(joined, sk)
+		joined++
+		if err := mn.LinkAll(); err != nil {
+			t.Fatal(err)
+		}
+		b := peers[rng.Intn(len(peers))].node
+		if err := p.node.Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+			t.Fatalf("joiner: %v", err)
+		}
+		if err := p.node.SelfLookup(ctx); err != nil {
+			t.Fatal(err)
+		}
+		selector(p, opts)
+		return p
+	}
+	return peers, join
 }
 
 // prefixOutcome is what the peers' keys call for: per occupied group the
@@ -250,7 +297,7 @@ func TestPrefixSelector_FractionFollowsTheNetwork(t *testing.T) {
 	// (CI beside a live swarm) 2 s let them expire between exchanges and
 	// the tables never held enough to propose.
 	o.census = censusTiming{every: 200 * time.Millisecond, holdDown: time.Second, expire: 6 * time.Second}
-	peers := prefixNet(t, n, 4, o)
+	peers, join := prefixNetJoin(t, n, 4, o)
 	capacity := peers[0].sel.Attach().Capacity()
 	if capacity != 8 {
 		t.Fatalf("capacity %d, want 2⌈1/f⌉ = 8", capacity)
@@ -288,6 +335,57 @@ func TestPrefixSelector_FractionFollowsTheNetwork(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	agreed(6, time.Minute)
+	// A peer that joins now, starting from S = 2 as the others did, takes
+	// the network's count from its routing-table peers before its first
+	// step: the first superpeer it attaches to is its group's under S = 6,
+	// never the one its initial code would have sent it to (the joiner is
+	// one for which the two differ).
+	at := func(S int, k dht.Key) *prefixPeer {
+		scheme, err := Exact(S)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := scheme.Group(k)
+		var best *prefixPeer
+		for _, p := range peers {
+			if !p.dead && scheme.Group(p.node.Key()) == g && (best == nil || scheme.GroupKey(g).Closer(p.node.Key(), best.node.Key())) {
+				best = p
+			}
+		}
+		return best
+	}
+	j := join(func(k dht.Key) bool {
+		now, initial := at(6, k), at(2, k)
+		six, _ := Exact(6)
+		// Not a superpeer under either code, and sent elsewhere by each.
+		return now != nil && initial != nil && now != initial &&
+			six.GroupKey(six.Group(k)).Closer(now.node.Key(), k)
+	}, o)
+	want := at(6, j.node.Key())
+	changes, unsubscribe := j.sel.Subscribe()
+	jctx, jcancel := context.WithCancel(context.Background())
+	t.Cleanup(jcancel)
+	if err := j.sel.Start(jctx); err != nil {
+		t.Fatal(err)
+	}
+	first := time.NewTimer(time.Minute)
+	for got := false; !got; {
+		select {
+		case c := <-changes:
+			if c.Superpeer == "" {
+				continue
+			}
+			if c.Superpeer != want.node.ID() {
+				t.Fatalf("the joiner first attached to %s (%s), not its group's superpeer under S = 6, %s", c.Superpeer, c.Reason, want.node.ID())
+			}
+			got = true
+		case <-first.C:
+			t.Fatalf("the joiner attached to nobody in a minute (holds S = %d)", j.sel.Scheme().Groups())
+		}
+	}
+	unsubscribe()
+	peers = append(peers, j)
 	agreed(6, time.Minute)
 	// Garbage on the census protocol is refused and counted; the peer
 	// answers a good exchange after it.
