@@ -50,8 +50,12 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", report.DefaultRoot, "results root: results go to OUT/"+name+"/RUN-ID/")
 	id := fs.String("id", "", "run directory name (default: start time, size and seed)")
 	timeout := fs.Duration("timeout", 2*time.Hour, "give up after this long")
-	var algo, trace string
+	var algo, trace, method, where string
 	var n int
+	if name == "growth" {
+		fs.StringVar(&method, "method", "", "only this method's rows: prefix or repel (default both)")
+		fs.StringVar(&where, "where", "", "only the simulator's rows (sim) or the live swarms' (live) (default both)")
+	}
 	if name == "elections" {
 		fs.StringVar(&algo, "algo", "", "only the algorithms of this name (every variant) or name/variant: "+strings.Join(electionKeys(), ", "))
 		fs.IntVar(&n, "n", 0, "only this many nodes (default: each algorithm's sizes)")
@@ -75,6 +79,12 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if algo != "" && len(elections.Lookup(algo)) == 0 {
 		return fmt.Errorf("%w: unknown --algo %q (%s)", errUsage, algo, strings.Join(electionKeys(), ", "))
 	}
+	if method != "" && method != "prefix" && method != "repel" {
+		return fmt.Errorf("%w: --method %q: want prefix or repel", errUsage, method)
+	}
+	if where != "" && where != "sim" && where != "live" {
+		return fmt.Errorf("%w: --where %q: want sim or live", errUsage, where)
+	}
 	if n < 0 {
 		return fmt.Errorf("%w: --n %d must be positive", errUsage, n)
 	}
@@ -83,7 +93,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	_, err := e.Run(exp.Options{Ctx: ctx, Quick: *quick, Seed: *seed, Out: *out, ID: *id, Stdout: stdout, Stderr: stderr,
-		Algo: algo, N: n, Trace: trace})
+		Algo: algo, N: n, Trace: trace, Method: method, Where: where})
 	return err
 }
 

@@ -36,6 +36,9 @@ func TestExperiment_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"experiment", "elections", "--algo", "bogus"}, `unknown --algo "bogus"`},
 		{[]string{"experiment", "elections", "--n", "-3"}, "--n"},
 		{[]string{"experiment", "scale", "--algo", "lcr"}, "flag provided but not defined: -algo"},
+		{[]string{"experiment", "growth", "--method", "bogus"}, `--method "bogus": want prefix or repel`},
+		{[]string{"experiment", "growth", "--where", "moon"}, `--where "moon": want sim or live`},
+		{[]string{"experiment", "repel", "--where", "sim"}, "flag provided but not defined: -where"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer

@@ -41,6 +41,10 @@ type Options struct {
 	Algo  string
 	N     int
 	Trace string
+	// Method and Where narrow the growth experiment to one method's rows
+	// ("prefix" or "repel"; "" both) and to the simulator's or the live
+	// swarm's ("sim" or "live"; "" both).
+	Method, Where string
 	// tiny shrinks an experiment further than Quick, for tests.
 	tiny bool
 }

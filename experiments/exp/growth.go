@@ -3,6 +3,7 @@ package exp
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -126,6 +127,21 @@ func runGrowth(o Options, r *report.Run) error {
 		p.Phases, p.Seeds, p.Ramp, p.Hold = []int{100, 1000, 300}, 1, "30s", "2m"
 		p.LiveMethods, p.LivePhases = nil, nil // the live driver has its own test (experiments/swarm)
 		p.RepelSim, p.RepelVivaldiRounds, p.Rescheme = []int{150}, 60, []int{500}
+	}
+	if o.Method != "" && o.Method != "prefix" {
+		p.Seeds, p.Rescheme = 0, nil
+	}
+	if o.Method != "" && o.Method != "repel" {
+		p.RepelSim = nil
+	}
+	if o.Method != "" {
+		p.LiveMethods = slices.DeleteFunc(p.LiveMethods, func(m string) bool { return m != o.Method })
+	}
+	switch o.Where {
+	case "live":
+		p.Seeds, p.Rescheme, p.RepelSim = 0, nil, nil
+	case "sim":
+		p.LiveMethods = nil
 	}
 	ramp, _ := time.ParseDuration(p.Ramp)
 	hold, _ := time.ParseDuration(p.Hold)
