@@ -13,7 +13,7 @@ var metricFamilies = []counters.Family{
 
 // dropReasons are the reasons whose series exist from the start.
 var dropReasons = []string{
-	dropOversize, dropDecode, dropNoCoord, dropNonFinite, dropOutOfRange, dropDimensions, dropStream,
+	dropOversize, dropDecode, dropNoCoord, dropNonFinite, dropOutOfRange, dropDimensions, dropStream, dropRate,
 	dropNeighborID, dropNeighborCoord, dropNeighborRTT, dropNeighborAddr, dropNeighborExcess, dropNeighborDup, dropPiggyback,
 }
 

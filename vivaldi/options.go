@@ -3,6 +3,7 @@ package vivaldi
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"time"
 
@@ -28,6 +29,11 @@ type config struct {
 	timeScale  float64
 	reg        prometheus.Registerer
 	prefix     protocol.ID
+	// rate and burst are WithRateLimit's (rateSet: given; else the
+	// default from the interval).
+	rate    float64
+	burst   int
+	rateSet bool
 }
 
 func defaults() config {
@@ -181,8 +187,8 @@ func WithMaxInFlight(n int) Option {
 	}
 }
 
-// WithClock sets the clock of the neighbour set's timeouts (default
-// time.Now), for tests.
+// WithClock sets the clock of the neighbour set's timeouts and of the
+// per-peer rate limit (default time.Now), for tests.
 func WithClock(now func() time.Time) Option {
 	return func(cfg *config) error {
 		if now == nil {
@@ -214,6 +220,37 @@ func WithObserver(f func(p peer.ID, rtt time.Duration)) Option {
 		cfg.observe = f
 		return nil
 	}
+}
+
+// WithRateLimit limits the requests one remote peer may have answered:
+// its bucket refills perSecond a second up to burst; a request past that
+// is reset unread and counted under "rate" in Drops. An answer costs the
+// service its neighbours and, with a piggyback (repel), the gossip it
+// carries both ways. The default is 4 per sampling interval, at least 10
+// a second, in bursts of twice that: a peer samples one peer an interval,
+// and a repel peer probes a few more. WithRateLimit(0, 0) turns the limit
+// off.
+func WithRateLimit(perSecond float64, burst int) Option {
+	return func(cfg *config) error {
+		switch {
+		case math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond < 0:
+			return fmt.Errorf("WithRateLimit: %v not a rate ≥ 0", perSecond)
+		case perSecond > 0 && burst < 1:
+			return fmt.Errorf("WithRateLimit: burst %d below 1", burst)
+		}
+		cfg.rate, cfg.burst, cfg.rateSet = perSecond, burst, true
+		return nil
+	}
+}
+
+// defaultRate is WithRateLimit's default for a sampling interval (0: no
+// background sampling).
+func defaultRate(interval time.Duration) (float64, int) {
+	r := 10.0
+	if interval > 0 {
+		r = max(r, 4/interval.Seconds())
+	}
+	return r, int(math.Ceil(2 * r))
 }
 
 // WithRegisterer exports the service's metrics (superpeer_vivaldi_*: the

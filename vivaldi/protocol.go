@@ -20,6 +20,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/superpeer-overlay/superpeer/internal/counters"
+	"github.com/superpeer-overlay/superpeer/internal/limits"
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
@@ -60,6 +61,7 @@ type Service struct {
 
 	drops       counters.Set
 	stopMetrics func()
+	limit       *limits.PerPeer // requests per remote peer (WithRateLimit; nil: none)
 
 	interval  atomic.Int64 // time.Duration
 	inFlight  atomic.Int32
@@ -155,6 +157,10 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	if s.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, s.report); err != nil {
 		return nil, fmt.Errorf("vivaldi: metrics: %w", err)
 	}
+	if !cfg.rateSet {
+		cfg.rate, cfg.burst = defaultRate(cfg.interval)
+	}
+	s.limit = limits.NewPerPeer(cfg.rate, cfg.burst, 0)
 	s.interval.Store(int64(cfg.interval))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(s.proto, s.handle)
@@ -218,7 +224,8 @@ func (s *Service) PeerCoordinates() map[peer.ID]Coord {
 // Drops counts refused frames and refused neighbour entries by reason:
 // "oversize", "decode", "missing_coord", "non_finite", "out_of_range",
 // "dimensions", "stream", "neighbor_id", "neighbor_coord", "neighbor_rtt",
-// "neighbor_addr", "neighbor_excess", "neighbor_dup", "piggyback_size".
+// "neighbor_addr", "neighbor_excess", "neighbor_dup", "piggyback_size",
+// "rate" (a request past the peer's rate, WithRateLimit).
 func (s *Service) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats returns the service's and the model's counters.
@@ -262,6 +269,11 @@ func reasonOf(err error) string {
 func (s *Service) handle(st network.Stream) {
 	defer st.Close()
 	from := st.Conn().RemotePeer()
+	if !s.limit.Allow(s.cfg.now(), string(from)) {
+		s.drops.Add(dropRate, 1)
+		_ = st.Reset()
+		return
+	}
 	_ = st.SetDeadline(time.Now().Add(s.cfg.timeout))
 	// A request carries no neighbours: any entry is refused and counted.
 	req, err := readMessage(st, s.cfg.model.Dimensions, 0)
