@@ -21,6 +21,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/internal/census"
 	"github.com/superpeer-overlay/superpeer/internal/counters"
 	"github.com/superpeer-overlay/superpeer/internal/frame"
+	"github.com/superpeer-overlay/superpeer/internal/limits"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
 )
 
@@ -46,6 +47,15 @@ const (
 	dropAttachStatus = "bad-status"  // an unknown status
 	dropAttachWrite  = "write-error" // the other side went away mid-exchange
 	dropAttachLost   = "lost"        // the stream failed before a whole frame came
+	dropAttachRate   = "rate"        // a request past the peer's rate (WithRateLimit), reset unread
+)
+
+// defaultRateBurst is the per-peer bucket of the attach and census
+// protocols, and defaultRatePerTTL the requests a TTL it refills
+// (WithRateLimit).
+const (
+	defaultRateBurst  = 8
+	defaultRatePerTTL = 8
 )
 
 // Status of an attach answer.
@@ -105,6 +115,9 @@ type Attach struct {
 
 	drops       counters.Set
 	stopMetrics func()
+	// limit and censusLimit are the per-peer buckets of the attach and
+	// census protocols (WithRateLimit; nil: no limit).
+	limit, censusLimit *limits.PerPeer
 
 	Stats AttachStats
 }
@@ -191,6 +204,11 @@ func newAttach(h host.Host, opts attachOptions) (*Attach, error) {
 		opts.ProtocolPrefix = dht.DefaultProtocolPrefix
 	}
 	a := &Attach{h: h, opts: opts, proto: attachProtocol(opts.ProtocolPrefix), table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace)}
+	if !opts.rateSet {
+		opts.Rate, opts.Burst = max(1, defaultRatePerTTL/opts.TTL.Seconds()), defaultRateBurst
+	}
+	a.limit = limits.NewPerPeer(opts.Rate, opts.Burst, 0)
+	a.censusLimit = limits.NewPerPeer(opts.Rate, opts.Burst, 0)
 	unknown := func() (Role, peer.ID) { return Unknown, "" }
 	a.role.Store(&unknown)
 	var err error
@@ -259,7 +277,7 @@ func (a *Attach) DropClients() {
 
 // Drops returns the refused-frame counters by reason: "decode",
 // "bad-coord", "bad-answer", "bad-hint", "bad-status", "write-error",
-// "lost".
+// "lost", "rate" (WithRateLimit); and the census protocol's, "census-…".
 func (a *Attach) Drops() map[string]uint64 { return a.drops.Snapshot() }
 
 func (a *Attach) drop(reason string) { a.drops.Add(reason, 1) }
@@ -348,6 +366,11 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 
 func (a *Attach) handle(s network.Stream) {
 	defer s.Close()
+	if !a.limit.Allow(a.opts.Now(), string(s.Conn().RemotePeer())) {
+		a.drop(dropAttachRate)
+		_ = s.Reset()
+		return
+	}
 	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 	var req pb.AttachRequest
 	if a.read(s, func(r io.Reader) error { return frame.Read(r, maxAttachFrame, &req) }, dropAttachLost, dropAttachDecode) != nil {

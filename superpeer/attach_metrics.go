@@ -45,5 +45,5 @@ func (a *Attach) report(emit counters.Emit) {
 	emit(4, "", float64(a.Stats.Displaced.Load()))
 	emit(5, "", float64(a.Stats.Sent.Load()))
 	counters.EmitAll(emit, 6, a.drops.Snapshot(),
-		dropAttachDecode, dropAttachCoord, dropAttachAnswer, dropAttachHint, dropAttachStatus, dropAttachWrite, dropAttachLost)
+		dropAttachDecode, dropAttachCoord, dropAttachAnswer, dropAttachHint, dropAttachStatus, dropAttachWrite, dropAttachLost, dropAttachRate)
 }

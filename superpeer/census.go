@@ -41,6 +41,7 @@ const (
 	dropCensusLost   = "census-lost"   // the stream failed before a whole digest came
 	dropCensusWrite  = "census-write"  // the other side went away mid-exchange
 	dropCensusOver   = "census-over"   // a report of more peers than a superpeer's capacity lets it serve (the entry is skipped)
+	dropCensusRate   = "census-rate"   // a digest past the peer's rate (WithRateLimit), reset unread
 )
 
 // censusBox is a peer's census behind a lock: the selector's loop, the
@@ -165,6 +166,11 @@ func decodeCensusDigest(r io.Reader, d *pb.CensusDigest) error {
 func (a *Attach) handleCensus(b *censusBox) network.StreamHandler {
 	return func(s network.Stream) {
 		defer s.Close()
+		if !a.censusLimit.Allow(a.opts.Now(), string(s.Conn().RemotePeer())) {
+			a.drop(dropCensusRate)
+			_ = s.Reset()
+			return
+		}
 		_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 		var d pb.CensusDigest
 		if a.read(s, func(r io.Reader) error { return decodeCensusDigest(r, &d) }, dropCensusLost, dropCensusDecode) != nil {

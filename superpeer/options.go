@@ -164,6 +164,27 @@ func WithProtocolPrefix(p protocol.ID) Option {
 	}
 }
 
+// WithRateLimit limits what one remote peer may ask of the attach and
+// census protocols: each refills perSecond streams a second into a bucket
+// of burst, per peer and per protocol; a stream past that is reset unread
+// and counted under "rate" (attach) or "census-rate" (census) in
+// Attach.Drops. The default is 8 per TTL, at least 1 a second, in bursts of
+// 8: an honest client renews every TTL/3 and a superpeer exchanges
+// digests every 5 s, so only a peer that churns attachments or floods
+// requests meets it. WithRateLimit(0, 0) turns the limit off.
+func WithRateLimit(perSecond float64, burst int) Option {
+	return func(o *options) error {
+		switch {
+		case math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond < 0:
+			return badOption("WithRateLimit", perSecond, "not a rate ≥ 0")
+		case perSecond > 0 && burst < 1:
+			return badOption("WithRateLimit", burst, "a burst below 1")
+		}
+		o.Attach.Rate, o.Attach.Burst, o.Attach.rateSet = perSecond, burst, true
+		return nil
+	}
+}
+
 // WithRegisterer exports the attach protocol's metrics on r until Close
 // (superpeer_attach_*: clients served, capacity, requests by result,
 // displacements, refused frames by reason; and superpeer_selector_role,
@@ -211,6 +232,11 @@ type attachOptions struct {
 	Now            func() time.Time
 	ProtocolPrefix protocol.ID
 	Registerer     prometheus.Registerer
+	// Rate and Burst are the per-peer limit of WithRateLimit (rateSet:
+	// given; else the default from the TTL).
+	Rate    float64
+	Burst   int
+	rateSet bool
 }
 
 // applyOptions is the settings of opts over the defaults.
