@@ -16,7 +16,7 @@ var metricFamilies = []counters.Family{
 // dropReasons are the reasons whose series exist from the start.
 var dropReasons = []string{
 	dropDecode, dropHolder, dropNotHolder, dropOutOfRange, dropCoord, dropDigest, dropFrameType, dropWrite, dropStep, dropSurvey,
-	dropGossip, dropSignature,
+	dropGossip, dropSignature, dropRate,
 }
 
 // report emits the selector's metrics (metricFamilies).

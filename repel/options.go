@@ -2,6 +2,7 @@ package repel
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -103,4 +104,27 @@ func WithSwitch(f float64) Option {
 // (tokens known is their mean).
 func WithRegisterer(r prometheus.Registerer) Option {
 	return func(o *selectorOptions) error { o.Registerer = r; return nil }
+}
+
+// WithRateLimit limits the move, survey and announce streams one remote
+// peer may open: one bucket a peer for the three, refilled perSecond a
+// second up to burst; a stream past that is reset unread and counted
+// under "rate" in Drops. Each such frame costs this peer work: a move or
+// a survey a step of the model and an answer (a survey's, on a stream of
+// its own), an announcement a signature check. The default is 8 per
+// shortest of MoveInterval, MovingAnnounceInterval and AnnounceInterval,
+// in bursts of 16 (an honest holder sends a peer at most an announcement
+// and a move an interval, and a survey or a report a SurveyInterval).
+// WithRateLimit(0, 0) turns the limit off.
+func WithRateLimit(perSecond float64, burst int) Option {
+	return func(o *selectorOptions) error {
+		switch {
+		case math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond < 0:
+			return fmt.Errorf("%w: WithRateLimit(%v): not a rate ≥ 0", ErrOptions, perSecond)
+		case perSecond > 0 && burst < 1:
+			return fmt.Errorf("%w: WithRateLimit: burst %d below 1", ErrOptions, burst)
+		}
+		o.Rate, o.Burst, o.rateSet = perSecond, burst, true
+		return nil
+	}
 }

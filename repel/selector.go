@@ -20,6 +20,7 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/internal/counters"
+	"github.com/superpeer-overlay/superpeer/internal/limits"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
@@ -71,6 +72,12 @@ type selectorOptions struct {
 	// versions go out at once, and every announcement goes to the other
 	// holders directly.
 	GossipEvery time.Duration
+	// Rate and Burst are the per-peer limit of the move, survey and
+	// announce streams (WithRateLimit; rateSet: given, else the default
+	// from the Config's intervals).
+	Rate    float64
+	Burst   int
+	rateSet bool
 }
 
 // ErrOptions is wrapped by the error of NewSelector given an invalid
@@ -111,6 +118,9 @@ func (o *selectorOptions) defaults() error {
 	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
+	}
+	if !o.rateSet {
+		o.Rate, o.Burst = defaultRate(c)
 	}
 	switch {
 	case o.Tick < 0 || o.View < 0 || o.MinReattach < 0 || o.Renew < 0:
@@ -206,6 +216,9 @@ type Selector struct {
 
 	drops counters.Set
 	stats counters.Set
+	// limit is the per-peer bucket of the move, survey and announce
+	// streams (WithRateLimit; nil: none).
+	limit *limits.PerPeer
 
 	stopMetrics func()
 
@@ -352,6 +365,7 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 		rtNear:      make([][]peer.ID, opts.Config.Tokens),
 		heard:       make([]time.Time, opts.Config.Tokens),
 		looked:      make([]time.Time, opts.Config.Tokens),
+		limit:       limits.NewPerPeer(opts.Rate, opts.Burst, 0),
 	}
 	s.snap.count = model.Count()
 	att.SetRole(s.attachRole)
@@ -450,7 +464,8 @@ func (s *Selector) SettledAt() time.Time {
 // Drops counts refused announcements, gossip and move frames by reason:
 // "decode", "bad-holder", "not-holder", "out-of-range", "bad-coord",
 // "bad-digest", "bad-type", "write-error", "step", "bad-survey",
-// "bad-gossip", "bad-signature".
+// "bad-gossip", "bad-signature", "rate" (a move, survey or announce
+// stream past its peer's rate, WithRateLimit).
 func (s *Selector) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats counts traffic — "announce_sent", "announce_bytes",

@@ -51,10 +51,16 @@ func (s *Selector) sendFrame(p peer.ID, id protocol.ID, f proto.Message, lost, s
 }
 
 // readIncoming reads the one frame an incoming stream opens with, capped
-// at max, into f. A stream that fails first counts as lost (stat), a frame
-// that does not decode as a decode drop; either way the stream is reset
-// and readIncoming reports false.
+// at max, into f. A stream past its peer's rate is not read (a rate drop),
+// a stream that fails first counts as lost (stat), a frame that does not
+// decode as a decode drop; in each case the stream is reset and
+// readIncoming reports false.
 func (s *Selector) readIncoming(st lpnet.Stream, max int, f proto.Message, lost, what string) bool {
+	if !s.limit.Allow(time.Now(), string(st.Conn().RemotePeer())) {
+		s.drops.Add(dropRate, 1)
+		_ = st.Reset()
+		return false
+	}
 	err := frame.Read(st, max, f)
 	if err == nil {
 		return true
