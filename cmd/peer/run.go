@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/internal/limits"
 	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
@@ -198,6 +199,12 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		metricsReg, gatherer = reg, reg
 		hostOpts = append(hostOpts, libp2p.PrometheusRegisterer(reg))
 	}
+	refused := &limits.Refusals{}
+	mgr, err := resourceManager(refused, metricsReg != nil)
+	if err != nil {
+		return fmt.Errorf("resource manager: %w", err)
+	}
+	hostOpts = append(hostOpts, libp2p.ResourceManager(mgr))
 	h, err := libp2p.New(hostOpts...)
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
@@ -301,7 +308,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("--http %s: %w", *httpAddr, err)
 		}
-		srv := &http.Server{Handler: statusHandler(node, sel, rsel), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: statusHandler(node, sel, rsel, refused), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		logger.Printf("status on http://%s/status", ln.Addr())
@@ -514,8 +521,9 @@ type surveyStatus struct {
 }
 
 // statusHandler serves /status; sel is nil without a selection method,
-// rsel non-nil (and sel too) with the repel method.
-func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector) http.Handler {
+// rsel non-nil (and sel too) with the repel method; refused (if not nil)
+// counts what the host's resource manager refused, shown as rcmgr/….
+func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector, refused *limits.Refusals) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		st := status{ID: node.ID().String(), Key: node.Key().Hex(), NetworkSize: node.NetworkSize(), Drops: node.Stats().Drops()}
@@ -558,6 +566,11 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector)
 			}
 			for k, v := range rsel.Vivaldi().Drops() {
 				st.Drops["vivaldi/"+k] = v
+			}
+		}
+		if refused != nil {
+			for k, v := range refused.Snapshot() {
+				st.Drops["rcmgr/"+k] = v
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
