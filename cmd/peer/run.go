@@ -29,6 +29,7 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/internal/limits"
+	"github.com/superpeer-overlay/superpeer/internal/peerhost"
 	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
@@ -200,7 +201,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		hostOpts = append(hostOpts, libp2p.PrometheusRegisterer(reg))
 	}
 	refused := &limits.Refusals{}
-	mgr, err := resourceManager(refused, metricsReg != nil)
+	mgr, err := peerhost.ResourceManager(refused, metricsReg != nil, false)
 	if err != nil {
 		return fmt.Errorf("resource manager: %w", err)
 	}

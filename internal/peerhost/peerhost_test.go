@@ -1,4 +1,4 @@
-package main
+package peerhost
 
 import (
 	"testing"
@@ -10,11 +10,11 @@ import (
 	"github.com/superpeer-overlay/superpeer/internal/limits"
 )
 
-// peer run's resource manager has go-libp2p's defaults and a limit for
+// ResourceManager has go-libp2p's defaults and a limit for
 // each protocol of ours under the default prefix.
 func TestResourceManager_OurProtocols(t *testing.T) {
 	var refused limits.Refusals
-	mgr, err := resourceManager(&refused, false)
+	mgr, err := ResourceManager(&refused, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,4 +34,20 @@ func TestResourceManager_OurProtocols(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// With defaultsOnly our protocols take go-libp2p's default protocol
+// limits, as a host built by libp2p.New without options does.
+func TestResourceManager_DefaultsOnly(t *testing.T) {
+	mgr, err := ResourceManager(nil, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	_ = mgr.ViewProtocol("/superpeer/attach/1.0.0", func(s network.ProtocolScope) error {
+		if got := s.(rcmgr.ResourceScopeLimiter).Limit().GetStreamLimit(network.DirInbound); got < 512 {
+			t.Errorf("attach: %d inbound streams, want go-libp2p's default (at least 512)", got)
+		}
+		return nil
+	})
 }
