@@ -16,7 +16,7 @@ import (
 func init() {
 	register(Experiment{
 		Name:    "attacks",
-		Summary: "adversaries against superpeer selection; so far ID grinding against the prefix method: the identities (and CPU time at this machine's derivation rate) an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows",
+		Summary: "adversaries against superpeer selection: ID grinding against the prefix method (the identities, and CPU time at this machine's derivation rate, an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows); floods of garbage, oversized and useless frames on one peer over TCP loopback, without and with the defences (drops by reason, honest renewals, memory)",
 		run:     runAttacks,
 	})
 }
@@ -36,6 +36,8 @@ type attacksParams struct {
 	Rate        float64 `json:"identities_per_core_second"`
 	RateSeconds float64 `json:"rate_seconds"`
 	Notes       []string
+	// Floods are the flood part's (attacks_flood.go).
+	Floods floodParams `json:"floods"`
 }
 
 // grindRow is one n: what taking a chosen group, and a share of all
@@ -146,7 +148,12 @@ func runAttacks(o Options, r *report.Run) error {
 	if err := r.Lines("grinding", report.Figure{Title: fmt.Sprintf("ID grinding against prefix: one core's time (S = %g·n)", p.Fraction), X: "peers n", Y: "CPU seconds", LogX: true, LogY: true, Legend: "top-left"}, ss); err != nil {
 		return err
 	}
-	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows}})
+	fp, floods, err := runFloods(o, r)
+	if err != nil {
+		return err
+	}
+	p.Floods = fp
+	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "floods": floods}})
 }
 
 // median is the median of xs (which it sorts).
