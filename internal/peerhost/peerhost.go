@@ -13,19 +13,30 @@ import (
 	"github.com/superpeer-overlay/superpeer/repel"
 )
 
+// PeerStreamsInbound is the most streams one peer may have open to a
+// `peer run` host at once, over all protocols and those still
+// negotiating theirs. go-libp2p's default (256, and 128 more a GiB of
+// the memory the limits scale to) is above its transient scope's (128,
+// and 128 more a GiB), which holds every stream until its protocol is
+// negotiated (up to 10 s): one peer opening streams that never name a
+// protocol fills the transient scope, and every other peer's new
+// streams are refused until they time out.
+const PeerStreamsInbound = 128
+
 // ResourceManager is the resource manager of a `peer run` host:
 // go-libp2p's default limits scaled to the machine, with its own
 // services' (what libp2p.New makes by default), and unless defaultsOnly
 // those of every protocol of ours under the default prefix
 // (repel.AddLimits: the lookup, attach, census, Vivaldi, and the token
-// method's announce, move and survey). What it refuses is counted in
-// refused (nil: not counted) and, with trace, in go-libp2p's
-// libp2p_rcmgr_* series.
+// method's announce, move and survey) and at most PeerStreamsInbound
+// streams in from one peer. What it refuses is counted in refused (nil:
+// not counted) and, with trace, in go-libp2p's libp2p_rcmgr_* series.
 func ResourceManager(refused *limits.Refusals, trace, defaultsOnly bool) (network.ResourceManager, error) {
 	cfg := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&cfg)
 	if !defaultsOnly {
 		repel.AddLimits(&cfg, dht.DefaultProtocolPrefix)
+		cfg.PeerBaseLimit.StreamsInbound, cfg.PeerLimitIncrease.StreamsInbound = PeerStreamsInbound, 0
 	}
 	var opts []rcmgr.Option
 	if refused != nil {

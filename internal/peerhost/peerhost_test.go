@@ -51,3 +51,24 @@ func TestResourceManager_DefaultsOnly(t *testing.T) {
 		return nil
 	})
 }
+
+// One peer may have at most PeerStreamsInbound streams in with our
+// limits, go-libp2p's default (more than its transient scope's) without.
+func TestResourceManager_PeerStreams(t *testing.T) {
+	for _, c := range []struct {
+		defaultsOnly bool
+		ok           func(int) bool
+	}{{false, func(n int) bool { return n == PeerStreamsInbound }}, {true, func(n int) bool { return n >= 256 }}} {
+		mgr, err := ResourceManager(nil, false, c.defaultsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = mgr.ViewPeer("12D3KooWKsimDu9pRfdaqcuTQhouLF6kV7JR7YukgFFJf4wtSypt", func(s network.PeerScope) error {
+			if got := s.(rcmgr.ResourceScopeLimiter).Limit().GetStreamLimit(network.DirInbound); !c.ok(got) {
+				t.Errorf("defaults only %v: %d streams in from one peer", c.defaultsOnly, got)
+			}
+			return nil
+		})
+		mgr.Close()
+	}
+}
