@@ -168,6 +168,8 @@ func (a *attacker) frames(k Kind, v *victim, rng *rand.Rand) ([]frame, error) {
 		for _, p := range every {
 			out = append(out, frame{p, []byte{100}})
 		}
+	case Silent:
+		out = append(out, frame{protoAttach, nil})
 	case Probe:
 		b, err := delimited(&vpb.Message{Coord: &vpb.Coordinate{Vec: coord.Vec, Height: coord.Height, Error: coord.Error}, WantNeighbors: 8})
 		if err != nil {
@@ -212,7 +214,10 @@ func (a *attacker) flood(ctx context.Context, to peer.ID, frames []frame, worker
 					continue
 				}
 				_ = st.SetDeadline(time.Now().Add(time.Second))
-				if _, err := st.Write(fr.b); err != nil {
+				if fr.b == nil {
+					// Silent: not even the protocol's name (lazy
+					// negotiation sends it with the first write).
+				} else if _, err := st.Write(fr.b); err != nil {
 					f.Add(1)
 					_ = st.Reset()
 					continue

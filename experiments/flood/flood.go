@@ -74,10 +74,14 @@ const (
 	// length prefix and then nothing, held open (up to 64 a worker)
 	// until the flood ends: each holds a handler until its deadline.
 	Stall Kind = "stall"
+	// Silent: streams that send nothing at all, not even the protocol's
+	// name, held open like Stall's: the victim holds each in its
+	// transient scope until protocol negotiation times out.
+	Silent Kind = "silent"
 )
 
 // Kinds are every kind, in the order Run floods them.
-var Kinds = []Kind{Garbage, Oversized, AttachChurn, Survey, Move, Census, Probe, Stall}
+var Kinds = []Kind{Garbage, Oversized, AttachChurn, Survey, Move, Census, Probe, Stall, Silent}
 
 // ParseKind is the kind named s.
 func ParseKind(s string) (Kind, error) {
@@ -260,7 +264,7 @@ func flood(ctx context.Context, cfg Config, k Kind, v *victim, att *attacker, rn
 	win := v.clients.window()
 	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	start := time.Now()
-	sent, failed, answered := att.flood(fctx, v.h.ID(), frames, cfg.Workers, k == Stall)
+	sent, failed, answered := att.flood(fctx, v.h.ID(), frames, cfg.Workers, k == Stall || k == Silent)
 	cancel()
 	r.Seconds = time.Since(start).Seconds()
 	ren := v.clients.close(win)
