@@ -37,6 +37,9 @@ type PrefixSelector struct {
 	box    *censusBox
 	census protocol.ID
 	rounds uint64 // census rounds, for the choice of partner
+	// heard is set once an exchange with another peer has answered: until
+	// then every census round asks the nearest routing-table peers again.
+	heard atomic.Bool
 	// censusEvery is the census period (censusEvery unless a test sets it).
 	censusEvery time.Duration
 
@@ -196,7 +199,7 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 	now := time.Now()
 	var first []PrefixOp
 	if s.box != nil {
-		s.askCensus(ctx)
+		s.askCensus(ctx, censusAsk)
 		now = time.Now()
 		first = s.takeCensus(now)
 	}
@@ -283,18 +286,23 @@ func (s *PrefixSelector) takeCensus(now time.Time) []PrefixOp {
 // count they hold.
 const censusAsk = 3
 
-// askCensus asks the peer's nearest routing-table peers for the count they
-// hold (a census exchange; a peer that is no superpeer answers with its
-// value), before the first step: a peer joining a network that has grown
-// starts from the network's code, not from its own initial one — without
-// this every joiner took the initial S (1 in a network started small) and
-// they all asked the one superpeer of that code's only group, which is the
-// one place the count would reach them from.
-func (s *PrefixSelector) askCensus(ctx context.Context) {
-	peers := s.node.RoutingTable().NearestPeers(kb.ConvertPeerID(s.node.ID()), censusAsk)
+// askCensus asks the peer's k nearest routing-table peers for the count
+// they hold (a census exchange; a peer that is no superpeer answers with
+// its value), before the first step and then every census round until one
+// has answered: a peer joining a network that has grown starts from the
+// network's code, not from its own initial one — without this every joiner
+// took the initial S (1 in a network started small) and they all asked the
+// one superpeer of that code's only group, which is the one place the count
+// would reach them from.
+func (s *PrefixSelector) askCensus(ctx context.Context, k int) {
+	peers := s.node.RoutingTable().NearestPeers(kb.ConvertPeerID(s.node.ID()), k)
 	var wg sync.WaitGroup
 	for _, p := range peers {
-		wg.Go(func() { _ = s.attach.exchangeCensus(ctx, s.census, p, s.box) })
+		wg.Go(func() {
+			if s.attach.exchangeCensus(ctx, s.census, p, s.box) == nil {
+				s.heard.Store(true)
+			}
+		})
 	}
 	wg.Wait()
 }
@@ -319,6 +327,9 @@ func (s *PrefixSelector) censusRound(ctx context.Context, now time.Time, out *sy
 	b.mu.Unlock()
 	if proposed {
 		b.signal()
+	}
+	if !s.heard.Load() {
+		out.Go(func() { s.askCensus(ctx, 1) })
 	}
 	if role != Superpeer || scheme.Groups() < 2 {
 		return
