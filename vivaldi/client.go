@@ -16,6 +16,9 @@ var (
 	ErrOutOfRange = errors.New("vivaldi: coordinate component out of range")
 	ErrDimensions = errors.New("vivaldi: coordinate dimensions do not match")
 	ErrRTTRange   = errors.New("vivaldi: RTT not in (0, 10s]")
+	// ErrImplausible refuses a sample that a settled node's recent samples
+	// call a lie (Config.OutlierFactor).
+	ErrImplausible = errors.New("vivaldi: sample implausible against recent ones")
 )
 
 // MaxRTT is the longest RTT a sample may have: nothing on Earth is further,
@@ -33,6 +36,9 @@ type Stats struct {
 	RefusedRange     uint64 // remote coordinate out of range
 	RefusedDims      uint64 // remote coordinate of other dimensions
 	RefusedRTT       uint64 // RTT ≤ 0 or > MaxRTT
+	RefusedOutlier   uint64 // implausible against recent samples (Config.OutlierFactor)
+	RefusedTriangle  uint64 // implausible against recent peers (Config.TriangleMargin)
+	ErrorFloored     uint64 // remote error raised to Config.RemoteErrorMin
 	Resets           uint64 // own state went invalid and was reset
 }
 
@@ -49,7 +55,9 @@ type Client struct {
 	refIdx int
 	window []slot // ring of the last NeighborWindow updates, in order
 	winIdx int
-	minRTT float64 // least RTT of the first StartHeightSamples samples, seconds
+	minRTT float64   // least RTT of the first StartHeightSamples samples, seconds
+	resid  []float64 // recent relative residuals, for Config.OutlierFactor
+	resIdx int
 	stats  Stats
 }
 
@@ -71,6 +79,14 @@ type slot struct {
 // refWindow is how many recent RTTs the RelativeForce reference is the
 // median of.
 const refWindow = 32
+
+// residWindow is how many recent relative residuals the outlier test
+// (Config.OutlierFactor) takes the median of, and residMin how many it needs
+// before it refuses anything.
+const (
+	residWindow = 32
+	residMin    = 16
+)
 
 // NewClient starts a node at the origin with maximal error. rng breaks ties
 // when two coordinates coincide (it is used by no one else, so the same seed
@@ -171,6 +187,22 @@ func (c *Client) Update(peer string, remote Coord, rtt time.Duration) error {
 	}
 	c.tick++
 	r, f := c.latencyFilter(peer, rtt.Seconds())
+	tri := c.violates(remote, r, f)
+	if odd := c.implausible(remote, r); tri || odd {
+		if tri {
+			c.stats.RefusedTriangle++
+		} else {
+			c.stats.RefusedOutlier++
+		}
+		// Nor does its earlier coordinate count in the neighbour mean.
+		f.coord = Coord{}
+		return fmt.Errorf("update from %q: %w", peer, ErrImplausible)
+	}
+	if m := math.Min(c.cfg.RemoteErrorMin, c.coord.Error); remote.Error < m {
+		remote = remote.Clone()
+		remote.Error = m
+		c.stats.ErrorFloored++
+	}
 	f.coord, f.rtt = remote.Clone(), r
 	if w := c.cfg.NeighborWindow; w > 0 {
 		if len(c.window) < w {
@@ -233,6 +265,64 @@ func (c *Client) evictOldestLocked() {
 		f.gone = true
 		delete(c.filter, oldest)
 	}
+}
+
+// triMin is how many recent peers the triangle test (Config.TriangleMargin)
+// needs before it refuses anything.
+const triMin = 8
+
+// violates is the triangle test of Config.TriangleMargin: whether the
+// median over the peers of the neighbour window (f, the sampled peer's own
+// entry, left out) of d(remote, k)/(r + rtt_k) exceeds TriangleMargin.
+// Lock held.
+func (c *Client) violates(remote Coord, r float64, self *filterState) bool {
+	m := c.cfg.TriangleMargin
+	if m <= 0 {
+		return false
+	}
+	var buf [64]float64
+	qs := buf[:0]
+	for _, sl := range c.window {
+		f := sl.f
+		if f == self || f.gone || f.last != sl.tick || f.coord.Vec == nil || len(f.coord.Vec) != len(remote.Vec) {
+			continue
+		}
+		qs = append(qs, remote.DistanceTo(f.coord)/math.Max(r+f.rtt, zero))
+	}
+	if len(qs) < triMin {
+		return false
+	}
+	sort.Float64s(qs)
+	return qs[len(qs)/2] > m
+}
+
+// implausible is the outlier test of Config.OutlierFactor: whether the
+// relative residual of a sample of remote at the filtered RTT r exceeds
+// OutlierFactor times the median of the node's recent ones (and
+// OutlierMin). Only a settled node refuses: before, its own coordinate is
+// too far off for its residuals to tell a liar from its own error. Every
+// sample's residual joins the recent ones, refused or not, so that a change
+// most peers agree on (the node moved, a route changed) raises the median
+// and gets through. Lock held.
+func (c *Client) implausible(remote Coord, r float64) bool {
+	k := c.cfg.OutlierFactor
+	if k <= 0 {
+		return false
+	}
+	rel := math.Abs(r-c.coord.DistanceTo(remote)) / math.Max(r, zero)
+	var buf [residWindow]float64
+	sorted := append(buf[:0], c.resid...)
+	if len(c.resid) < residWindow {
+		c.resid = append(c.resid, rel)
+	} else {
+		c.resid[c.resIdx] = rel
+		c.resIdx = (c.resIdx + 1) % residWindow
+	}
+	if len(sorted) < residMin || c.coord.Error >= c.cfg.SettledError {
+		return false
+	}
+	sort.Float64s(sorted)
+	return rel > math.Max(k*sorted[len(sorted)/2], c.cfg.OutlierMin)
 }
 
 // reference is the median of the node's recent RTTs: the scale against

@@ -171,6 +171,51 @@ type Config struct {
 	// CCStartSamples (figures: experiments/README.md, "How the defaults
 	// were chosen").
 	EarlyConfidence float64
+
+	// OutlierFactor, when > 0, refuses a settled node's sample whose
+	// relative residual |rtt − d|/rtt (d the distance to the coordinate
+	// the peer claims, rtt the filtered RTT) exceeds OutlierFactor times
+	// the median of its last 32 samples' (and OutlierMin), with
+	// ErrImplausible, counted in Stats.RefusedOutlier; the peer's earlier
+	// coordinate then leaves the neighbour mean too. A coordinate liar
+	// (inflation, deflation, oscillation, or a slow drift once it has
+	// drifted) claims what the RTT it can be measured at does not bear
+	// out, and a median over every recent sample stays the honest
+	// peers' while they are most of them (Newton, Seibert et al. 2012,
+	// refuse samples that break the physics of the honest ones by an
+	// outlier test of this kind). Every residual counts in the median,
+	// refused or not, so a change most peers agree on gets through.
+	// Dimensionless; 0 disables.
+	OutlierFactor float64
+
+	// OutlierMin is the least relative residual the outlier test ever
+	// refuses (dimensionless): a node whose samples all fit well would
+	// otherwise refuse honest ones for residuals that are only noise.
+	OutlierMin float64
+
+	// TriangleMargin, when > 0, refuses a sample whose claimed coordinate
+	// the triangle inequality rules out: the RTT between the peer and any
+	// peer k this node sampled lately is at most the sum of this node's
+	// RTTs to both, so an honest claim's distance to k's coordinate is at
+	// most about rtt + rtt_k. A sample is refused with ErrImplausible
+	// (counted in Stats.RefusedTriangle) when the median over the peers
+	// of the neighbour window of d(claim, k)/(rtt + rtt_k) exceeds
+	// TriangleMargin. Unlike OutlierFactor it does not rest on this
+	// node's own coordinate, so it holds from the first samples, while
+	// every coordinate still moves (needs NeighborWindow). Dimensionless;
+	// 0 disables.
+	TriangleMargin float64
+
+	// RemoteErrorMin raises the error a peer claims to at least this or
+	// the node's own error, whichever is less (dimensionless; counted in
+	// Stats.ErrorFloored). The confidence weight trusts a peer sure of
+	// itself, so a liar claims a tiny error to weigh the most; with the
+	// floor a settled node gives no peer more than half the weight of a
+	// sample, an unsettled one no more than against an error of
+	// RemoteErrorMin. Where every error is tiny (a space that embeds
+	// exactly) the floor is too, so the weights still work there. 0
+	// disables.
+	RemoteErrorMin float64
 }
 
 // DefaultConfig is the configuration for a libp2p swarm on the Internet,
@@ -195,6 +240,10 @@ func DefaultConfig() Config {
 		StartHeight:        0.4,
 		StartHeightSamples: 32,
 		EarlyConfidence:    0.25,
+		OutlierFactor:      5,
+		OutlierMin:         0.4,
+		TriangleMargin:     2.5,
+		RemoteErrorMin:     0.2,
 	}
 }
 
@@ -241,6 +290,14 @@ func (c Config) Validate() error {
 		return bad("StartHeightSamples", c.StartHeightSamples, "must be ≥ 0")
 	case !finite(c.EarlyConfidence) || c.EarlyConfidence < 0 || c.EarlyConfidence > 1:
 		return bad("EarlyConfidence", c.EarlyConfidence, "must be in [0, 1]")
+	case !finite(c.OutlierFactor) || c.OutlierFactor < 0:
+		return bad("OutlierFactor", c.OutlierFactor, "must be ≥ 0")
+	case !finite(c.TriangleMargin) || c.TriangleMargin < 0:
+		return bad("TriangleMargin", c.TriangleMargin, "must be ≥ 0")
+	case !finite(c.OutlierMin) || c.OutlierMin < 0:
+		return bad("OutlierMin", c.OutlierMin, "must be ≥ 0")
+	case !finite(c.RemoteErrorMin) || c.RemoteErrorMin < 0 || c.RemoteErrorMin > c.ErrorMax:
+		return bad("RemoteErrorMin", c.RemoteErrorMin, "must be in [0, ErrorMax]")
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ type Service struct {
 	proto  protocol.ID // the exchange's, under cfg.prefix
 	client *Client
 
-	mu      sync.Mutex // guards rng, peers, near, counters
+	mu      sync.Mutex // guards rng, peers, implausible, near, counters
 	rng     *rand.Rand
 	peers   map[peer.ID]Coord // last coordinate heard from each peer
 	near    *neighbors
@@ -58,6 +58,10 @@ type Service struct {
 	failed  uint64
 	picked  [4]uint64 // by Kind
 	skipped uint64
+	// implausible are the peers whose last sample the model refused as
+	// implausible (ErrImplausible): their coordinates are neither kept
+	// nor shared until a sample of theirs is taken again.
+	implausible map[peer.ID]bool
 
 	drops       counters.Set
 	stopMetrics func()
@@ -152,7 +156,7 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	}
 	s := &Service{
 		h: h, cfg: cfg, proto: exchangeProtocol(cfg.prefix), client: cl, rng: cfg.rng, near: near,
-		peers: make(map[peer.ID]Coord),
+		peers: make(map[peer.ID]Coord), implausible: make(map[peer.ID]bool),
 	}
 	if s.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, s.report); err != nil {
 		return nil, fmt.Errorf("vivaldi: metrics: %w", err)
@@ -225,7 +229,10 @@ func (s *Service) PeerCoordinates() map[peer.ID]Coord {
 // "oversize", "decode", "missing_coord", "non_finite", "out_of_range",
 // "dimensions", "stream", "neighbor_id", "neighbor_coord", "neighbor_rtt",
 // "neighbor_addr", "neighbor_excess", "neighbor_dup", "piggyback_size",
-// "rate" (a request past the peer's rate, WithRateLimit).
+// "rate" (a request past the peer's rate, WithRateLimit), "implausible"
+// (a sample the model refused with ErrImplausible; the peer's coordinate
+// is then forgotten, and neither kept from its requests nor shared, until
+// a sample of its is taken).
 func (s *Service) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats returns the service's and the model's counters.
@@ -296,7 +303,9 @@ func (s *Service) handle(st network.Stream) {
 	me := s.client.GetCoordinate()
 	s.mu.Lock()
 	s.served++
-	s.rememberLocked(from, req.Coord)
+	if !s.implausible[from] {
+		s.rememberLocked(from, req.Coord)
+	}
 	// A peer that asks us is a candidate near neighbour too.
 	s.near.Offer(me, 0, []Candidate{{ID: string(from), Coord: req.Coord}})
 	s.mu.Unlock()
@@ -407,15 +416,31 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 		s.drops.Add(dropNeighborDup, uint64(dups))
 	}
 	me := s.client.GetCoordinate()
+	err = s.client.Update(p.String(), f.Coord, rtt)
+	implausible := errors.Is(err, ErrImplausible)
 	s.mu.Lock()
-	s.rememberLocked(p, f.Coord)
 	s.near.Observe(string(p), rtt.Seconds())
 	s.near.Offer(me, rtt.Seconds(), cands)
-	s.mu.Unlock()
-	if err := s.client.Update(p.String(), f.Coord, rtt); err != nil {
-		return rtt, err
+	if implausible {
+		// Its claim is not one to keep nor to pass on: a method that
+		// places superpeers by coordinates would take it.
+		delete(s.peers, p)
+		if len(s.implausible) >= maxPeerCoords {
+			for q := range s.implausible {
+				delete(s.implausible, q)
+				break
+			}
+		}
+		s.implausible[p] = true
+	} else {
+		delete(s.implausible, p)
+		s.rememberLocked(p, f.Coord)
 	}
-	return rtt, nil
+	s.mu.Unlock()
+	if implausible {
+		s.drops.Add(dropImplausible, 1)
+	}
+	return rtt, err
 }
 
 // exchange sends our request to p and reads its reply. Only the exchange
@@ -476,6 +501,7 @@ func (s *Service) rememberLocked(p peer.ID, c Coord) {
 func (s *Service) ForgetPeer(p peer.ID) {
 	s.mu.Lock()
 	delete(s.peers, p)
+	delete(s.implausible, p)
 	s.near.Forget(string(p))
 	s.mu.Unlock()
 	s.client.forgetNode(p.String())

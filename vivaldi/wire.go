@@ -60,6 +60,9 @@ const (
 	// dropPiggyback: a piggyback over MaxPiggyback; the rest of the frame
 	// is used.
 	dropPiggyback = "piggyback_size"
+	// dropImplausible is a reply whose coordinate the model refused as
+	// implausible (ErrImplausible: Config.TriangleMargin, OutlierFactor).
+	dropImplausible = "implausible"
 )
 
 // wireFrame is one decoded Message: a request (Coord, Want) or a reply (Coord,
