@@ -292,8 +292,7 @@ func (c *Client) violates(remote Coord, r float64, self *filterState) bool {
 	if len(qs) < triMin {
 		return false
 	}
-	sort.Float64s(qs)
-	return qs[len(qs)/2] > m
+	return upperMedian(qs) > m
 }
 
 // implausible is the outlier test of Config.OutlierFactor: whether the
@@ -321,8 +320,41 @@ func (c *Client) implausible(remote Coord, r float64) bool {
 	if len(sorted) < residMin || c.coord.Error >= c.cfg.SettledError {
 		return false
 	}
-	sort.Float64s(sorted)
-	return rel > math.Max(k*sorted[len(sorted)/2], c.cfg.OutlierMin)
+	return rel > math.Max(k*upperMedian(sorted), c.cfg.OutlierMin)
+}
+
+// upperMedian is the element of rank len(xs)/2 of xs (the median, the
+// upper one of an even count), which it reorders: a selection, O(n).
+func upperMedian(xs []float64) float64 {
+	k := len(xs) / 2
+	lo, hi := 0, len(xs)-1
+	for lo < hi {
+		// Hoare partition around the middle element's value.
+		p := xs[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] < p {
+				i++
+			}
+			for xs[j] > p {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return xs[k]
+		}
+	}
+	return xs[k]
 }
 
 // reference is the median of the node's recent RTTs: the scale against
@@ -335,9 +367,7 @@ func (c *Client) reference(r float64) float64 {
 		c.refIdx = (c.refIdx + 1) % refWindow
 	}
 	var buf [refWindow]float64
-	sorted := append(buf[:0], c.refs...)
-	sort.Float64s(sorted)
-	return sorted[len(sorted)/2]
+	return upperMedian(append(buf[:0], c.refs...))
 }
 
 // updateVivaldi is the update of [1] (adaptive timestep weighted by both

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -252,5 +254,26 @@ func TestService_ForgetsImplausiblePeer(t *testing.T) {
 	waitFor(t, 5*time.Second, "request served", func() bool { return b.Stats().Served == 1 })
 	if c, ok := b.PeerCoordinate(hs[0].ID()); ok {
 		t.Fatalf("kept the liar's coordinate from its request %v", c)
+	}
+}
+
+// upperMedian is the element of rank n/2, as sorting would find it.
+func TestUpperMedian(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for n := 1; n <= 70; n++ {
+		for trial := 0; trial < 20; trial++ {
+			xs := make([]float64, n)
+			for i := range xs {
+				xs[i] = float64(rng.Intn(8)) // ties too
+				if trial%2 == 0 {
+					xs[i] = rng.NormFloat64()
+				}
+			}
+			want := append([]float64(nil), xs...)
+			sort.Float64s(want)
+			if got := upperMedian(xs); got != want[n/2] {
+				t.Fatalf("n %d: %v, want %v", n, got, want[n/2])
+			}
+		}
 	}
 }
