@@ -298,11 +298,12 @@ func (c *Client) violates(remote Coord, r float64, self *filterState) bool {
 // implausible is the outlier test of Config.OutlierFactor: whether the
 // relative residual of a sample of remote at the filtered RTT r exceeds
 // OutlierFactor times the median of the node's recent ones (and
-// OutlierMin). Only a settled node refuses: before, its own coordinate is
-// too far off for its residuals to tell a liar from its own error. Every
-// sample's residual joins the recent ones, refused or not, so that a change
-// most peers agree on (the node moved, a route changed) raises the median
-// and gets through. Lock held.
+// OutlierMin). A node refuses only once it has settled or taken more than
+// OutlierAfter samples: before, its own coordinate is too far off for its
+// residuals to tell a liar from its own error. Every sample's residual
+// joins the recent ones, refused or not, so that a change most peers agree
+// on (the node moved, a route changed) raises the median and gets
+// through. Lock held.
 func (c *Client) implausible(remote Coord, r float64) bool {
 	k := c.cfg.OutlierFactor
 	if k <= 0 {
@@ -317,7 +318,8 @@ func (c *Client) implausible(remote Coord, r float64) bool {
 		c.resid[c.resIdx] = rel
 		c.resIdx = (c.resIdx + 1) % residWindow
 	}
-	if len(sorted) < residMin || c.coord.Error >= c.cfg.SettledError {
+	active := c.coord.Error < c.cfg.SettledError || c.tick > uint64(c.cfg.OutlierAfter)
+	if len(sorted) < residMin || !active {
 		return false
 	}
 	return rel > math.Max(k*upperMedian(sorted), c.cfg.OutlierMin)

@@ -172,10 +172,11 @@ type Config struct {
 	// were chosen").
 	EarlyConfidence float64
 
-	// OutlierFactor, when > 0, refuses a settled node's sample whose
-	// relative residual |rtt − d|/rtt (d the distance to the coordinate
-	// the peer claims, rtt the filtered RTT) exceeds OutlierFactor times
-	// the median of its last 32 samples' (and OutlierMin), with
+	// OutlierFactor, when > 0, refuses a sample whose relative residual
+	// |rtt − d|/rtt (d the distance to the coordinate the peer claims, rtt
+	// the filtered RTT) exceeds OutlierFactor times the median of the
+	// node's last 32 samples' (and OutlierMin), once the node has settled
+	// or taken more than OutlierAfter samples, with
 	// ErrImplausible, counted in Stats.RefusedOutlier; the peer's earlier
 	// coordinate then leaves the neighbour mean too. A coordinate liar
 	// (inflation, deflation, oscillation, or a slow drift once it has
@@ -187,6 +188,14 @@ type Config struct {
 	// refused or not, so a change most peers agree on gets through.
 	// Dimensionless; 0 disables.
 	OutlierFactor float64
+
+	// OutlierAfter is how many samples a node that has not settled takes
+	// before the outlier test applies to it (samples). In the first ones
+	// every coordinate moves fast and the node's own error, not a liar,
+	// makes most residuals; but liars can keep a node from settling (a
+	// liar's samples raise its error estimate), so the count ends the wait
+	// as well.
+	OutlierAfter int
 
 	// OutlierMin is the least relative residual the outlier test ever
 	// refuses (dimensionless): a node whose samples all fit well would
@@ -241,6 +250,7 @@ func DefaultConfig() Config {
 		StartHeightSamples: 32,
 		EarlyConfidence:    0.25,
 		OutlierFactor:      5,
+		OutlierAfter:       48,
 		OutlierMin:         0.4,
 		TriangleMargin:     2.5,
 		RemoteErrorMin:     0.2,
@@ -292,6 +302,8 @@ func (c Config) Validate() error {
 		return bad("EarlyConfidence", c.EarlyConfidence, "must be in [0, 1]")
 	case !finite(c.OutlierFactor) || c.OutlierFactor < 0:
 		return bad("OutlierFactor", c.OutlierFactor, "must be ≥ 0")
+	case c.OutlierAfter < 0:
+		return bad("OutlierAfter", c.OutlierAfter, "must be ≥ 0")
 	case !finite(c.TriangleMargin) || c.TriangleMargin < 0:
 		return bad("TriangleMargin", c.TriangleMargin, "must be ≥ 0")
 	case !finite(c.OutlierMin) || c.OutlierMin < 0:

@@ -122,6 +122,15 @@ func TestDefence_OutlierRefusesDeflation(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustUpdate(t, u, "liar", liar, 60*time.Millisecond)
+	// Unless it has taken more than OutlierAfter samples.
+	cfg.OutlierAfter = 16
+	u = settledClient(t, cfg)
+	if err := u.SetCoordinate(co); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Update("liar", liar, 60*time.Millisecond); !errors.Is(err, ErrImplausible) || u.Stats().RefusedOutlier != 1 {
+		t.Fatalf("unsettled after 16 samples: err %v, stats %+v", err, u.Stats())
+	}
 
 	// Without the defences the liar is taken.
 	off := settledClient(t, defenceOff(cfg))
@@ -195,6 +204,7 @@ func TestDefence_RemoteErrorFloor(t *testing.T) {
 func TestDefence_ConfigValidate(t *testing.T) {
 	for name, f := range map[string]func(*Config){
 		"OutlierFactor":  func(c *Config) { c.OutlierFactor = -1 },
+		"OutlierAfter":   func(c *Config) { c.OutlierAfter = -1 },
 		"OutlierMin":     func(c *Config) { c.OutlierMin = math.NaN() },
 		"TriangleMargin": func(c *Config) { c.TriangleMargin = math.Inf(1) },
 		"RemoteErrorMin": func(c *Config) { c.RemoteErrorMin = c.ErrorMax + 0.1 },
