@@ -356,38 +356,6 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		defer vr.Close()
 		web.View().SetVivaldi(vr)
 	}
-	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
-		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
-	f.view = web.View()
-	rep.Methods = make([]*methodReport, len(methods))
-	runOne := func(k int) error {
-		m, g := methods[k], f
-		g.keep = web.keeper(k == len(methods)-1)
-		bar.log(fmt.Sprintf("method %s", m.Name))
-		mr, err := runMethod(ctx, s, vr, gossip, m, g)
-		if err != nil {
-			return fmt.Errorf("%s: %w", m.Name, err)
-		}
-		rep.Methods[k] = mr
-		return nil
-	}
-	// A method that places superpeers without coordinates runs while the
-	// coordinates warm up (one method at a time on the swarm: they share
-	// the attach protocol); the map shows one method at a time, so with
-	// --web they all wait.
-	early := func(m superpeer.Method) bool { return vr != nil && !m.Coordinates && web == nil }
-	earlyDone := make(chan error, 1)
-	go func() {
-		for k, m := range methods {
-			if early(m) {
-				if err := runOne(k); err != nil {
-					earlyDone <- err
-					return
-				}
-			}
-		}
-		earlyDone <- nil
-	}()
 	// The lookup checks run while the coordinates warm up, both kinds at
 	// once; each draws its jobs from its own source, so the keys and
 	// origins are the seed's whatever the order.
@@ -410,21 +378,21 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		// the selection.
 		vs, err := vr.WarmUp(ctx, *vivBound)
 		if err != nil {
-			cancel()
-			<-earlyDone
 			return err
 		}
 		rep.Vivaldi = &vs
 	}
-	if err := <-earlyDone; err != nil {
-		return err
-	}
+	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
+		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
+	f.view = web.View()
 	for k, m := range methods {
-		if !early(m) {
-			if err := runOne(k); err != nil {
-				return err
-			}
+		f.keep = web.keeper(k == len(methods)-1)
+		bar.log(fmt.Sprintf("method %s", m.Name))
+		mr, err := runMethod(ctx, s, vr, gossip, m, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
+		rep.Methods = append(rep.Methods, mr)
 	}
 	names := make([]string, len(methods))
 	for i, m := range methods {

@@ -16,8 +16,7 @@ import (
 
 // methodReport is one method's run on the swarm: the `methods` entries of
 // the report. The methods run one after another on the same peers, joined
-// once, over the same coordinates; those that need no coordinates run while
-// the coordinates warm up.
+// once, over the same coordinates.
 type methodReport struct {
 	Method string `json:"method"`
 	// Superpeers summarises the selection after convergence.
