@@ -277,8 +277,10 @@ func TestSimulateVivaldi_SameSeedSameNumbers(t *testing.T) {
 	if reflect.DeepEqual(a.Coords, c.Coords) {
 		t.Fatal("different seeds gave the same coordinates")
 	}
-	if a.Updates != 150*40 || a.Refused != 0 {
-		t.Fatalf("updates %d refused %d, want %d and 0", a.Updates, a.Refused, 150*40)
+	// The model refuses a few honest samples as implausible (its
+	// defences against coordinate liars), nothing else.
+	if a.Updates+a.Refused != 150*40 || a.Refused > 150*40/20 {
+		t.Fatalf("updates %d refused %d, want %d in all and at most 5%% refused", a.Updates, a.Refused, 150*40)
 	}
 	if a.Checkpoints[0].Median <= a.Checkpoints[len(a.Checkpoints)-1].Median {
 		t.Fatalf("error did not fall: %v", a.Checkpoints)

@@ -71,9 +71,10 @@ type Result struct {
 	Nodes       int          `json:"nodes"`
 	Rounds      int          `json:"rounds"`
 	Jitter      float64      `json:"jitter,omitempty"`
-	Samples     uint64       `json:"samples"`      // applied by ours
+	Samples     uint64       `json:"samples"`      // taken by ours: applied, or refused as implausible
 	SerfSamples uint64       `json:"serf_samples"` // applied by serf
 	Refused     uint64       `json:"refused"`      // refused by ours
+	Implausible uint64       `json:"implausible"`  // of Samples, refused by ours as implausible (vivaldi.ErrImplausible)
 	Checkpoints []Checkpoint `json:"checkpoints"`
 }
 
@@ -189,9 +190,14 @@ func Run(o Options) (*Result, error) {
 				ms *= 1 + o.Jitter*noiseRng.ExpFloat64()
 			}
 			rtt := time.Duration(ms * float64(time.Millisecond))
-			if err := ours[i].Update(names[j], ours[j].GetCoordinate(), rtt); err != nil {
+			switch err := ours[i].Update(names[j], ours[j].GetCoordinate(), rtt); {
+			case errors.Is(err, vivaldi.ErrImplausible):
+				// Seen and judged a liar's by the model's defences.
+				res.Samples++
+				res.Implausible++
+			case err != nil:
 				res.Refused++
-			} else {
+			default:
 				res.Samples++
 			}
 			if serf != nil {
