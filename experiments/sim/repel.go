@@ -66,6 +66,12 @@ type RepelOptions struct {
 	Limit, Quiet time.Duration
 	// Progress, if set, is called every ViewEvery with the virtual time.
 	Progress func(now, limit time.Duration)
+	// Hidden, if set, says whether node i lacks peer j's coordinate: the
+	// live vivaldi.Service forgets the coordinate of a peer whose sample
+	// it refused as implausible, so the selector sees j neither among
+	// its Vivaldi neighbours nor with a coordinate among the minters (an
+	// attached client's comes with its attach requests).
+	Hidden func(i, j int) bool
 }
 
 // RepelResult is the outcome of SimulateRepel.
@@ -344,8 +350,9 @@ func (s *repelSim) view(i int) []repel.Peer {
 			out = append(out, p)
 		}
 	}
+	hidden := func(j int) bool { return s.o.Hidden != nil && s.o.Hidden(i, j) }
 	for _, j := range s.o.Neighbors[i] {
-		if !seen[int(j)] {
+		if !seen[int(j)] && !hidden(int(j)) {
 			seen[int(j)] = true
 			out = append(out, s.peer(int(j)))
 		}
@@ -353,6 +360,9 @@ func (s *repelSim) view(i int) []repel.Peer {
 	for _, p := range s.base {
 		if j := s.index[p.ID]; !seen[j] {
 			seen[j] = true
+			if hidden(j) {
+				p.Coord = vivaldi.Coord{}
+			}
 			out = append(out, p)
 		}
 	}

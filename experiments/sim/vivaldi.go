@@ -38,6 +38,16 @@ type VivaldiOptions struct {
 	ErrorPairs int
 	// Progress, if set, is called after every round.
 	Progress func(round, rounds int)
+	// Answer, if set, is how peer j answers a request from peer i, which
+	// carried i's coordinate caller: with the coordinate it sends (honest
+	// is its own as it is then) and a delay it adds before answering (a
+	// peer can delay its answer, not hasten it; ≤ 0 is none); now is the
+	// virtual time. Nil: every peer answers honestly at once. Simulated
+	// adversaries (liars.go).
+	Answer func(now time.Duration, i, j int, honest, caller vivaldi.Coord, rtt time.Duration) (vivaldi.Coord, time.Duration)
+	// Updated, if set, is told the outcome of every sample: peer i's
+	// Update with j's answer, err nil if it was applied.
+	Updated func(i, j int, err error)
 }
 
 // VivaldiCheckpoint is the relative embedding error |predicted − true| /
@@ -180,16 +190,46 @@ func SimulateVivaldi(o VivaldiOptions) (*VivaldiResult, error) {
 		}
 		count[i]++
 		rtt := time.Duration(o.RTT.RTT(i, j) * float64(time.Millisecond))
-		net.Send(i, j, func() {
-			cj := clients[j].GetCoordinate()
-			net.Send(j, i, func() {
-				if err := clients[i].Update(names[j], cj, rtt); err != nil {
-					res.Refused++
+		if o.Answer != nil {
+			ci := clients[i].GetCoordinate()
+			net.Send(i, j, func() {
+				cj, extra := o.Answer(net.Now(), i, j, clients[j].GetCoordinate(), ci, rtt)
+				extra = max(extra, 0)
+				reply := func() {
+					net.Send(j, i, func() {
+						err := clients[i].Update(names[j], cj, rtt+extra)
+						if err != nil {
+							res.Refused++
+						} else {
+							res.Updates++
+						}
+						if o.Updated != nil {
+							o.Updated(i, j, err)
+						}
+					})
+				}
+				if extra > 0 {
+					net.After(extra, reply)
 				} else {
-					res.Updates++
+					reply()
 				}
 			})
-		})
+		} else {
+			net.Send(i, j, func() {
+				cj := clients[j].GetCoordinate()
+				net.Send(j, i, func() {
+					err := clients[i].Update(names[j], cj, rtt)
+					if err != nil {
+						res.Refused++
+					} else {
+						res.Updates++
+					}
+					if o.Updated != nil {
+						o.Updated(i, j, err)
+					}
+				})
+			})
+		}
 		if int(count[i]) < o.Rounds {
 			net.After(o.Interval, ticks[i])
 		}
