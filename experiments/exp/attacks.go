@@ -16,7 +16,7 @@ import (
 func init() {
 	register(Experiment{
 		Name:    "attacks",
-		Summary: "adversaries against superpeer selection: ID grinding against the prefix method (the identities, and CPU time at this machine's derivation rate, an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows); floods of garbage, oversized and useless frames on one peer over TCP loopback, without and with the defences (drops by reason, honest renewals, memory)",
+		Summary: "adversaries against superpeer selection: ID grinding against the prefix method (the identities, and CPU time at this machine's derivation rate, an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows); floods of garbage, oversized and useless frames on one peer over TCP loopback, without and with the defences (drops by reason, honest renewals, memory); coordinate liars (inflation, deflation, oscillation, frog-boiling) among Vivaldi peers in the simulator, without and with the Vivaldi defence (honest error and repel's client RTT against a clean run, the liars' share of the tokens)",
 		run:     runAttacks,
 	})
 }
@@ -38,6 +38,8 @@ type attacksParams struct {
 	Notes       []string
 	// Floods are the flood part's (attacks_flood.go).
 	Floods floodParams `json:"floods"`
+	// Liars are the coordinate-liar part's (attacks_liars.go).
+	Liars liarsParams `json:"liars"`
 }
 
 // grindRow is one n: what taking a chosen group, and a share of all
@@ -153,7 +155,12 @@ func runAttacks(o Options, r *report.Run) error {
 		return err
 	}
 	p.Floods = fp
-	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "floods": floods}})
+	lp, liars, err := runLiars(o, r)
+	if err != nil {
+		return err
+	}
+	p.Liars = lp
+	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "floods": floods, "liars": liars}})
 }
 
 // median is the median of xs (which it sorts).

@@ -1,0 +1,260 @@
+package exp
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/experiments/report"
+	"github.com/superpeer-overlay/superpeer/experiments/sim"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
+)
+
+// liarsParams are the coordinate-liar part of the attacks experiment.
+type liarsParams struct {
+	Latency   string    `json:"latency"`
+	N         int       `json:"n"`
+	S         int       `json:"s"`
+	C         int       `json:"capacity"`
+	Rounds    int       `json:"vivaldi_rounds"`
+	Seeds     []int64   `json:"seeds"`
+	Fractions []float64 `json:"fractions"`
+	Kinds     []string  `json:"kinds"`
+	// Defence is the vivaldi.DefaultConfig fields that the rows with
+	// defence true run with and those with false run without (OutlierFactor,
+	// OutlierMin, TriangleMargin and RemoteErrorMin zero).
+	Defence map[string]float64 `json:"defence"`
+	// The goal, with the defence, at GoalFraction liars: honest error and
+	// client RTT at most these ratios to the clean run's, and the liars'
+	// share of the tokens at most their share of the peers.
+	GoalFraction   float64  `json:"goal_fraction"`
+	GoalErrorRatio float64  `json:"goal_error_ratio"`
+	GoalRTTRatio   float64  `json:"goal_client_rtt_ratio"`
+	Notes          []string `json:"notes"`
+}
+
+// liarsRow is one kind, fraction and defence setting over the seeds.
+type liarsRow struct {
+	Kind     string  `json:"kind"`
+	Fraction float64 `json:"fraction"`
+	Defence  bool    `json:"defence"`
+	// The ratios are means over the seeds of each seed's ratio to its
+	// clean run with the same defence setting (the clean rows: to the
+	// clean run without it, the defence's own cost); the share is the
+	// mean over the seeds of the liars' share of the tokens at the end.
+	HonestMedianErrorRatio float64 `json:"honest_median_error_ratio"`
+	ClientRTTRatio         float64 `json:"client_rtt_ratio"`
+	LiarTokenShare         float64 `json:"liar_token_share"`
+	// Worst seed's ratios and share.
+	HonestMedianErrorRatioMax float64 `json:"honest_median_error_ratio_max"`
+	ClientRTTRatioMax         float64 `json:"client_rtt_ratio_max"`
+	LiarTokenShareMax         float64 `json:"liar_token_share_max"`
+	// Means over the seeds of the figures behind the ratios.
+	HonestMedianError float64 `json:"honest_median_error"`
+	HonestP90Error    float64 `json:"honest_p90_error"`
+	ClientRTT         float64 `json:"client_rtt_ms"`
+	// Shares of the honest peers' samples of liars and of honest peers
+	// that their model refused (vivaldi.ErrImplausible), over the seeds.
+	LiarSamplesRefused   float64 `json:"liar_samples_refused"`
+	HonestSamplesRefused float64 `json:"honest_samples_refused"`
+	// Unattached honest clients (summed) and runs whose tokens settled.
+	Unattached int `json:"honest_unattached"`
+	Settled    int `json:"repel_settled_runs"`
+	// GoalMet is set on the rows the goal is about (GoalFraction, defence
+	// true).
+	GoalMet *bool             `json:"goal_met,omitempty"`
+	PerSeed []*sim.LiarResult `json:"per_seed"`
+}
+
+// liarDefence is the part of vivaldi.DefaultConfig that defends against
+// coordinate liars, by field name.
+func liarDefence() map[string]float64 {
+	c := vivaldi.DefaultConfig()
+	return map[string]float64{"OutlierFactor": c.OutlierFactor, "OutlierAfter": float64(c.OutlierAfter), "OutlierMin": c.OutlierMin,
+		"TriangleMargin": c.TriangleMargin, "RemoteErrorMin": c.RemoteErrorMin}
+}
+
+// liarConfig is vivaldi.DefaultConfig with the defence or without it.
+func liarConfig(defence bool) vivaldi.Config {
+	c := vivaldi.DefaultConfig()
+	if !defence {
+		c.OutlierFactor, c.OutlierMin, c.TriangleMargin, c.RemoteErrorMin = 0, 0, 0, 0
+	}
+	return c
+}
+
+// runLiars runs Vivaldi and then the token method with coordinate liars
+// among the peers, of each kind and fraction, without and with the
+// defence, against clean runs on the same seeds, and writes the liars
+// table.
+func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
+	p := liarsParams{Latency: latency.Default, N: 490, S: 16, Rounds: 1000,
+		Fractions: []float64{0.05, 0.1, 0.2, 0.3}, Defence: liarDefence(),
+		GoalFraction: 0.2, GoalErrorRatio: 1.5, GoalRTTRatio: 1.2,
+		Notes: []string{
+			"each run: sim.SimulateVivaldi for vivaldi_rounds rounds with a seeded fraction of the peers lying (sim.PickLiars: a smaller fraction's liars are among a larger one's) in every answer to a Vivaldi request (sim.Liar), then sim.SimulateRepel over the final coordinates held fixed (a liar's claim then: what it announces, offers and attaches with), repel.DefaultConfig with MaxCandidates 64, clients attaching as the live selector (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace); liars keep an honest model of their own and run the token method honestly but for their coordinate",
+			fmt.Sprintf("kinds (every liar claims error %g but frog-boiling %g): inflation, its true coordinate moved %g s along a direction of its own, %g s more height; deflation, the origin with the least height; oscillation, a fresh random point each answer (components uniform in ±%g/√dims s, height up to %g s); frog-boiling, its true coordinate plus an offset all liars grow in one direction at %g s per second from a %d-th of the run on", sim.LieError, sim.FrogError, sim.LieFar, sim.LieHeight, sim.LieFar, sim.LieHeight, sim.FrogRate, sim.FrogOfRuns),
+			"defence false: vivaldi.DefaultConfig with the fields in defence zero; true: vivaldi.DefaultConfig (the defence is on by default): the triangle test, the outlier test once settled, and the floor under claimed errors",
+			"honest_median_error: the median relative error |predicted − true|/true over every pair of honest peers (their own coordinates against the matrix); client_rtt_ms: the mean true RTT of honest clients (neither liars nor holders) to the holder they are attached to, over the clients that are that in both runs for the ratio",
+			"ratios: each seed's to its clean run (no liars) with the same defence setting, the mean over the seeds; the clean rows (kind none) give the defence's own cost, the clean run with it over the clean run without",
+			"liar_token_share: the liars' share of the token holders at the end, the mean over the seeds; the goal asks for at most the liars' share of the peers",
+			"samples refused: the share of the honest peers' samples of liars (of honest peers) that their model refused as implausible",
+		}}
+	seeds := 3
+	switch {
+	case o.tiny:
+		p.N, p.S, p.Rounds, p.Fractions, seeds = 120, 4, 300, []float64{0.3}, 1
+	case o.Quick:
+		p.Rounds, p.Fractions, seeds = 300, []float64{p.GoalFraction}, 1
+	}
+	kinds := sim.LiarKinds
+	if o.tiny {
+		kinds = []sim.LiarKind{sim.Deflation}
+	}
+	for _, k := range kinds {
+		p.Kinds = append(p.Kinds, k.String())
+	}
+	for k := 0; k < seeds; k++ {
+		p.Seeds = append(p.Seeds, o.Seed+int64(k))
+	}
+	p.C = capacityFor(p.N, p.S)
+	type key struct {
+		kind     string
+		fraction float64
+		defence  bool
+	}
+	rows := map[key]*liarsRow{}
+	var order []key
+	add := func(k key, res, clean, cleanOff *sim.LiarResult) {
+		row := rows[k]
+		if row == nil {
+			row = &liarsRow{Kind: k.kind, Fraction: k.fraction, Defence: k.defence}
+			rows[k] = row
+			order = append(order, k)
+		}
+		base := clean
+		if k.kind == "none" {
+			base = cleanOff
+		}
+		er := res.HonestMedian / base.HonestMedian
+		rr := sim.ClientRTTOver(res.PerClient, base.PerClient) / sim.ClientRTTOver(base.PerClient, res.PerClient)
+		share := 0.0
+		if res.Holders > 0 {
+			share = float64(res.LiarHolders) / float64(res.Holders)
+		}
+		w := 1 / float64(seeds)
+		row.HonestMedianErrorRatio += w * er
+		row.ClientRTTRatio += w * rr
+		row.LiarTokenShare += w * share
+		row.HonestMedianErrorRatioMax = max(row.HonestMedianErrorRatioMax, er)
+		row.ClientRTTRatioMax = max(row.ClientRTTRatioMax, rr)
+		row.LiarTokenShareMax = max(row.LiarTokenShareMax, share)
+		row.HonestMedianError += w * res.HonestMedian
+		row.HonestP90Error += w * res.HonestP90
+		row.ClientRTT += w * res.ClientRTT
+		if res.LiarSamples > 0 {
+			row.LiarSamplesRefused += w * float64(res.LiarRefused) / float64(res.LiarSamples)
+		}
+		if res.HonestSamples > 0 {
+			row.HonestSamplesRefused += w * float64(res.HonestRefused) / float64(res.HonestSamples)
+		}
+		row.Unattached += res.Unattached
+		if res.RepelSettled {
+			row.Settled++
+		}
+		row.PerSeed = append(row.PerSeed, res)
+	}
+	total := seeds * 2 * (1 + len(kinds)*len(p.Fractions))
+	bar := report.NewProgress(o.Stderr, "liars (runs)", total)
+	done := 0
+	for _, seed := range p.Seeds {
+		rtt, _, err := space(p.Latency, p.N, seed)
+		if err != nil {
+			return p, nil, err
+		}
+		ids, _, err := sim.Identities(seed, p.N, nil)
+		if err != nil {
+			return p, nil, err
+		}
+		idStrs := make([]string, p.N)
+		for i, id := range ids {
+			idStrs[i] = string(id)
+		}
+		run := func(kind sim.LiarKind, fraction float64, defence bool) (*sim.LiarResult, error) {
+			cfg := liarConfig(defence)
+			res, err := sim.SimulateLiars(sim.LiarOptions{RTT: rtt, IDs: idStrs, Seed: seed, Kind: kind,
+				Liars: sim.PickLiars(p.N, fraction, seed), Vivaldi: &cfg, Rounds: p.Rounds,
+				Repel: repelConfig(p.S), Capacity: p.C})
+			done++
+			bar.Set(done)
+			return res, err
+		}
+		clean := map[bool]*sim.LiarResult{}
+		for _, def := range []bool{false, true} {
+			if clean[def], err = run(0, 0, def); err != nil {
+				return p, nil, err
+			}
+		}
+		for _, def := range []bool{false, true} {
+			add(key{"none", 0, def}, clean[def], clean[def], clean[false])
+		}
+		for _, f := range p.Fractions {
+			for _, k := range kinds {
+				for _, def := range []bool{false, true} {
+					res, err := run(k, f, def)
+					if err != nil {
+						return p, nil, err
+					}
+					add(key{k.String(), f, def}, res, clean[def], clean[false])
+				}
+			}
+		}
+	}
+	bar.Finish()
+	// Rows by fraction, then kind, then defence.
+	kindAt := map[string]int{"none": -1}
+	for i, k := range p.Kinds {
+		kindAt[k] = i
+	}
+	slices.SortStableFunc(order, func(a, b key) int {
+		switch {
+		case a.fraction != b.fraction:
+			return cmpFloat(a.fraction, b.fraction)
+		case a.kind != b.kind:
+			return kindAt[a.kind] - kindAt[b.kind]
+		case a.defence != b.defence:
+			if b.defence {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	t := report.NewTable("liars", "kind", "defence", "honest err ×", "client RTT ×", "liar tokens", "honest err", "p90", "client RTT ms", "liar samples refused", "honest refused", "worst seed err× / RTT× / tokens", "goal")
+	var out []liarsRow
+	for _, k := range order {
+		row := rows[k]
+		goal := "-"
+		if row.Defence && row.Fraction == p.GoalFraction && row.Kind != "none" {
+			met := row.HonestMedianErrorRatio <= p.GoalErrorRatio && row.ClientRTTRatio <= p.GoalRTTRatio && row.LiarTokenShare <= row.Fraction
+			row.GoalMet = &met
+			goal = fmt.Sprint(met)
+		}
+		t.Add(fmt.Sprintf("%g%%", 100*row.Fraction), row.Kind, row.Defence, row.HonestMedianErrorRatio, row.ClientRTTRatio, row.LiarTokenShare,
+			row.HonestMedianError, row.HonestP90Error, row.ClientRTT, row.LiarSamplesRefused, row.HonestSamplesRefused,
+			fmt.Sprintf("%.2f / %.2f / %.2f", row.HonestMedianErrorRatioMax, row.ClientRTTRatioMax, row.LiarTokenShareMax), goal)
+		out = append(out, *row)
+	}
+	err := printTable(o, r, "liars", fmt.Sprintf("coordinate liars: n = %d, S = %d, C = %d, %s, %d Vivaldi rounds, seeds %v; ratios to the clean run with the same defence (clean rows: with over without)", p.N, p.S, p.C, p.Latency, p.Rounds, p.Seeds), t)
+	return p, out, err
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
