@@ -18,14 +18,15 @@
 // Nita-Rotaru 2007: inflation, deflation, oscillation; Chan-Tin et al.: a
 // slow "frog-boiling" drift). By default Update refuses with
 // ErrImplausible a claim the triangle inequality rules out against the
-// peers it sampled lately (Config.TriangleMargin) and, once settled, a
-// sample whose residual is an outlier against its recent ones
-// (Config.OutlierFactor, a median test in the spirit of Newton, Seibert et
-// al. 2012), and it never trusts a claimed error below the floor of
-// Config.RemoteErrorMin; the Service neither keeps nor shares the
-// coordinate of a peer it refused so, and counts the reply as the drop
-// "implausible". On the shipped matrices these defences cost the honest
-// embedding nothing measurable (experiments/README.md, "coordinate liars").
+// peers it sampled lately (Config.TriangleMargin), and it never trusts a
+// claimed error below the floor of Config.RemoteErrorMin; these cost an
+// honest embedding nothing measurable. Opt-in, Config.OutlierFactor also
+// refuses a sample whose residual is an outlier against the node's recent
+// ones (a median test in the spirit of Newton, Seibert et al. 2012): it
+// stops deflation liars, which the triangle test lets through, at a cost
+// to an honest embedding's p90 error. The Service neither keeps nor shares
+// the coordinate of a peer it refused so, and counts the reply as the drop
+// "implausible". Figures: experiments/README.md, "coordinate liars".
 //
 // The protocol (protocol.go, options.go, wire.go, pb/) runs the exchange on
 // a libp2p host as /superpeer/vivaldi/1.0.0 (<prefix>/vivaldi/1.0.0 with

@@ -20,9 +20,11 @@ type liarsParams struct {
 	Seeds     []int64   `json:"seeds"`
 	Fractions []float64 `json:"fractions"`
 	Kinds     []string  `json:"kinds"`
-	// Defence is the vivaldi.DefaultConfig fields that the rows with
-	// defence true run with and those with false run without (OutlierFactor,
-	// OutlierMin, TriangleMargin and RemoteErrorMin zero).
+	// Defence is the fields the rows with defence true run with:
+	// vivaldi.DefaultConfig's (the triangle test and the error floor, on
+	// by default) and the opt-in outlier test at liarOutlierFactor; the
+	// rows with false run without any (OutlierFactor, OutlierMin,
+	// TriangleMargin and RemoteErrorMin zero).
 	Defence map[string]float64 `json:"defence"`
 	// The goal, with the defence, at GoalFraction liars: honest error and
 	// client RTT at most these ratios to the clean run's, and the liars'
@@ -66,10 +68,14 @@ type liarsRow struct {
 	PerSeed []*sim.LiarResult `json:"per_seed"`
 }
 
-// liarDefence is the part of vivaldi.DefaultConfig that defends against
-// coordinate liars, by field name.
+// liarOutlierFactor is the opt-in vivaldi.Config.OutlierFactor the rows
+// with the defence run with.
+const liarOutlierFactor = 5
+
+// liarDefence is the configuration that defends against coordinate liars,
+// by field name.
 func liarDefence() map[string]float64 {
-	c := vivaldi.DefaultConfig()
+	c := liarConfig(true)
 	return map[string]float64{"OutlierFactor": c.OutlierFactor, "OutlierAfter": float64(c.OutlierAfter), "OutlierMin": c.OutlierMin,
 		"TriangleMargin": c.TriangleMargin, "RemoteErrorMin": c.RemoteErrorMin}
 }
@@ -77,6 +83,7 @@ func liarDefence() map[string]float64 {
 // liarConfig is vivaldi.DefaultConfig with the defence or without it.
 func liarConfig(defence bool) vivaldi.Config {
 	c := vivaldi.DefaultConfig()
+	c.OutlierFactor = liarOutlierFactor
 	if !defence {
 		c.OutlierFactor, c.OutlierMin, c.TriangleMargin, c.RemoteErrorMin = 0, 0, 0, 0
 	}
@@ -94,7 +101,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		Notes: []string{
 			"each run: sim.SimulateVivaldi for vivaldi_rounds rounds with a seeded fraction of the peers lying (sim.PickLiars: a smaller fraction's liars are among a larger one's) in every answer to a Vivaldi request (sim.Liar), then sim.SimulateRepel over the final coordinates held fixed (a liar's claim then: what it announces, offers and attaches with), repel.DefaultConfig with MaxCandidates 64, clients attaching as the live selector (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace); liars keep an honest model of their own and run the token method honestly but for their coordinate",
 			fmt.Sprintf("kinds (every liar claims error %g but frog-boiling %g): inflation, its true coordinate moved %g s along a direction of its own, %g s more height; deflation, the origin with the least height; oscillation, a fresh random point each answer (components uniform in ±%g/√dims s, height up to %g s); frog-boiling, its true coordinate plus an offset all liars grow in one direction at %g s per second from a %d-th of the run on", sim.LieError, sim.FrogError, sim.LieFar, sim.LieHeight, sim.LieFar, sim.LieHeight, sim.FrogRate, sim.FrogOfRuns),
-			"defence false: vivaldi.DefaultConfig with the fields in defence zero; true: vivaldi.DefaultConfig (the defence is on by default): the triangle test, the outlier test once settled, and the floor under claimed errors",
+			"defence false: vivaldi.DefaultConfig without the triangle test, the floor under claimed errors and the outlier test (OutlierFactor, OutlierMin, TriangleMargin, RemoteErrorMin zero); true: vivaldi.DefaultConfig (the triangle test and the floor, on by default) with the opt-in outlier test (OutlierFactor 5, once settled or after OutlierAfter samples)",
 			"honest_median_error: the median relative error |predicted − true|/true over every pair of honest peers (their own coordinates against the matrix); client_rtt_ms: the mean true RTT of honest clients (neither liars nor holders) to the holder they are attached to, over the clients that are that in both runs for the ratio",
 			"ratios: each seed's to its clean run (no liars) with the same defence setting, the mean over the seeds; the clean rows (kind none) give the defence's own cost, the clean run with it over the clean run without",
 			"liar_token_share: the liars' share of the token holders at the end, the mean over the seeds; the goal asks for at most the liars' share of the peers",
