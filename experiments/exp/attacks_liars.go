@@ -39,7 +39,11 @@ type liarsParams struct {
 type liarsRow struct {
 	Kind     string  `json:"kind"`
 	Fraction float64 `json:"fraction"`
-	Defence  bool    `json:"defence"`
+	// Defence: the model's defences against liars on (the triangle test
+	// and the error floor, vivaldi.DefaultConfig's); OutlierTest: the
+	// opt-in outlier test too.
+	Defence     bool `json:"defence"`
+	OutlierTest bool `json:"outlier_test"`
 	// The ratios are means over the seeds of each seed's ratio to its
 	// clean run with the same defence setting (the clean rows: to the
 	// clean run without it, the defence's own cost); the share is the
@@ -63,28 +67,44 @@ type liarsRow struct {
 	Unattached int `json:"honest_unattached"`
 	Settled    int `json:"repel_settled_runs"`
 	// GoalMet is set on the rows the goal is about (GoalFraction, defence
-	// true).
+	// true, either setting).
 	GoalMet *bool             `json:"goal_met,omitempty"`
 	PerSeed []*sim.LiarResult `json:"per_seed"`
 }
 
 // liarOutlierFactor is the opt-in vivaldi.Config.OutlierFactor the rows
-// with the defence run with.
+// with the outlier test run with.
 const liarOutlierFactor = 5
 
-// liarDefence is the configuration that defends against coordinate liars,
-// by field name.
+// liarSetting is a row's defence: none, vivaldi.DefaultConfig's, or that
+// with the opt-in outlier test.
+type liarSetting struct{ defence, outlier bool }
+
+func (s liarSetting) String() string {
+	switch {
+	case s.outlier:
+		return "default+outlier"
+	case s.defence:
+		return "default"
+	}
+	return "none"
+}
+
+// liarDefence is the configuration that defends against coordinate liars
+// at its fullest, by field name.
 func liarDefence() map[string]float64 {
-	c := liarConfig(true)
+	c := liarConfig(liarSetting{true, true})
 	return map[string]float64{"OutlierFactor": c.OutlierFactor, "OutlierAfter": float64(c.OutlierAfter), "OutlierMin": c.OutlierMin,
 		"TriangleMargin": c.TriangleMargin, "RemoteErrorMin": c.RemoteErrorMin}
 }
 
-// liarConfig is vivaldi.DefaultConfig with the defence or without it.
-func liarConfig(defence bool) vivaldi.Config {
+// liarConfig is vivaldi.DefaultConfig under the setting.
+func liarConfig(s liarSetting) vivaldi.Config {
 	c := vivaldi.DefaultConfig()
-	c.OutlierFactor = liarOutlierFactor
-	if !defence {
+	if s.outlier {
+		c.OutlierFactor = liarOutlierFactor
+	}
+	if !s.defence {
 		c.OutlierFactor, c.OutlierMin, c.TriangleMargin, c.RemoteErrorMin = 0, 0, 0, 0
 	}
 	return c
@@ -101,18 +121,21 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		Notes: []string{
 			"each run: sim.SimulateVivaldi for vivaldi_rounds rounds with a seeded fraction of the peers lying (sim.PickLiars: a smaller fraction's liars are among a larger one's) in every answer to a Vivaldi request (sim.Liar), then sim.SimulateRepel over the final coordinates held fixed (a liar's claim then: what it announces, offers and attaches with), repel.DefaultConfig with MaxCandidates 64, clients attaching as the live selector (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace); liars keep an honest model of their own and run the token method honestly but for their coordinate",
 			fmt.Sprintf("kinds (every liar claims error %g but frog-boiling %g): inflation, its true coordinate moved %g s along a direction of its own, %g s more height; deflation, the origin with the least height; oscillation, a fresh random point each answer (components uniform in ±%g/√dims s, height up to %g s); frog-boiling, its true coordinate plus an offset all liars grow in one direction at %g s per second from a %d-th of the run on", sim.LieError, sim.FrogError, sim.LieFar, sim.LieHeight, sim.LieFar, sim.LieHeight, sim.FrogRate, sim.FrogOfRuns),
-			"defence false: vivaldi.DefaultConfig without the triangle test, the floor under claimed errors and the outlier test (OutlierFactor, OutlierMin, TriangleMargin, RemoteErrorMin zero); true: vivaldi.DefaultConfig (the triangle test and the floor, on by default) with the opt-in outlier test (OutlierFactor 5, once settled or after OutlierAfter samples)",
+			"defence none (defence false): vivaldi.DefaultConfig without the triangle test, the floor under claimed errors and the outlier test (OutlierFactor, OutlierMin, TriangleMargin, RemoteErrorMin zero); default (defence true, outlier_test false; full runs only): vivaldi.DefaultConfig, the triangle test and the floor, on by default; default+outlier (defence true, outlier_test true): with the opt-in outlier test as well (OutlierFactor 5, once settled or after OutlierAfter samples), the field defence in params",
 			"honest_median_error: the median relative error |predicted − true|/true over every pair of honest peers (their own coordinates against the matrix); client_rtt_ms: the mean true RTT of honest clients (neither liars nor holders) to the holder they are attached to, over the clients that are that in both runs for the ratio",
-			"ratios: each seed's to its clean run (no liars) with the same defence setting, the mean over the seeds; the clean rows (kind none) give the defence's own cost, the clean run with it over the clean run without",
+			"ratios: each seed's to its clean run (no liars) with the same defence setting, the mean over the seeds; the clean rows (kind none) give the defence's own cost, the clean run with it over the clean run without any",
 			"liar_token_share: the liars' share of the token holders at the end, the mean over the seeds; the goal asks for at most the liars' share of the peers",
 			"samples refused: the share of the honest peers' samples of liars (of honest peers) that their model refused as implausible",
 		}}
 	seeds := 3
+	settings := []liarSetting{{false, false}, {true, false}, {true, true}}
 	switch {
 	case o.tiny:
 		p.N, p.S, p.Rounds, p.Fractions, seeds = 120, 4, 300, []float64{0.3}, 1
+		settings = []liarSetting{{false, false}, {true, true}}
 	case o.Quick:
 		p.Rounds, p.Fractions, seeds = 300, []float64{p.GoalFraction}, 1
+		settings = []liarSetting{{false, false}, {true, true}}
 	}
 	kinds := sim.LiarKinds
 	if o.tiny {
@@ -128,14 +151,14 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 	type key struct {
 		kind     string
 		fraction float64
-		defence  bool
+		set      liarSetting
 	}
 	rows := map[key]*liarsRow{}
 	var order []key
 	add := func(k key, res, clean, cleanOff *sim.LiarResult) {
 		row := rows[k]
 		if row == nil {
-			row = &liarsRow{Kind: k.kind, Fraction: k.fraction, Defence: k.defence}
+			row = &liarsRow{Kind: k.kind, Fraction: k.fraction, Defence: k.set.defence, OutlierTest: k.set.outlier}
 			rows[k] = row
 			order = append(order, k)
 		}
@@ -171,7 +194,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		}
 		row.PerSeed = append(row.PerSeed, res)
 	}
-	total := seeds * 2 * (1 + len(kinds)*len(p.Fractions))
+	total := seeds * len(settings) * (1 + len(kinds)*len(p.Fractions))
 	bar := report.NewProgress(o.Stderr, "liars (runs)", total)
 	done := 0
 	for _, seed := range p.Seeds {
@@ -187,8 +210,8 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		for i, id := range ids {
 			idStrs[i] = string(id)
 		}
-		run := func(kind sim.LiarKind, fraction float64, defence bool) (*sim.LiarResult, error) {
-			cfg := liarConfig(defence)
+		run := func(kind sim.LiarKind, fraction float64, set liarSetting) (*sim.LiarResult, error) {
+			cfg := liarConfig(set)
 			res, err := sim.SimulateLiars(sim.LiarOptions{RTT: rtt, IDs: idStrs, Seed: seed, Kind: kind,
 				Liars: sim.PickLiars(p.N, fraction, seed), Vivaldi: &cfg, Rounds: p.Rounds,
 				Repel: repelConfig(p.S), Capacity: p.C})
@@ -196,23 +219,24 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 			bar.Set(done)
 			return res, err
 		}
-		clean := map[bool]*sim.LiarResult{}
-		for _, def := range []bool{false, true} {
-			if clean[def], err = run(0, 0, def); err != nil {
+		clean := map[liarSetting]*sim.LiarResult{}
+		for _, set := range settings {
+			if clean[set], err = run(0, 0, set); err != nil {
 				return p, nil, err
 			}
 		}
-		for _, def := range []bool{false, true} {
-			add(key{"none", 0, def}, clean[def], clean[def], clean[false])
+		none := clean[liarSetting{}]
+		for _, set := range settings {
+			add(key{"none", 0, set}, clean[set], clean[set], none)
 		}
 		for _, f := range p.Fractions {
 			for _, k := range kinds {
-				for _, def := range []bool{false, true} {
-					res, err := run(k, f, def)
+				for _, set := range settings {
+					res, err := run(k, f, set)
 					if err != nil {
 						return p, nil, err
 					}
-					add(key{k.String(), f, def}, res, clean[def], clean[false])
+					add(key{k.String(), f, set}, res, clean[set], none)
 				}
 			}
 		}
@@ -223,19 +247,23 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 	for i, k := range p.Kinds {
 		kindAt[k] = i
 	}
+	rank := func(s liarSetting) int {
+		switch {
+		case s.outlier:
+			return 2
+		case s.defence:
+			return 1
+		}
+		return 0
+	}
 	slices.SortStableFunc(order, func(a, b key) int {
 		switch {
 		case a.fraction != b.fraction:
 			return cmpFloat(a.fraction, b.fraction)
 		case a.kind != b.kind:
 			return kindAt[a.kind] - kindAt[b.kind]
-		case a.defence != b.defence:
-			if b.defence {
-				return -1
-			}
-			return 1
 		}
-		return 0
+		return rank(a.set) - rank(b.set)
 	})
 	t := report.NewTable("liars", "kind", "defence", "honest err ×", "client RTT ×", "liar tokens", "honest err", "p90", "client RTT ms", "liar samples refused", "honest refused", "worst seed err× / RTT× / tokens", "goal")
 	var out []liarsRow
@@ -247,12 +275,12 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 			row.GoalMet = &met
 			goal = fmt.Sprint(met)
 		}
-		t.Add(fmt.Sprintf("%g%%", 100*row.Fraction), row.Kind, row.Defence, row.HonestMedianErrorRatio, row.ClientRTTRatio, row.LiarTokenShare,
+		t.Add(fmt.Sprintf("%g%%", 100*row.Fraction), row.Kind, k.set.String(), row.HonestMedianErrorRatio, row.ClientRTTRatio, row.LiarTokenShare,
 			row.HonestMedianError, row.HonestP90Error, row.ClientRTT, row.LiarSamplesRefused, row.HonestSamplesRefused,
 			fmt.Sprintf("%.2f / %.2f / %.2f", row.HonestMedianErrorRatioMax, row.ClientRTTRatioMax, row.LiarTokenShareMax), goal)
 		out = append(out, *row)
 	}
-	err := printTable(o, r, "liars", fmt.Sprintf("coordinate liars: n = %d, S = %d, C = %d, %s, %d Vivaldi rounds, seeds %v; ratios to the clean run with the same defence (clean rows: with over without)", p.N, p.S, p.C, p.Latency, p.Rounds, p.Seeds), t)
+	err := printTable(o, r, "liars", fmt.Sprintf("coordinate liars: n = %d, S = %d, C = %d, %s, %d Vivaldi rounds, seeds %v; ratios to the clean run with the same defence (clean rows: over the clean run without any)", p.N, p.S, p.C, p.Latency, p.Rounds, p.Seeds), t)
 	return p, out, err
 }
 

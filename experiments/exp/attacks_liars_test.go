@@ -6,7 +6,8 @@ import (
 )
 
 // attacks writes attacks.liars: the clean runs and 30% deflation liars
-// without and with the defence (tiny: n = 120). Without it the honest
+// without and with the defence, the opt-in outlier test included (tiny:
+// n = 120). Without it the honest
 // peers' median error grows well past the clean run's; with it the error
 // is lower than without, the liars' samples are refused, the defence
 // costs the clean run less than 10%, and every row has its ratios and
@@ -34,6 +35,9 @@ func TestAttacks_Liars(t *testing.T) {
 	by := map[key]liarsRow{}
 	for _, r := range rows {
 		by[key{r.Kind, r.Defence}] = r
+		if r.OutlierTest != r.Defence {
+			t.Errorf("%s: defence %v, outlier test %v (tiny runs none and default+outlier)", r.Kind, r.Defence, r.OutlierTest)
+		}
 		if r.HonestMedianError <= 0 || r.ClientRTTRatio <= 0 || r.LiarTokenShare < 0 || r.LiarTokenShare > 1 || len(r.PerSeed) != 1 {
 			t.Errorf("%s (defence %v): %+v", r.Kind, r.Defence, r)
 		}
