@@ -171,7 +171,10 @@ func Parse(r io.Reader, name string) (*Matrix, error) {
 				return nil, &ParseError{name, lineNo, fmt.Sprintf("%d columns: more than the %d hosts a matrix may have", len(fields), MaxHosts)}
 			}
 			m.n = len(fields)
-			m.rtt = make([]float32, 0, m.n*m.n)
+			// Room for the first row only: the rows to come must exist
+			// before they cost memory (a one-row file of 20 000 columns
+			// would otherwise reserve 1.6 GB before being refused).
+			m.rtt = make([]float32, 0, m.n)
 		}
 		if len(fields) != m.n {
 			return nil, &ParseError{name, lineNo, fmt.Sprintf("row %d has %d values, the first row has %d (ragged rows)", row+1, len(fields), m.n)}

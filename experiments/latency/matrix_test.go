@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -197,4 +198,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Filled left missing pairs")
 		}
 	})
+}
+
+// A file that claims a large matrix in its first row and ends there is
+// refused having cost memory in proportion to what it holds, not to the
+// n×n matrix its first row announces (20 000 columns: 1.6 GB).
+func TestParse_MemoryFollowsTheInput(t *testing.T) {
+	row := strings.TrimSpace(strings.Repeat("0 ", MaxHosts))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Parse(strings.NewReader(row+"\n"), "one-row")
+	runtime.ReadMemStats(&after)
+	var pe *ParseError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Error(), "square") {
+		t.Fatalf("one row of %d columns: %v, want a ParseError about a square matrix", MaxHosts, err)
+	}
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(64<<20); got > limit {
+		t.Fatalf("parsing a %d-byte file allocated %d MB (limit %d MB)", len(row), got>>20, limit>>20)
+	}
 }
