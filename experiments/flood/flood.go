@@ -20,11 +20,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +36,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
 	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 	"github.com/superpeer-overlay/superpeer/internal/limits"
 	"github.com/superpeer-overlay/superpeer/internal/peerhost"
 	"github.com/superpeer-overlay/superpeer/repel"
@@ -625,7 +624,7 @@ type sampler struct {
 
 func startSampler() *sampler {
 	s := &sampler{quit: make(chan struct{}), done: make(chan struct{})}
-	s.rss0, s.heap0 = readRSS(), heapInuse()
+	s.rss0, s.heap0 = swarm.RSS(), heapInuse()
 	s.sample()
 	go func() {
 		defer close(s.done)
@@ -644,7 +643,7 @@ func startSampler() *sampler {
 }
 
 func (s *sampler) sample() {
-	s.peakRSS = max(s.peakRSS, readRSS())
+	s.peakRSS = max(s.peakRSS, swarm.RSS())
 	s.peakHeap = max(s.peakHeap, heapInuse())
 	s.peakG = max(s.peakG, runtime.NumGoroutine())
 }
@@ -660,24 +659,6 @@ func heapInuse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse
-}
-
-// readRSS is the process's resident set (Linux: /proc/self/statm), 0
-// where it cannot be read.
-func readRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return pages * uint64(os.Getpagesize())
 }
 
 // Sorted are m's keys, sorted.
