@@ -44,7 +44,7 @@ func peerIdentity(seed, path string) (key crypto.PrivKey, made bool, err error) 
 func readIdentity(path string) (crypto.PrivKey, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("identity key %s: %w", path, err)
 	}
 	k, err := crypto.UnmarshalPrivateKey(b)
 	if err != nil {
@@ -78,21 +78,17 @@ func runID(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var key crypto.PrivKey
+	var err error
 	switch {
 	case (*seed == "") == (*keyPath == ""):
 		return fmt.Errorf("%w: give one of --identity-seed and --key", errUsage)
 	case *seed != "":
-		k, err := seedIdentity(*seed)
-		if err != nil {
-			return err
-		}
-		key = k
+		key, err = seedIdentity(*seed)
 	default:
-		k, err := readIdentity(*keyPath)
-		if err != nil {
-			return err
-		}
-		key = k
+		key, err = readIdentity(*keyPath)
+	}
+	if err != nil {
+		return err
 	}
 	id, err := peer.IDFromPrivateKey(key)
 	if err != nil {

@@ -58,35 +58,27 @@ func (l *listFlag) Set(v string) error {
 // loadIdentity reads the peer's private key from path, or makes one and
 // writes it there (mode 0600) so that the peer keeps its ID across runs.
 func loadIdentity(path string) (crypto.PrivKey, bool, error) {
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		k, err := crypto.UnmarshalPrivateKey(b)
-		if err != nil {
+	k, err := readIdentity(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return k, false, err
+	}
+	k, _, err = crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, false, err
+	}
+	b, err := crypto.MarshalPrivateKey(k)
+	if err != nil {
+		return nil, false, err
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, false, fmt.Errorf("identity key %s: %w", path, err)
 		}
-		return k, false, nil
-	case errors.Is(err, fs.ErrNotExist):
-		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
-		if err != nil {
-			return nil, false, err
-		}
-		b, err := crypto.MarshalPrivateKey(k)
-		if err != nil {
-			return nil, false, err
-		}
-		if dir := filepath.Dir(path); dir != "" {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, false, fmt.Errorf("identity key %s: %w", path, err)
-			}
-		}
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return nil, false, fmt.Errorf("identity key %s: %w", path, err)
-		}
-		return k, true, nil
-	default:
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		return nil, false, fmt.Errorf("identity key %s: %w", path, err)
 	}
+	return k, true, nil
 }
 
 func runPeer(args []string, stdout, stderr io.Writer) error {
