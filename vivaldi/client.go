@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"sort"
 	"sync"
 	"time"
 )
@@ -16,8 +15,9 @@ var (
 	ErrOutOfRange = errors.New("vivaldi: coordinate component out of range")
 	ErrDimensions = errors.New("vivaldi: coordinate dimensions do not match")
 	ErrRTTRange   = errors.New("vivaldi: RTT not in (0, 10s]")
-	// ErrImplausible refuses a sample that a settled node's recent samples
-	// call a lie (Config.OutlierFactor).
+	// ErrImplausible refuses a sample whose claimed coordinate the recent
+	// peers' rule out (Config.TriangleMargin) or, with the outlier test on,
+	// the node's recent samples call a lie (Config.OutlierFactor).
 	ErrImplausible = errors.New("vivaldi: sample implausible against recent ones")
 )
 
@@ -248,9 +248,7 @@ func (c *Client) latencyFilter(peer string, s float64) (float64, *filterState) {
 		f.next = (f.next + 1) % n
 	}
 	var buf [64]float64
-	sorted := append(buf[:0], f.samples...)
-	sort.Float64s(sorted)
-	return sorted[len(sorted)/2], f
+	return upperMedian(append(buf[:0], f.samples...)), f
 }
 
 func (c *Client) evictOldestLocked() {
@@ -311,7 +309,7 @@ func (c *Client) implausible(remote Coord, r float64) bool {
 	}
 	rel := math.Abs(r-c.coord.DistanceTo(remote)) / math.Max(r, zero)
 	var buf [residWindow]float64
-	sorted := append(buf[:0], c.resid...)
+	recent := append(buf[:0], c.resid...) // upperMedian reorders its argument
 	if len(c.resid) < residWindow {
 		c.resid = append(c.resid, rel)
 	} else {
@@ -319,10 +317,10 @@ func (c *Client) implausible(remote Coord, r float64) bool {
 		c.resIdx = (c.resIdx + 1) % residWindow
 	}
 	active := c.coord.Error < c.cfg.SettledError || c.tick > uint64(c.cfg.OutlierAfter)
-	if len(sorted) < residMin || !active {
+	if len(recent) < residMin || !active {
 		return false
 	}
-	return rel > math.Max(k*upperMedian(sorted), c.cfg.OutlierMin)
+	return rel > math.Max(k*upperMedian(recent), c.cfg.OutlierMin)
 }
 
 // upperMedian is the element of rank len(xs)/2 of xs (the median, the
