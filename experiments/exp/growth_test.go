@@ -3,36 +3,67 @@ package exp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
 // runTiny runs experiment name at its test size with seed, checks that it
-// wrote files (besides results.json) and returns results.json.
+// wrote files (besides results.json) and returns results.json. The tests
+// that read one experiment's results at one seed share its run (attacks:
+// floods and liars): one run per name and seed in the package's tests.
 func runTiny(t *testing.T, name string, seed int64, files ...string) []byte {
 	t.Helper()
-	e, ok := Lookup(name)
+	tinyRuns.Lock()
+	defer tinyRuns.Unlock()
+	key := fmt.Sprintf("%s/%d", name, seed)
+	run, ok := tinyRuns.m[key]
 	if !ok {
-		t.Fatalf("%s not registered", name)
-	}
-	var out bytes.Buffer
-	rd, err := e.Run(Options{Seed: seed, Out: t.TempDir(), ID: "a", Stdout: &out, tiny: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range append(files, "results.json") {
-		if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
+		e, found := Lookup(name)
+		if !found {
+			t.Fatalf("%s not registered", name)
+		}
+		var out bytes.Buffer
+		rd, err := e.Run(Options{Seed: seed, Out: t.TempDir(), ID: "a", Stdout: &out, tiny: true})
+		if err != nil {
 			t.Fatal(err)
 		}
+		entries, err := os.ReadDir(rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run.files = map[string]bool{}
+		for _, e := range entries {
+			run.files[e.Name()] = true
+		}
+		if run.raw, err = os.ReadFile(filepath.Join(rd, "results.json")); err != nil {
+			t.Fatal(err)
+		}
+		tinyRuns.m[key] = run
 	}
-	raw, err := os.ReadFile(filepath.Join(rd, "results.json"))
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range append(files, "results.json") {
+		if !run.files[f] {
+			t.Fatalf("%s: no %s among %v", key, f, run.files)
+		}
 	}
-	return raw
+	return run.raw
 }
+
+// tinyRun is one of runTiny's runs: results.json and the names of the
+// files the run wrote.
+type tinyRun struct {
+	raw   []byte
+	files map[string]bool
+}
+
+// tinyRuns are runTiny's runs by experiment and seed.
+var tinyRuns = struct {
+	sync.Mutex
+	m map[string]tinyRun
+}{m: map[string]tinyRun{}}
 
 // growth writes results.json's growth.steady: one entry per phase end, the
 // prefix method in the simulator, S within 10% of f·n (or the rounding),
