@@ -222,7 +222,10 @@ type options struct {
 	census censusTiming
 }
 
-type censusTiming struct{ every, holdDown, expire time.Duration }
+// censusTiming is the census's period, hold-down and report expiry, and
+// settle: how long a superpeer must have held its role under the code in
+// use before it reports its load (zero: the attachment TTL).
+type censusTiming struct{ every, holdDown, expire, settle time.Duration }
 
 // attachOptions configure the attach protocol; see the With functions.
 type attachOptions struct {

@@ -45,9 +45,11 @@ type PrefixCore struct {
 	group  int
 	// next is a code SetScheme gave while a step was under way, taken up
 	// when the step ends; roleScheme the code under which the step that
-	// made the peer a superpeer decided it.
+	// made the peer a superpeer decided it, roleSince when it became one
+	// under that code.
 	next       *Prefix
 	roleScheme Prefix
+	roleSince  time.Time
 	// The periods, the options' with their defaults.
 	recheck, clientRecheck, minRecheck, startSpread, renewEvery time.Duration
 
@@ -236,6 +238,14 @@ func (o options) periods() options {
 // Role is the peer's role and who serves it: itself as a superpeer, the
 // superpeer that accepted it as a client, or empty.
 func (c *PrefixCore) Role() (Role, peer.ID) { return c.role, c.serving }
+
+// settled reports whether the peer has been the superpeer of its group
+// under the code in use for at least d: long enough, with d an attachment
+// TTL, for every live member of the group to have renewed or re-attached
+// to it, so that its load counts the group (the census's report).
+func (c *PrefixCore) settled(now time.Time, d time.Duration) bool {
+	return c.role == Superpeer && c.roleScheme == c.scheme && now.Sub(c.roleSince) >= d
+}
 
 // Next is when Tick is due next (zero: nothing is timed).
 func (c *PrefixCore) Next() time.Time {
@@ -526,6 +536,9 @@ func (c *PrefixCore) lookedHome(now time.Time, sp peer.ID, key dht.Key, ok bool)
 		if c.attached != "" {
 			c.emit(PrefixLeave, 0, c.attached)
 			c.attached = ""
+		}
+		if c.role != Superpeer || c.roleScheme != c.scheme {
+			c.roleSince = now
 		}
 		c.set(Superpeer, c.id, c.key, "closest to its superpeer key")
 		c.roleScheme = c.scheme

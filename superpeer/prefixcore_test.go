@@ -539,3 +539,47 @@ func TestPrefixCore_SetScheme(t *testing.T) {
 		r.want("lookup 0").look("g0.0").want("drop", "attach g0.0").answer(Accepted).role(Client, "g0.0")
 	})
 }
+
+// A superpeer counts as settled (its census report) only an attachment TTL
+// after it took its role under the code in use: a new code, or a step that
+// makes it superpeer anew, starts the wait again; a step that confirms the
+// role does not.
+func TestPrefixCore_Settled(t *testing.T) {
+	const ttl = 60 * time.Second
+	r := newRig(t, "g0.1", coreOpts)
+	if r.c.settled(r.now, 0) {
+		t.Fatal("settled before any role")
+	}
+	r.tickUntil().look("g0.1").role(Superpeer, "g0.1")
+	since := r.now
+	if r.c.settled(r.now, ttl) || !r.c.settled(r.now, 0) {
+		t.Fatal("settled at once, or not even for a zero wait")
+	}
+	r.tickUntil().look("g0.1").role(Superpeer, "g0.1") // confirmed: the wait goes on
+	if r.now.Sub(since) >= ttl {
+		t.Fatalf("the next step came %v later; the test wants it within the TTL", r.now.Sub(since))
+	}
+	if r.c.settled(r.now, ttl) || !r.c.settled(since.Add(ttl), ttl) {
+		t.Fatalf("settled at %v after the role, or not at the TTL", r.now.Sub(since))
+	}
+	// A new code: not settled until the role is confirmed under it and a
+	// TTL has passed.
+	five, err := Exact(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.after(time.Minute)
+	r.ops = r.c.SetScheme(r.now, five)
+	if r.c.settled(r.now.Add(ttl), ttl) {
+		t.Fatal("settled under a code it has not stepped under")
+	}
+	r.want("lookup 0").look("g0.1").role(Superpeer, "g0.1")
+	if at := r.now; r.c.settled(at.Add(ttl-time.Millisecond), ttl) || !r.c.settled(at.Add(ttl), ttl) {
+		t.Fatal("the wait did not start again under the new code")
+	}
+	// Demoted and made superpeer again: the wait starts again.
+	r.tickUntil().look("g0.0").want("drop", "attach g0.0").answer(Accepted).role(Client, "g0.0")
+	if r.c.settled(r.now.Add(ttl), ttl) {
+		t.Fatal("a client counts as settled")
+	}
+}

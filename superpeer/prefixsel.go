@@ -42,6 +42,9 @@ type PrefixSelector struct {
 	heard atomic.Bool
 	// censusEvery is the census period (censusEvery unless a test sets it).
 	censusEvery time.Duration
+	// settle is how long a superpeer holds its role before it reports
+	// (censusTiming.settle; default the attachment TTL).
+	settle time.Duration
 
 	trigger chan struct{}
 	lookups atomic.Uint64
@@ -106,6 +109,9 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 		s.censusEvery = o.census.every
 		if s.censusEvery == 0 {
 			s.censusEvery = censusEvery
+		}
+		if s.settle = o.census.settle; s.settle == 0 {
+			s.settle = att.TTL()
 		}
 		if s.box, err = newCensusBox(o.Fraction, node.ID(), scheme.Groups(), att.Capacity(), o.census); err != nil {
 			att.Close()
@@ -316,11 +322,15 @@ func (s *PrefixSelector) censusRound(ctx context.Context, now time.Time, out *sy
 	role, _ := s.core.Role()
 	b := s.box
 	b.mu.Lock()
-	if role == Superpeer && s.core.roleScheme == scheme {
+	if s.core.settled(now, s.settle) {
 		b.c.Report(now, s.attach.Load()+1, scheme.Share(scheme.Group(s.node.Key())))
 	} else {
-		// Not a superpeer, or not yet one under this code: its clients
-		// may still be those of a group the code has changed.
+		// Not a superpeer, or not one for an attachment TTL under this
+		// code: its group's members may still be attached elsewhere (to
+		// a dead superpeer, or under the code before), and a load that
+		// misses them counts the network short — short enough to propose
+		// a smaller S, whose re-attachments count it shorter still (a
+		// live shrink 1000 → 500 went down to S = 1 that way).
 		b.c.Withdraw()
 	}
 	_, proposed := b.c.Tick(now)
