@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +53,18 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 2*time.Hour, "give up after this long")
 	var algo, trace, method, where string
 	var n int
+	var phases []int
 	if name == "growth" {
+		fs.Func("phases", "network sizes in turn, `N,N,...` (default: the experiment's own)", func(v string) error {
+			for _, f := range strings.Split(v, ",") {
+				k, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || k < 1 || k > 10_000_000 {
+					return fmt.Errorf("phase %q: want a size in [1, 10^7]", f)
+				}
+				phases = append(phases, k)
+			}
+			return nil
+		})
 		fs.StringVar(&method, "method", "", "only this method's rows: prefix or repel (default both)")
 		fs.StringVar(&where, "where", "", "only the simulator's rows (sim) or the live swarms' (live) (default both)")
 	}
@@ -93,7 +105,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	_, err := e.Run(exp.Options{Ctx: ctx, Quick: *quick, Seed: *seed, Out: *out, ID: *id, Stdout: stdout, Stderr: stderr,
-		Algo: algo, N: n, Trace: trace, Method: method, Where: where})
+		Algo: algo, N: n, Trace: trace, Method: method, Where: where, Phases: phases})
 	return err
 }
 

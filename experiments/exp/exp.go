@@ -45,6 +45,9 @@ type Options struct {
 	// ("prefix" or "repel"; "" both) and to the simulator's or the live
 	// swarm's ("sim" or "live"; "" both).
 	Method, Where string
+	// Phases, if set, are the growth experiment's network sizes in turn,
+	// for the simulator's rows and the live swarms' alike.
+	Phases []int
 	// tiny shrinks an experiment further than Quick, for tests.
 	tiny bool
 }

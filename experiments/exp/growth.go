@@ -137,6 +137,9 @@ func runGrowth(o Options, r *report.Run) error {
 	if o.Method != "" {
 		p.LiveMethods = slices.DeleteFunc(p.LiveMethods, func(m string) bool { return m != o.Method })
 	}
+	if len(o.Phases) > 0 {
+		p.Phases, p.LivePhases = o.Phases, o.Phases
+	}
 	switch o.Where {
 	case "live":
 		p.Seeds, p.Rescheme, p.RepelSim = 0, nil, nil
