@@ -194,7 +194,7 @@ func FuzzMoveFrames(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := peer.IDFromBytes([]byte(m.Token.Holder)); err != nil || !m.Token.Coord.IsValid() {
+		if _, err := peer.IDFromBytes([]byte(m.Token.Holder)); err != nil || m.Token.Coord.Check() != nil {
 			t.Fatalf("accepted frame with holder %q coord %+v", m.Token.Holder, m.Token.Coord)
 		}
 	})
@@ -286,7 +286,7 @@ func FuzzSurveyFrames(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(m.Survey) > maxSurveyClients || len(m.RTTs) > maxSurveyClients || !m.Token.Coord.IsValid() {
+		if len(m.Survey) > maxSurveyClients || len(m.RTTs) > maxSurveyClients || m.Token.Coord.Check() != nil {
 			t.Fatalf("accepted %d peers, %d RTTs, coord %+v", len(m.Survey), len(m.RTTs), m.Token.Coord)
 		}
 		for _, r := range m.RTTs {

@@ -106,9 +106,6 @@ func NewClient(cfg Config, rng *rand.Rand) (*Client, error) {
 	}, nil
 }
 
-// Config returns the client's configuration.
-func (c *Client) Config() Config { return c.cfg }
-
 // GetCoordinate returns a copy of the node's coordinate.
 func (c *Client) GetCoordinate() Coord {
 	c.mu.Lock()

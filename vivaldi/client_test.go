@@ -73,7 +73,7 @@ func TestClient_NaN_Defense(t *testing.T) {
 	if fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Fatalf("refused samples moved the coordinate: %v -> %v", before, after)
 	}
-	if !after.IsValid() {
+	if after.Check() != nil {
 		t.Fatalf("stored coordinate invalid: %v", after)
 	}
 	st := c.Stats()
@@ -112,7 +112,7 @@ func TestClient_Reset(t *testing.T) {
 	if c.Stats().Resets != 1 {
 		t.Fatalf("Resets = %d, want 1", c.Stats().Resets)
 	}
-	if !got.IsValid() || got.Vec[0] != 0 || got.Error != cfg.ErrorMax {
+	if got.Check() != nil || got.Vec[0] != 0 || got.Error != cfg.ErrorMax {
 		t.Fatalf("after reset coordinate = %v, want the origin with max error", got)
 	}
 }
@@ -133,7 +133,7 @@ func TestClient_GetCoordinateIsACopy(t *testing.T) {
 	c := newTestClient(t, DefaultConfig(), 1)
 	co := c.GetCoordinate()
 	co.Vec[0] = math.NaN()
-	if !c.GetCoordinate().IsValid() {
+	if c.GetCoordinate().Check() != nil {
 		t.Fatal("changing a returned coordinate changed the client")
 	}
 }
@@ -443,7 +443,7 @@ func TestClient_Concurrent(t *testing.T) {
 	for g := 0; g < 4; g++ {
 		<-done
 	}
-	if st := c.Stats(); st.Updates+st.RefusedOutlier+st.RefusedTriangle != 800 || !c.GetCoordinate().IsValid() {
+	if st := c.Stats(); st.Updates+st.RefusedOutlier+st.RefusedTriangle != 800 || c.GetCoordinate().Check() != nil {
 		t.Fatalf("stats %+v, coordinate %v", st, c.GetCoordinate())
 	}
 }

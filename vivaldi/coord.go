@@ -74,6 +74,3 @@ func (c Coord) Check() error {
 	}
 	return nil
 }
-
-// IsValid is Check() == nil.
-func (c Coord) IsValid() bool { return c.Check() == nil }

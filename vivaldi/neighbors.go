@@ -143,8 +143,8 @@ func (k kind) String() string {
 	return "none"
 }
 
-// Candidate is a peer offered as a possible near neighbour.
-type Candidate struct {
+// offered is a peer offered as a possible near neighbour (Offer).
+type offered struct {
 	ID string
 	// Coord is its coordinate as the offerer heard it (zero if unknown).
 	Coord Coord
@@ -372,7 +372,7 @@ func (n *neighbors) Forget(id string) {
 // most Internet paths obey). +Inf if nothing is known.
 func estimate(me Coord, c Coord, via, rtt float64) float64 {
 	e := math.Inf(1)
-	if c.IsValid() && len(c.Vec) == len(me.Vec) {
+	if c.Check() == nil && len(c.Vec) == len(me.Vec) {
 		e = me.DistanceTo(c)
 	}
 	if via > 0 && rtt > 0 {
@@ -387,7 +387,7 @@ func estimate(me Coord, c Coord, via, rtt float64) float64 {
 // within Retry and peers with an empty ID are skipped; a candidate already
 // in the pool keeps the lower of its two estimates. When the pool is full a
 // candidate replaces the one of highest estimate if its own is lower.
-func (n *neighbors) Offer(me Coord, via float64, cs []Candidate) {
+func (n *neighbors) Offer(me Coord, via float64, cs []offered) {
 	now := n.now()
 	for _, c := range cs {
 		if c.ID == "" {
@@ -507,7 +507,7 @@ func (n *neighbors) Next(random []string) (string, kind) {
 // or mismatched coordinates. Ties go to the smaller distance's first key in
 // sorted order, so the result does not depend on map order.
 func nearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) bool) []K {
-	if k <= 0 || !target.IsValid() {
+	if k <= 0 || target.Check() != nil {
 		return nil
 	}
 	type kd struct {
@@ -519,7 +519,7 @@ func nearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) b
 	// thousands, so an insertion into k beats sorting them all.
 	all := make([]kd, 0, k)
 	for id, c := range known {
-		if (skip != nil && skip(id)) || len(c.Vec) != len(target.Vec) || !c.IsValid() {
+		if (skip != nil && skip(id)) || len(c.Vec) != len(target.Vec) || c.Check() != nil {
 			continue
 		}
 		x := kd{id, target.DistanceTo(c)}

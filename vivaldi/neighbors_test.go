@@ -134,12 +134,12 @@ func TestNeighbors_DropsFailingMember(t *testing.T) {
 		t.Fatalf("not dropped after %d failures: %+v", n.Config().MaxFailures, n.Stats())
 	}
 	// And it is not a candidate again within Retry.
-	n.Offer(at(0), 0, []Candidate{{ID: "a", Coord: at(1)}})
+	n.Offer(at(0), 0, []offered{{ID: "a", Coord: at(1)}})
 	if n.Stats().Candidates != 0 {
 		t.Fatal("a dropped member offered again at once")
 	}
 	c.add(n.Config().Retry)
-	n.Offer(at(0), 0, []Candidate{{ID: "a", Coord: at(1)}})
+	n.Offer(at(0), 0, []offered{{ID: "a", Coord: at(1)}})
 	if n.Stats().Candidates != 1 {
 		t.Fatal("a dropped member not offered again after Retry")
 	}
@@ -176,11 +176,11 @@ func TestNeighbors_CandidatePool(t *testing.T) {
 	c := newClock()
 	n := nearSet(t, smallNear(), c) // 4 candidates
 	n.Observe("m", ms(10))
-	var cs []Candidate
+	var cs []offered
 	for i := 0; i < 6; i++ {
-		cs = append(cs, Candidate{ID: fmt.Sprintf("c%d", i), Coord: at(float64(60 - 10*i))})
+		cs = append(cs, offered{ID: fmt.Sprintf("c%d", i), Coord: at(float64(60 - 10*i))})
 	}
-	cs = append(cs, Candidate{ID: "m", Coord: at(1)}, Candidate{ID: "", Coord: at(1)})
+	cs = append(cs, offered{ID: "m", Coord: at(1)}, offered{ID: "", Coord: at(1)})
 	n.Offer(at(0), 0, cs)
 	if st := n.Stats(); st.Candidates != 4 {
 		t.Fatalf("%d candidates, want 4", st.Candidates)
@@ -197,12 +197,12 @@ func TestNeighbors_CandidatePool(t *testing.T) {
 		t.Fatalf("probes %v, want [c5 c4 c3 c2]", got)
 	}
 	// A probed candidate is not offered again within Retry...
-	n.Offer(at(0), 0, []Candidate{{ID: "c5", Coord: at(1)}})
+	n.Offer(at(0), 0, []offered{{ID: "c5", Coord: at(1)}})
 	if n.Stats().Candidates != 0 {
 		t.Fatal("probed candidate re-offered")
 	}
 	// ... and an unprobed one is forgotten after CandidateTTL.
-	n.Offer(at(0), 0, []Candidate{{ID: "x", Coord: at(1)}})
+	n.Offer(at(0), 0, []offered{{ID: "x", Coord: at(1)}})
 	c.add(n.Config().CandidateTTL)
 	if id, k := n.Next(nil); k == kindProbe || id == "x" {
 		t.Fatalf("expired candidate probed")
@@ -211,9 +211,9 @@ func TestNeighbors_CandidatePool(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	// An offer of a candidate already in the pool keeps the lower estimate.
-	n.Offer(at(0), 0, []Candidate{{ID: "y", Coord: at(50)}})
-	n.Offer(at(0), 0, []Candidate{{ID: "y", Coord: at(5)}})
-	n.Offer(at(0), 0, []Candidate{{ID: "y", Coord: at(70)}})
+	n.Offer(at(0), 0, []offered{{ID: "y", Coord: at(50)}})
+	n.Offer(at(0), 0, []offered{{ID: "y", Coord: at(5)}})
+	n.Offer(at(0), 0, []offered{{ID: "y", Coord: at(70)}})
 	if n.cands["y"].score != ms(5) {
 		t.Fatalf("y's estimate %v, want 5 ms", n.cands["y"].score)
 	}
@@ -257,13 +257,13 @@ func TestNeighbors_NextSchedule(t *testing.T) {
 	}
 	// Full set, worst 30 ms, slack 1.5: a 50 ms candidate is not worth
 	// measuring, a 40 ms one is.
-	n.Offer(at(0), 0, []Candidate{{ID: "far", Coord: at(50)}})
+	n.Offer(at(0), 0, []offered{{ID: "far", Coord: at(50)}})
 	for i := 0; i < 4; i++ {
 		if _, k := n.Next(nil); k == kindProbe {
 			t.Fatal("probed a candidate far beyond the worst member")
 		}
 	}
-	n.Offer(at(0), 0, []Candidate{{ID: "ok", Coord: at(40)}})
+	n.Offer(at(0), 0, []offered{{ID: "ok", Coord: at(40)}})
 	if id, k := n.Next(nil); k != kindProbe || id != "ok" {
 		t.Fatalf("next %q %v, want a probe of ok", id, k)
 	}
@@ -406,14 +406,14 @@ func TestNeighbors_GossipFindsNearest(t *testing.T) {
 			shared := shareFor(sets[j], id(j), id(i), origin, known[j], cfg.Share)
 			known[i][p] = origin
 			known[j][id(i)] = origin
-			var cs []Candidate
+			var cs []offered
 			for _, s := range shared {
-				cs = append(cs, Candidate{ID: s.ID, Coord: origin, RTT: s.RTT})
+				cs = append(cs, offered{ID: s.ID, Coord: origin, RTT: s.RTT})
 			}
 			sets[i].Observe(p, d)
 			sets[i].Offer(origin, d, cs)
 			// The replier takes the asker as a candidate, as Service does.
-			sets[j].Offer(origin, 0, []Candidate{{ID: id(i), Coord: origin}})
+			sets[j].Offer(origin, 0, []offered{{ID: id(i), Coord: origin}})
 		}
 	}
 	// Every peer's set should be its K true nearest (ties at the ends
@@ -513,12 +513,12 @@ func TestNeighbors_PlanetLab(t *testing.T) {
 			j := index[p]
 			rtt := pl.RTT(i, j)/1000 + 1.25e-3*(0.5+rng.Float64())
 			me, them := cls[i].GetCoordinate(), cls[j].GetCoordinate()
-			var cs []Candidate
+			var cs []offered
 			for _, s := range shareFor(sets[j], ids[j], ids[i], me, known[j], cfg.Share) {
-				cs = append(cs, Candidate{ID: s.ID, Coord: known[j][s.ID], RTT: s.RTT})
+				cs = append(cs, offered{ID: s.ID, Coord: known[j][s.ID], RTT: s.RTT})
 			}
 			known[j][ids[i]] = me
-			sets[j].Offer(them, 0, []Candidate{{ID: ids[i], Coord: me}})
+			sets[j].Offer(them, 0, []offered{{ID: ids[i], Coord: me}})
 			known[i][p] = them
 			sets[i].Observe(p, rtt)
 			sets[i].Offer(me, rtt, cs)

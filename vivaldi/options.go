@@ -187,18 +187,6 @@ func WithMaxInFlight(n int) Option {
 	}
 }
 
-// WithClock sets the clock of the neighbour set's timeouts and of the
-// per-peer rate limit (default time.Now), for tests.
-func WithClock(now func() time.Time) Option {
-	return func(cfg *config) error {
-		if now == nil {
-			return errors.New("WithClock: nil function")
-		}
-		cfg.now = now
-		return nil
-	}
-}
-
 // WithSeed seeds the service's randomness (peer choice, jitter and the
 // model's tie breaking), for reproducible runs.
 func WithSeed(seed int64) Option {

@@ -200,19 +200,8 @@ func (s *Service) SetInterval(d time.Duration) {
 // (WithProtocolPrefix).
 func (s *Service) ProtocolPrefix() protocol.ID { return s.cfg.prefix }
 
-// Client is the model the service feeds (for DistanceTo, Stats, ...).
-func (s *Service) Client() *Client { return s.client }
-
 // Coordinate is this peer's current coordinate.
 func (s *Service) Coordinate() Coord { return s.client.GetCoordinate() }
-
-// PeerCoordinate is the last coordinate heard from p, if any.
-func (s *Service) PeerCoordinate(p peer.ID) (Coord, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.peers[p]
-	return c.Clone(), ok
-}
 
 // PeerCoordinates is a copy of the last coordinate heard from every peer.
 func (s *Service) PeerCoordinates() map[peer.ID]Coord {
@@ -307,7 +296,7 @@ func (s *Service) handle(st network.Stream) {
 		s.rememberLocked(from, req.Coord)
 	}
 	// A peer that asks us is a candidate near neighbour too.
-	s.near.Offer(me, 0, []Candidate{{ID: string(from), Coord: req.Coord}})
+	s.near.Offer(me, 0, []offered{{ID: string(from), Coord: req.Coord}})
 	s.mu.Unlock()
 	// Let the caller close first, once it has the reply. Closing at once
 	// is allowed, but some transports (mocknet) flush on close ahead of
@@ -369,17 +358,6 @@ func (s *Service) Sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 	return rtt, err
 }
 
-// Step chooses the next peer as the background sampler does (Next of the
-// neighbour set, over the peer source's candidates) and samples it.
-func (s *Service) Step(ctx context.Context) (peer.ID, kind, time.Duration, error) {
-	p, kind, ok := s.pick()
-	if !ok {
-		return "", kindNone, 0, errors.New("vivaldi: no peer to sample")
-	}
-	rtt, err := s.Sample(ctx, p)
-	return p, kind, rtt, err
-}
-
 func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) {
 	if p == s.h.ID() {
 		return 0, errors.New("vivaldi: cannot sample self")
@@ -399,7 +377,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 		s.cfg.observe(p, rtt)
 	}
 	self := s.h.ID()
-	cands := make([]Candidate, 0, len(f.Neighbors))
+	cands := make([]offered, 0, len(f.Neighbors))
 	dups := 0
 	for _, n := range f.Neighbors {
 		if n.ID == self || n.ID == p {
@@ -410,7 +388,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 			// Enough to dial it if we measure it; forgotten soon if not.
 			s.h.Peerstore().AddAddrs(n.ID, n.Addrs, peerstore.TempAddrTTL)
 		}
-		cands = append(cands, Candidate{ID: string(n.ID), Coord: n.Coord, RTT: n.RTT})
+		cands = append(cands, offered{ID: string(n.ID), Coord: n.Coord, RTT: n.RTT})
 	}
 	if dups > 0 {
 		s.drops.Add(dropNeighborDup, uint64(dups))

@@ -177,7 +177,7 @@ func TestService_DropsBadReply(t *testing.T) {
 	if d := b.Drops()[dropNonFinite]; d != 1 {
 		t.Fatalf("drops[%s] = %d, want 1", dropNonFinite, d)
 	}
-	if c := b.Coordinate(); !c.IsValid() || b.Client().Stats().Updates != 0 {
+	if c := b.Coordinate(); c.Check() != nil || b.Client().Stats().Updates != 0 {
 		t.Fatalf("bad reply reached the model: %v %+v", c, b.Client().Stats())
 	}
 	if st := b.Stats(); st.SampleFailure != 1 || st.Samples != 0 {

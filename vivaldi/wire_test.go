@@ -111,7 +111,7 @@ func FuzzDecodeCoord(f *testing.F) {
 			}
 			return
 		}
-		if !c.IsValid() || len(c.Vec) != 3 {
+		if c.Check() != nil || len(c.Vec) != 3 {
 			t.Fatalf("accepted invalid coordinate %v", c)
 		}
 		// An accepted coordinate survives a round trip unchanged.
@@ -126,7 +126,7 @@ func FuzzDecodeCoord(f *testing.F) {
 		}
 		seen := map[peer.ID]bool{}
 		for _, n := range fr.Neighbors {
-			if seen[n.ID] || n.ID.Validate() != nil || len(n.ID) > maxPeerIDSize || !n.Coord.IsValid() || len(n.Coord.Vec) != 3 ||
+			if seen[n.ID] || n.ID.Validate() != nil || len(n.ID) > maxPeerIDSize || n.Coord.Check() != nil || len(n.Coord.Vec) != 3 ||
 				!(n.RTT >= 0 && n.RTT <= MaxRTT.Seconds()) || len(n.Addrs) > maxNeighborAddrs {
 				t.Fatalf("accepted bad neighbour %+v", n)
 			}

@@ -25,7 +25,7 @@ func TestVivaldi_SwarmLive(t *testing.T) {
 	}
 	t.Logf("median %.3f p90 %.3f after %.1f s, %.0f samples per peer", sum.Median, sum.P90, sum.Seconds, sum.Samples)
 	for i := range s.Peers {
-		if c := v.Coord(i); !c.IsValid() {
+		if c := v.Coord(i); c.Check() != nil {
 			t.Errorf("peer %d: invalid coordinate %+v", i, c)
 		}
 	}

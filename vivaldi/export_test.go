@@ -1,0 +1,46 @@
+package vivaldi
+
+// Hooks of the package's tests: the service's model, a coordinate heard,
+// one step of the sampler, and a clock.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Client is the model the service feeds.
+func (s *Service) Client() *Client { return s.client }
+
+// PeerCoordinate is the last coordinate heard from p, if any.
+func (s *Service) PeerCoordinate(p peer.ID) (Coord, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.peers[p]
+	return c.Clone(), ok
+}
+
+// Step chooses the next peer as the background sampler does (Next of the
+// neighbour set, over the peer source's candidates) and samples it.
+func (s *Service) Step(ctx context.Context) (peer.ID, kind, time.Duration, error) {
+	p, kind, ok := s.pick()
+	if !ok {
+		return "", kindNone, 0, errors.New("vivaldi: no peer to sample")
+	}
+	rtt, err := s.Sample(ctx, p)
+	return p, kind, rtt, err
+}
+
+// WithClock sets the clock of the neighbour set's timeouts and of the
+// per-peer rate limit (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(cfg *config) error {
+		if now == nil {
+			return errors.New("WithClock: nil function")
+		}
+		cfg.now = now
+		return nil
+	}
+}
