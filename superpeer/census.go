@@ -58,7 +58,7 @@ type censusBox struct {
 }
 
 func newCensusBox(f float64, self peer.ID, initial, capacity int, tm censusTiming) (*censusBox, error) {
-	c, err := census.New(census.Config{Fraction: f, HoldDown: tm.holdDown, Expire: tm.expire}, string(self), census.Value{S: initial})
+	c, err := census.New(census.Config{Fraction: f, HoldDown: tm.holdDown, Expire: tm.expire, ConfirmFor: tm.confirmFor}, string(self), census.Value{S: initial})
 	if err != nil {
 		return nil, err
 	}

@@ -222,10 +222,11 @@ type options struct {
 	census censusTiming
 }
 
-// censusTiming is the census's period, hold-down and report expiry, and
-// settle: how long a superpeer must have held its role under the code in
-// use before it reports its load (zero: the attachment TTL).
-type censusTiming struct{ every, holdDown, expire, settle time.Duration }
+// censusTiming is the census's period, hold-down, report expiry and
+// confirmation time (zero: internal/census's defaults), and settle: how
+// long a superpeer must have held its role under the code in use before
+// it reports its load (zero: the attachment TTL).
+type censusTiming struct{ every, holdDown, expire, confirmFor, settle time.Duration }
 
 // attachOptions configure the attach protocol; see the With functions.
 type attachOptions struct {

@@ -296,7 +296,7 @@ func TestPrefixSelector_FractionFollowsTheNetwork(t *testing.T) {
 	// Reports live 30 exchange intervals: under -race on a loaded machine
 	// (CI beside a live swarm) 2 s let them expire between exchanges and
 	// the tables never held enough to propose.
-	o.census = censusTiming{every: 200 * time.Millisecond, holdDown: time.Second, expire: 6 * time.Second}
+	o.census = censusTiming{every: 200 * time.Millisecond, holdDown: time.Second, expire: 6 * time.Second, confirmFor: time.Second}
 	peers, join := prefixNetJoin(t, n, 4, o)
 	capacity := peers[0].sel.Attach().Capacity()
 	if capacity != 8 {

@@ -130,7 +130,11 @@ type Config struct {
 	// band before this peer proposes (default 2): one table that strays —
 	// of a thousand superpeers one always does — does not move everyone.
 	Confirm int
-	// ConfirmFor is how long, besides, those ticks must span (default 0):
+	// ConfirmFor is how long, besides, those ticks must span (default
+	// 20 s): a report's estimate is as old as the gossip that brought it,
+	// so while clients are still attaching (a start, a new superpeer, a
+	// change of S) the median of the estimates trails the network, and a
+	// count outside the band for a few rounds is not yet the network's;
 	// where reports are refreshed only every so often, a client that
 	// moved between two superpeers is counted by both until the first
 	// reports again, and a count outside the band for a whole refresh
@@ -191,6 +195,9 @@ func (c *Config) fill() error {
 	}
 	if c.Quorum == 0 {
 		c.Quorum = 0.5
+	}
+	if c.ConfirmFor == 0 {
+		c.ConfirmFor = 20 * time.Second
 	}
 	if math.IsNaN(c.Quorum) || c.Quorum < 0 || c.Quorum > 1 {
 		return fmt.Errorf("%w: quorum %v not in (0, 1]", ErrConfig, c.Quorum)
@@ -303,7 +310,10 @@ func (c *Census) adopt(now time.Time, v Value) {
 func (c *Census) Report(now time.Time, peers int, share float64) {
 	c.start(now)
 	c.seq++
-	est, _ := c.Size(now)
+	est, reports := c.Size(now)
+	if !c.quorate(reports) {
+		est = 0 // from too few reports: no estimate yet (a median would take it)
+	}
 	e := Entry{ID: c.self, Peers: max(peers, 1), Share: share, Version: c.val.Version, Seq: c.seq, Estimate: est}
 	if !e.valid() {
 		c.Withdraw()
@@ -410,6 +420,13 @@ func (c *Census) Size(now time.Time) (n float64, reports int) {
 	return peers / share, len(c.table)
 }
 
+// quorate reports whether a table of this many reports is enough to
+// estimate the network's size by: those of Quorum of S superpeers under
+// the value held, or of MaxReports + 1.
+func (c *Census) quorate(reports int) bool {
+	return reports >= min(int(math.Ceil(c.cfg.Quorum*float64(c.val.S))), c.cfg.MaxReports+1)
+}
+
 // median is the median of the estimates the table's reports carry and this
 // peer's own (n).
 func (c *Census) median(n float64) float64 {
@@ -436,7 +453,7 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 		return c.val, false
 	}
 	n, reports := c.Size(now)
-	if reports < min(int(math.Ceil(c.cfg.Quorum*float64(c.val.S))), c.cfg.MaxReports+1) {
+	if !c.quorate(reports) {
 		return c.val, false
 	}
 	if c.cfg.Quorum < 1 || reports < c.val.S {

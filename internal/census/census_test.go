@@ -93,7 +93,8 @@ func TestObserveAndMerge(t *testing.T) {
 // A superpeer proposes only with its own report in, a table of at least S
 // reports, and its value held for the hold-down; reports expire.
 func TestTick_Guards(t *testing.T) {
-	cfg := Config{Fraction: 0.1, HoldDown: 10 * time.Second, Expire: 30 * time.Second}
+	// ConfirmFor out of the way (TestTick_ConfirmFor checks it).
+	cfg := Config{Fraction: 0.1, HoldDown: 10 * time.Second, Expire: 30 * time.Second, ConfirmFor: time.Nanosecond}
 	c, err := New(cfg, "a", Value{S: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +137,7 @@ func TestTick_Guards(t *testing.T) {
 // Quorum 1 waits for every superpeer's report: three of four are not
 // enough, the fourth is.
 func TestTick_Quorum(t *testing.T) {
-	cfg := Config{Fraction: 0.1, HoldDown: time.Second, Quorum: 1, Confirm: 1}
+	cfg := Config{Fraction: 0.1, HoldDown: time.Second, Quorum: 1, Confirm: 1, ConfirmFor: time.Second}
 	c, err := New(cfg, "a", Value{S: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +149,10 @@ func TestTick_Quorum(t *testing.T) {
 		t.Fatalf("proposed %v from 3 of 4 reports", v)
 	}
 	c.Merge(t0, Value{S: 4}, []Entry{{ID: "d", Peers: 40, Share: 0.25, Seq: 1}})
-	if v, ch := c.Tick(t0.Add(3 * time.Second)); !ch || v.S != 16 {
+	if v, ch := c.Tick(t0.Add(3 * time.Second)); ch {
+		t.Fatalf("proposed %v on the first tick outside the band (ConfirmFor 1 s)", v)
+	}
+	if v, ch := c.Tick(t0.Add(4 * time.Second)); !ch || v.S != 16 {
 		t.Fatalf("with every report: %v %v, want S = 16 for 160 peers", v, ch)
 	}
 }
@@ -340,7 +344,7 @@ func TestGossip_NoFlapping(t *testing.T) {
 	// The band is what holds it: half a superpeer of slack, no relative
 	// band, and the same jitter moves S back and forth.
 	narrow := cfg
-	narrow.Slack, narrow.Hysteresis = 0.5, 1e-9
+	narrow.Slack, narrow.Hysteresis, narrow.ConfirmFor = 0.5, 1e-9, time.Nanosecond
 	if n, _ := changes(narrow); n < 10 {
 		t.Fatalf("without the band S changed only %d times: the test cannot tell", n)
 	}
@@ -395,7 +399,7 @@ func TestSize_Sample(t *testing.T) {
 // of its own that strays does not move S while the others' estimates are
 // within the band, and does once they are not.
 func TestTick_MedianOfEstimates(t *testing.T) {
-	cfg := Config{Fraction: 0.01, HoldDown: time.Second, Expire: time.Minute, Confirm: 1}
+	cfg := Config{Fraction: 0.01, HoldDown: time.Second, Expire: time.Minute, Confirm: 1, ConfirmFor: time.Second}
 	c, err := New(cfg, "a", Value{S: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +426,10 @@ func TestTick_MedianOfEstimates(t *testing.T) {
 		{ID: "c", Peers: 200, Share: 0.25, Seq: 2, Estimate: 805},
 		{ID: "d", Peers: 200, Share: 0.25, Seq: 2, Estimate: 800},
 	})
-	if v, ch := c.Tick(now.Add(3 * time.Second)); !ch || v.S != 8 {
+	if v, ch := c.Tick(now.Add(3 * time.Second)); ch {
+		t.Fatalf("proposed %v on the first tick outside the band (ConfirmFor 1 s)", v)
+	}
+	if v, ch := c.Tick(now.Add(4 * time.Second)); !ch || v.S != 8 {
 		t.Fatalf("median 800 did not propose S = 8: %v %v", v, ch)
 	}
 }
@@ -448,5 +455,33 @@ func TestOwnAndForget(t *testing.T) {
 	c.Forget("nobody")
 	if n, k := c.Size(t0); k != 1 || n != 12 {
 		t.Fatalf("after Forget: size %v from %d reports, want own 6 for half: 12", n, k)
+	}
+}
+
+// A report carries an estimate only from a table that holds a quorum (here
+// two of S = 4): one superpeer's own load, however large, is no estimate
+// of the network a median should take.
+func TestReport_EstimateNeedsQuorum(t *testing.T) {
+	c, err := New(Config{Fraction: 0.1}, "a", Value{S: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	estimate := func() float64 {
+		t.Helper()
+		e, ok := c.Own()
+		if !ok {
+			t.Fatal("no own report")
+		}
+		return e.Estimate
+	}
+	c.Report(t0, 40, 0.25)
+	c.Report(t0.Add(time.Second), 40, 0.25) // the table holds its own report only
+	if e := estimate(); e != 0 {
+		t.Fatalf("estimate %v from one report, want none", e)
+	}
+	c.Merge(t0.Add(time.Second), Value{S: 4}, []Entry{{ID: "b", Peers: 60, Share: 0.25, Seq: 1}})
+	c.Report(t0.Add(2*time.Second), 40, 0.25)
+	if e := estimate(); e != 200 {
+		t.Fatalf("estimate %v from two reports, want (40 + 60) / 0.5 = 200", e)
 	}
 }
