@@ -59,26 +59,26 @@ func (t MsgType) String() string {
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
 
-// RefuseReason says why a move was declined.
-type RefuseReason uint8
+// refuseReason says why a move was declined (Message.Reason).
+type refuseReason uint8
 
 const (
-	// RefuseNone is the zero value, carried by every message but a refusal.
-	RefuseNone RefuseReason = iota
-	// RefuseHolding: the peer already holds a token (at most one per peer).
-	RefuseHolding
-	// RefuseStale: the peer knows a fresher version of the offered token,
+	// refuseNone is the zero value, carried by every message but a refusal.
+	refuseNone refuseReason = iota
+	// refuseHolding: the peer already holds a token (at most one per peer).
+	refuseHolding
+	// refuseStale: the peer knows a fresher version of the offered token,
 	// so the offer comes from a holder that has already lost it.
-	RefuseStale
+	refuseStale
 )
 
-func (r RefuseReason) String() string {
+func (r refuseReason) String() string {
 	switch r {
-	case RefuseNone:
+	case refuseNone:
 		return "none"
-	case RefuseHolding:
+	case refuseHolding:
 		return "holding"
-	case RefuseStale:
+	case refuseStale:
 		return "stale"
 	}
 	return fmt.Sprintf("RefuseReason(%d)", uint8(r))
@@ -93,7 +93,7 @@ type Message struct {
 	From   string
 	To     string
 	Token  Token
-	Reason RefuseReason
+	Reason refuseReason // why a MsgMoveRefuse declined: "holding" or "stale" (%v); zero otherwise
 	// Survey lists the peers a MsgSurvey asks To to measure.
 	Survey []string
 	// RTTs is a MsgSurveyReport's measurements, in seconds, one per peer
@@ -319,9 +319,6 @@ func NewNode(id string, key Key, cfg Config, rng *rand.Rand) (*Node, error) {
 	}, nil
 }
 
-// ID is the peer this node runs for.
-func (n *Node) ID() string { return n.id }
-
 // Role is the node's current role.
 func (n *Node) Role() superpeer.Role { return n.role }
 
@@ -336,30 +333,19 @@ func (n *Node) Held() (Token, bool) {
 // Moving reports whether the node has offered its token and awaits the ack.
 func (n *Node) Moving() bool { return n.held != nil && n.held.pending != nil }
 
-// Offer is the token version this node has offered (Holder the peer it
-// offered it to) while it awaits the answer.
-func (n *Node) Offer() (Token, bool) {
+// pendingOffer is the token version this node has offered (Holder the
+// peer it offered it to) while it awaits the answer.
+func (n *Node) pendingOffer() (Token, bool) {
 	if n.held == nil || n.held.pending == nil {
 		return Token{}, false
 	}
 	return copyToken(n.held.pending.offer), true
 }
 
-// Tokens returns the freshest version the node knows of each token ID
-// (known is false for IDs never heard of).
-func (n *Node) Tokens() (toks []Token, known []bool) {
-	toks = make([]Token, len(n.tokens))
-	known = make([]bool, len(n.tokens))
-	for i, e := range n.tokens {
-		toks[i], known[i] = copyToken(e.tok), e.known
-	}
-	return toks, known
-}
-
-// LiveTokens returns the freshest known version of every token heard of
+// liveTokens returns the freshest known version of every token heard of
 // within DeadAfter: the superpeers (or superpeers-to-be) a client may attach
 // to, each with its holder's coordinate.
-func (n *Node) LiveTokens(now time.Time) []Token {
+func (n *Node) liveTokens(now time.Time) []Token {
 	var out []Token
 	for _, e := range n.tokens {
 		if e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter {
@@ -808,17 +794,17 @@ func (n *Node) onMove(now time.Time, m Message) {
 			n.send(Message{Type: MsgMoveAck, To: m.From, Token: h.tok})
 			return
 		}
-		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: RefuseHolding})
+		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: refuseHolding})
 		return
 	}
 	if e := n.tokens[t.ID]; e.known && !t.Beats(e.tok) {
-		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: RefuseStale})
+		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: refuseStale})
 		return
 	}
 	if !n.coordOK() {
 		// Without a coordinate this peer cannot carry the token's position;
 		// it would not have been a candidate had the sender known.
-		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: RefuseStale})
+		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: refuseStale})
 		return
 	}
 	t.HeldSince = now

@@ -37,12 +37,14 @@
 // A superpeer proposes a new value — S' = round(f·n̂) within [Min, Max], the
 // version one above its own, n̂ the median of its own estimate and those
 // its table's reports carry (each superpeer's estimate when it reported) —
-// when f·n̂ has left the band around S (Target), its
+// when f·n̂ has left the band around S (Target) and so has f times its own
+// table's estimate, on the same side, its
 // table holds reports from at least half of S superpeers under the current
 // value (Quorum; or MaxReports + 1 of them: a table of a few reports
 // extrapolates from too few groups; not all S by default, as some groups of
-// a small network are empty and never report), it found the count outside the band on Confirm
-// ticks in a row, and the current value is at least
+// a small network are empty and never report), it found the count outside
+// the band on Confirm ticks in a row spanning ConfirmFor (20 s), and the
+// current value is at least
 // HoldDown old (loads move after every change). Superpeers whose tables
 // agree propose the same value at about the same time; otherwise the order
 // of values picks one. The band — Hysteresis of S, at least Slack in
@@ -456,10 +458,20 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 	if !c.quorate(reports) {
 		return c.val, false
 	}
+	own := n
 	if c.cfg.Quorum < 1 || reports < c.val.S {
 		n = c.median(n)
 	} // else every superpeer's report is in: the sum is the count itself
 	want := c.cfg.Target(n, c.val.S)
+	// The median and this peer's own table must both find the count
+	// outside the band, on the same side: the median keeps one stray
+	// table from moving everyone, and the table, made of the latest
+	// reports, keeps the median — of estimates as old as the gossip that
+	// brought them, each made from reports older still — from proposing
+	// what the network was while clients were still attaching.
+	if mine := c.cfg.Target(own, c.val.S); (want > c.val.S) != (mine > c.val.S) || (want < c.val.S) != (mine < c.val.S) {
+		want = c.val.S
+	}
 	if want == c.val.S {
 		c.outside = 0
 		return c.val, false

@@ -485,3 +485,38 @@ func TestReport_EstimateNeedsQuorum(t *testing.T) {
 		t.Fatalf("estimate %v from two reports, want (40 + 60) / 0.5 = 200", e)
 	}
 }
+
+// A median outside the band does not propose while the peer's own table,
+// the latest reports, finds the count inside it (the median trails a
+// network whose clients are still attaching), nor when the two are
+// outside on opposite sides; both outside on one side do.
+func TestTick_MedianAndOwnTableAgree(t *testing.T) {
+	cfg := Config{Fraction: 0.01, HoldDown: time.Second, Expire: time.Minute, Confirm: 1, ConfirmFor: time.Nanosecond}
+	run := func(own, others float64) (Value, bool) {
+		c, err := New(cfg, "a", Value{S: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Tick(t0)
+		// Four groups of a quarter each: the own table sums to 4·load.
+		load := int(own / 4)
+		c.Report(t0, load, 0.25)
+		var es []Entry
+		for i, id := range []string{"b", "c", "d", "e"} {
+			es = append(es, Entry{ID: id, Peers: load, Share: 0.25, Seq: 1, Estimate: others + float64(i)})
+		}
+		// Five reports with four shares of a quarter: (5·load)/1.25 = 4·load.
+		c.Merge(t0, Value{S: 8}, es)
+		c.Tick(t0.Add(2 * time.Second))
+		return c.Tick(t0.Add(3 * time.Second))
+	}
+	if v, ch := run(800, 500); ch {
+		t.Fatalf("own table at 800 (S = 8), the others' estimates at 500: proposed %v", v)
+	}
+	if v, ch := run(1200, 500); ch {
+		t.Fatalf("own table at 1200 above the band, the median below it: proposed %v", v)
+	}
+	if v, ch := run(500, 500); !ch || v.S != 5 {
+		t.Fatalf("both at 500: %v %v, want S = 5", v, ch)
+	}
+}
