@@ -25,7 +25,7 @@
 // version elsewhere re-announces at once to hurry that along.
 //
 // A node holds at most one token: it refuses a move while it holds one
-// (RefuseHolding), and mints only while it holds none.
+// (reason "holding"), and mints only while it holds none.
 //
 // # Messages
 //
@@ -44,8 +44,9 @@
 //     holder drops its own only then (EventMovedAway). A lost ack leaves the
 //     old holder holding after MoveTimeout; the new holder's announcement,
 //     with its higher epoch, fences it off. A duplicate offer is acked again.
-//   - MsgMoveRefuse: RefuseHolding or RefuseStale (the peer knows a fresher
-//     version, so the offer comes from a holder that already lost it).
+//   - MsgMoveRefuse: reason "holding" (the peer holds a token) or "stale"
+//     (the peer knows a fresher version, so the offer comes from a holder
+//     that already lost it).
 //
 // A token is therefore never lost by moving or fencing: the holder of the
 // freshest accepted version drops it only on hearing a fresher accepted one.

@@ -156,7 +156,7 @@ func TestNode_SettleAndFence(t *testing.T) {
 	if tok.Epoch != 1 || tok.Holder != "a" {
 		t.Fatalf("minted %+v", tok)
 	}
-	if lt := n.LiveTokens(at(10)); len(lt) != 1 || lt[0].Holder != "a" {
+	if lt := n.liveTokens(at(10)); len(lt) != 1 || lt[0].Holder != "a" {
 		t.Fatalf("LiveTokens = %+v", lt)
 	}
 	r = n.Tick(at(14.9))
@@ -211,7 +211,7 @@ func TestNode_RefusesSecondToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref := msgs(r, MsgMoveRefuse); len(ref) != 1 || ref[0].Reason != RefuseHolding || ref[0].To != "b" {
+	if ref := msgs(r, MsgMoveRefuse); len(ref) != 1 || ref[0].Reason != refuseHolding || ref[0].To != "b" {
 		t.Fatalf("want refuse(holding), got %+v", r)
 	}
 	if tok, _ := n.Held(); tok.ID != 0 {
@@ -232,7 +232,7 @@ func TestNode_RefusesSecondToken(t *testing.T) {
 	}
 	old := Token{ID: 1, Epoch: 6, Holder: "c", HolderKey: PeerKey("c")}
 	r, _ = m.Step(at(1), Message{Type: MsgMove, From: "e", To: "c", Token: old})
-	if ref := msgs(r, MsgMoveRefuse); len(ref) != 1 || ref[0].Reason != RefuseStale {
+	if ref := msgs(r, MsgMoveRefuse); len(ref) != 1 || ref[0].Reason != refuseStale {
 		t.Fatalf("want refuse(stale), got %+v", r)
 	}
 }
@@ -803,17 +803,17 @@ func TestNode_HeartbeatSeq(t *testing.T) {
 	// Seq 1 arrives late, long after Seq 2: no news, the token still
 	// counts as last heard at 11 s and dies DeadAfter after that.
 	step(20, first[0].Token)
-	if lt := n.LiveTokens(at(20.9)); len(lt) != 1 || lt[0].Seq != 2 {
+	if lt := n.liveTokens(at(20.9)); len(lt) != 1 || lt[0].Seq != 2 {
 		t.Fatalf("LiveTokens at 20.9 s: %+v, want Seq 2", lt)
 	}
-	if lt := n.LiveTokens(at(21)); len(lt) != 0 {
+	if lt := n.liveTokens(at(21)); len(lt) != 0 {
 		t.Fatalf("a late relayed copy kept the token alive: %+v", lt)
 	}
 	// A higher Seq of the version is news.
 	third := second[0].Token
 	third.Seq = 3
 	step(21, third)
-	if lt := n.LiveTokens(at(30)); len(lt) != 1 || lt[0].Seq != 3 {
+	if lt := n.liveTokens(at(30)); len(lt) != 1 || lt[0].Seq != 3 {
 		t.Fatalf("Seq 3 not taken as news: %+v", lt)
 	}
 }

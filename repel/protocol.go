@@ -318,10 +318,10 @@ func decodeMove(f *pb.MoveFrame, from, self peer.ID, want ...pb.MoveFrame_Type) 
 		m.Type = MsgMoveAck
 	case pb.MoveFrame_REFUSE:
 		m.Type = MsgMoveRefuse
-		if f.Reason > uint32(RefuseStale) || f.Reason == uint32(RefuseNone) {
+		if f.Reason > uint32(refuseStale) || f.Reason == uint32(refuseNone) {
 			return Message{}, dropFrameType, fmt.Errorf("repel: refusal with reason %d", f.Reason)
 		}
-		m.Reason = RefuseReason(f.Reason)
+		m.Reason = refuseReason(f.Reason)
 	}
 	return m, "", nil
 }

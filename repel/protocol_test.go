@@ -130,8 +130,8 @@ func TestDecodeMove_Types(t *testing.T) {
 	if _, reason, err := decodeMove(f, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err == nil || reason != dropFrameType {
 		t.Fatalf("a MOVE where an answer is due: %q %v", reason, err)
 	}
-	r := EncodeMove(Message{Type: MsgMoveRefuse, Token: offer, Reason: RefuseHolding})
-	if m, _, err := decodeMove(r, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err != nil || m.Reason != RefuseHolding {
+	r := EncodeMove(Message{Type: MsgMoveRefuse, Token: offer, Reason: refuseHolding})
+	if m, _, err := decodeMove(r, from, self, pb.MoveFrame_ACK, pb.MoveFrame_REFUSE); err != nil || m.Reason != refuseHolding {
 		t.Fatalf("refuse: %+v %v", m, err)
 	}
 	r.Reason = 99

@@ -212,7 +212,6 @@ type Selector struct {
 	attached    peer.ID
 	unreachable map[peer.ID]time.Time // move targets that could not be reached, until when
 	start       time.Time
-	settledAt   time.Time // when the held token last settled here
 
 	drops counters.Set
 	stats counters.Set
@@ -448,17 +447,6 @@ func (s *Selector) LiveTokens() []Token {
 		out[i] = copyToken(t)
 	}
 	return out
-}
-
-// SettledAt is when this peer's token last settled (zero if it holds none
-// or it has not settled).
-func (s *Selector) SettledAt() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.snap.holding || s.snap.role != superpeer.Superpeer {
-		return time.Time{}
-	}
-	return s.settledAt
 }
 
 // Drops counts refused announcements, gossip and move frames by reason:
@@ -855,17 +843,14 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 	s.lastSnap = now
 	held, holding := s.model.Held()
 	held.Digest = nil
-	offer, offering := s.model.Offer()
+	offer, offering := s.model.pendingOffer()
 	offer.Digest = nil
-	live := s.model.LiveTokens(now)
+	live := s.model.liveTokens(now)
 	for i := range live {
 		live[i].Digest = nil // readers need holders and places only
 	}
 	s.mu.Lock()
 	changed := holding != s.snap.holding || r.Role != s.snap.role || holderSetChanged(s.snap.live, live) || count.S != s.snap.count.S
-	if r.Role == superpeer.Superpeer && s.snap.role != superpeer.Superpeer {
-		s.settledAt = now
-	}
 	lost := s.snap.holding && !holding
 	s.snap = snapshot{role: r.Role, held: held, holding: holding, offer: offer, offering: offering, live: live, surveyed: s.model.Surveyed(), count: count}
 	s.publishStateLocked("token "+r.Role.String(), now)

@@ -155,7 +155,7 @@ func (s *Selector) announce(now time.Time, t Token) {
 		return
 	}
 	self := string(s.node.ID())
-	for _, o := range s.model.LiveTokens(now) {
+	for _, o := range s.model.liveTokens(now) {
 		if o.Holder == self || o.ID == t.ID {
 			continue
 		}
