@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -632,11 +633,30 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 		if round >= maxRounds {
 			return fmt.Errorf("swarm: not converged after %d refresh rounds: %d peers lack their nearest peer (%s)", round, len(missing), s.whyMissing(ctx, missing))
 		}
+		// The peers that look again: those lacking their nearest, and
+		// their nearest too — a peer that no table took in (its join's
+		// queries came while the tables near it checked others) is found
+		// by no lookup until it asks the peers near it itself, which
+		// takes it into their tables.
+		look := slices.Clone(missing)
+		if round > 0 {
+			nearest := s.Nearest()
+			in := make(map[int]bool, 2*len(missing))
+			for _, p := range missing {
+				in[p.Index] = true
+			}
+			for _, p := range missing {
+				if q := nearest[p.Index]; q >= 0 && !in[q] && !s.dead[q].Load() {
+					in[q] = true
+					look = append(look, s.Peers[q])
+				}
+			}
+		}
 		if err := s.forEach(ctx, func(ctx context.Context, p *Peer) error {
 			// A failed lookup is not fatal: the next round tries again.
 			_ = p.Node.SelfLookup(ctx)
 			return nil
-		}, missing); err != nil {
+		}, look); err != nil {
 			return err
 		}
 	}
