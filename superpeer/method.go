@@ -90,7 +90,7 @@ func Lookup(name string) (Method, error) {
 	m, ok := registry.m[name]
 	registry.RUnlock()
 	if !ok {
-		return Method{}, fmt.Errorf("%w %q (registered: %s)", ErrUnknownMethod, name, strings.Join(MethodNames(), ", "))
+		return Method{}, fmt.Errorf("%w %q (registered: %s)", ErrUnknownMethod, name, strings.Join(methodNames(), ", "))
 	}
 	return m, nil
 }
@@ -123,8 +123,8 @@ func Methods() []Method {
 	return out
 }
 
-// MethodNames are the names of Methods, in its order.
-func MethodNames() []string {
+// methodNames are the names of Methods, in its order.
+func methodNames() []string {
 	ms := Methods()
 	out := make([]string, len(ms))
 	for i, m := range ms {

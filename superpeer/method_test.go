@@ -18,8 +18,8 @@ func TestMethods_PrefixRegisteredUnknownRefused(t *testing.T) {
 	if err != nil || m.Name != "prefix" || m.Coordinates || m.Summary == "" {
 		t.Fatalf("Lookup(prefix) = %+v, %v", m, err)
 	}
-	if names := MethodNames(); len(names) == 0 || names[0] != "prefix" {
-		t.Fatalf("MethodNames() = %v, want prefix first", names)
+	if names := methodNames(); len(names) == 0 || names[0] != "prefix" {
+		t.Fatalf("methodNames() = %v, want prefix first", names)
 	}
 	_, err = Lookup("nosuch")
 	if !errors.Is(err, ErrUnknownMethod) || !strings.Contains(err.Error(), "prefix") {

@@ -138,17 +138,6 @@ func WithDisplace(margin time.Duration) Option {
 	return func(o *options) error { o.Attach.Displace = margin; return nil }
 }
 
-// WithClock sets the attach protocol's clock (default time.Now).
-func WithClock(now func() time.Time) Option {
-	return func(o *options) error {
-		if now == nil {
-			return badOption("WithClock", "nil", "no clock")
-		}
-		o.Attach.Now = now
-		return nil
-	}
-}
-
 // WithProtocolPrefix sets the overlay's prefix, which the attach protocol
 // ID derives from: <prefix>/attach/1.0.0 (default
 // dht.DefaultProtocolPrefix). NewPrefix runs its attach protocol under

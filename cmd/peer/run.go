@@ -137,7 +137,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	case *refresh <= 0:
 		return fmt.Errorf("%w: --refresh %v must be positive", errUsage, *refresh)
 	case *method != "none" && !registered(*method):
-		return fmt.Errorf("%w: --method %q: want %s or none", errUsage, *method, strings.Join(superpeer.MethodNames(), ", "))
+		return fmt.Errorf("%w: --method %q: want %s or none", errUsage, *method, strings.Join(methodNames(), ", "))
 	case *superpeers < 1:
 		return fmt.Errorf("%w: --superpeers %d must be at least 1", errUsage, *superpeers)
 	case math.IsNaN(*fraction) || *fraction < 0 || *fraction > 1:
@@ -383,6 +383,16 @@ func methodList() string {
 		parts = append(parts, m.Name+" — "+m.Summary)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// methodNames are the names of the registered methods, in
+// superpeer.Methods' order.
+func methodNames() []string {
+	var names []string
+	for _, m := range superpeer.Methods() {
+		names = append(names, m.Name)
+	}
+	return names
 }
 
 // registered is whether a method of that name is registered.

@@ -164,7 +164,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB a peer), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
-	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(superpeer.MethodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
+	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(methodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (Lo et al.'s) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
 	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good (0: 300ms, or n×1.25ms above 240 peers, so the swarm takes at most 800 samples a second)")

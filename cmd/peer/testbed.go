@@ -131,7 +131,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	lat := fs.String("latency", latency.Default, "latency source: planetlab-490, seattle-99, synthetic[:clusters,heavytail] or a matrix file")
 	seed := fs.Int64("seed", 0, "random seed (0 picks one from the clock; it is printed): identities (the same peer IDs as `peer swarm --seed`), placement, bootstrap choices, faults")
 	jsonOut := fs.String("json", "", "write the machine-readable report to this file")
-	method := fs.String("method", "prefix", "the selection method every peer runs: "+strings.Join(superpeer.MethodNames(), " or "))
+	method := fs.String("method", "prefix", "the selection method every peer runs: "+strings.Join(methodNames(), " or "))
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
