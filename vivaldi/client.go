@@ -29,7 +29,9 @@ const MaxRTT = 10 * time.Second
 // microsecond have no usable direction between them.
 const zero = 1e-6
 
-// Stats counts what Update has done. Refused samples leave the state alone.
+// Stats counts what Update has done (ServiceStats.Model); a caller of
+// Update alone has each refusal as its error. Refused samples leave the
+// state alone.
 type Stats struct {
 	Updates          uint64 // samples applied
 	RefusedNonFinite uint64 // remote coordinate had NaN/Inf
@@ -149,8 +151,8 @@ func (c *Client) forgetNode(peer string) {
 	}
 }
 
-// Stats returns the counters.
-func (c *Client) Stats() Stats {
+// counters returns the counters (the service's Stats().Model).
+func (c *Client) counters() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats

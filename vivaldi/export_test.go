@@ -1,7 +1,7 @@
 package vivaldi
 
-// Hooks of the package's tests: the service's model, a coordinate heard,
-// one step of the sampler, and a clock.
+// Hooks of the package's tests: the model's counters, the service's model,
+// a coordinate heard, one step of the sampler, and a clock.
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
+
+// Stats returns the model's counters.
+func (c *Client) Stats() Stats { return c.counters() }
 
 // Client is the model the service feeds.
 func (s *Service) Client() *Client { return s.client }

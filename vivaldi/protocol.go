@@ -226,7 +226,7 @@ func (s *Service) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats returns the service's and the model's counters.
 func (s *Service) Stats() ServiceStats {
-	m := s.client.Stats()
+	m := s.client.counters()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return ServiceStats{
