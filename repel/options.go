@@ -30,7 +30,7 @@ func WithConfig(c Config) Option {
 }
 
 // WithAttach configures the attach protocol (capacity C, TTL,
-// displacement, clock, metrics), the same as the prefix method's; the
+// displacement, metrics), the same as the prefix method's; the
 // selector's clients say their regret, so displacement works for them.
 // Several WithAttach add up. The protocol runs under the node's protocol
 // prefix whatever superpeer.WithProtocolPrefix says.
