@@ -175,8 +175,14 @@
 // each candidate's sum with its own measurements over the clients both
 // measured (at least nine in ten) and, if one is better by SurveyGain (its
 // mean by SurveyFloor) and measured no other holder within SiteRTT,
-// offers it the token with Token.Surveyed set: the new holder takes it settled, a
-// superpeer at once (EventSurveyMoved). Otherwise it keeps the place
+// offers it the token with Token.Surveyed set: the new holder takes it
+// settled, a superpeer at once (EventSurveyMoved). Only a candidate
+// measures its RTTs, and one that shrinks them would win the token, so
+// the holder first refuses (EventSurveyRefused) a report that claims less
+// than it can check (Config.SurveyCheck): an RTT to the holder below the
+// holder's own measurement of the candidate, RTTs to the other candidates
+// below theirs to it, a sum over the clients below what the triangle
+// inequality allows from the holder's own RTTs. Otherwise it keeps the place
 // (EventSurveyKept, Surveyed) and waits twice as long before the next,
 // up to 16 × SurveyInterval. The moves are the k-medoids' swap step over
 // measured costs, restricted to a cluster, each lowering its clients'

@@ -134,6 +134,11 @@ const (
 	// clients by SurveyGain; this node offers it the token (Token is the
 	// offer; EventMoveOffered follows).
 	EventSurveyMoved
+	// EventSurveyRefused: a survey candidate's report claimed less than
+	// this node's own measurements allow (Config.SurveyCheck); the node
+	// weighs the survey without it. Token is this node's token with the
+	// candidate as Holder.
+	EventSurveyRefused
 	// EventSurveyKept: a survey found no better place; the token stays.
 	EventSurveyKept
 	// EventRetired: the agreed count (Config.Fraction) fell to Token.ID or
@@ -169,6 +174,8 @@ func (k EventKind) String() string {
 		return "survey"
 	case EventSurveyMoved:
 		return "survey-moved"
+	case EventSurveyRefused:
+		return "survey-refused"
 	case EventSurveyKept:
 		return "survey-kept"
 	case EventRetired:

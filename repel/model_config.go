@@ -140,6 +140,20 @@ type Config struct {
 	// SurveyTimeout is how long a candidate measures for a survey before
 	// it reports what it has (the holder waits MoveTimeout more).
 	SurveyTimeout time.Duration
+	// SurveyCheck is the share by which a candidate's report may claim
+	// less than the holder can check before the holder refuses it
+	// (EventSurveyRefused) and skips that candidate for
+	// maxSurveyBackoff × SurveyInterval: its RTT to the holder against
+	// the holder's measurement of it; its RTTs to the other candidates
+	// against theirs to it (two of them at least, and most); its summed
+	// RTT to the clients against the sum over them of the holder's RTT
+	// less the holder's RTT to the candidate (the triangle inequality) —
+	// each short by more than this share and SurveyFloor a peer. A
+	// candidate that halves its RTTs to the clients to win the token is
+	// refused; one that knows which peers the holder can check, and the
+	// holder's RTTs, can still shrink the rest as far as that sum
+	// (experiments/README.md, `attacks`). 0 takes every report as said.
+	SurveyCheck float64
 
 	// MoveInterval is how often a holder reconsiders its token's place; the
 	// first check after taking a token waits this long so the new holder
@@ -203,6 +217,7 @@ func DefaultConfig() Config {
 		SurveyGain:             0.02,
 		SurveyFloor:            time.Millisecond,
 		SurveyTimeout:          30 * time.Second,
+		SurveyCheck:            0.1,
 	}
 }
 
@@ -347,6 +362,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("repel: SurveyFloor %v must be ≥ 0", c.SurveyFloor)
 	case c.SurveyInterval > 0 && c.SurveyTimeout <= 0:
 		return fmt.Errorf("repel: SurveyTimeout %v must be positive", c.SurveyTimeout)
+	case !finite(c.SurveyCheck) || c.SurveyCheck < 0 || c.SurveyCheck >= 1:
+		return fmt.Errorf("repel: SurveyCheck %v not in [0, 1)", c.SurveyCheck)
 	case c.MoveInterval <= 0:
 		return fmt.Errorf("repel: MoveInterval %v must be positive", c.MoveInterval)
 	case c.MoveTimeout <= 0:

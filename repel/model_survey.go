@@ -234,6 +234,13 @@ func (n *Node) finishSurvey(now time.Time) {
 		if n.atAnotherSite(s, rep) {
 			continue
 		}
+		if !n.plausibleReport(now, s, c.ID, rep) {
+			n.refused[c.ID] = now.Add(maxSurveyBackoff * n.cfg.SurveyInterval)
+			tok := h.tok
+			tok.Holder, tok.HolderKey = c.ID, c.Key
+			n.event(EventSurveyRefused, tok)
+			continue
+		}
 		var mine, theirs float64
 		both := 0
 		for k, id := range s.ids[:1+s.clients] {
@@ -260,6 +267,72 @@ func (n *Node) finishSurvey(now time.Time) {
 		return
 	}
 	n.keepPlace(now)
+}
+
+// plausibleReport checks candidate c's report against what the holder
+// knows of the same RTTs from elsewhere (Config.SurveyCheck). RTTs are
+// symmetric, so c's RTT to the holder is the holder's own measurement of
+// c, a, and its RTT to another candidate that reported is that
+// candidate's RTT to c; and by the triangle inequality c's RTT to a
+// client k is at least the holder's RTT to k less a. A report falls short
+// when its RTT to the holder is below a; when its RTTs to the other
+// candidates are below theirs to it for two of them at least and most;
+// or when its sum over the clients both measured is below the sum of
+// those lower bounds — each by more than SurveyCheck and SurveyFloor a
+// peer. Real RTTs break the triangle inequality now and then, so the
+// clients are weighed by their sum; and no candidate is refused on one
+// other's word. A report that falls short claims less than the network
+// allows: a candidate that shrinks its RTTs to win the token.
+func (n *Node) plausibleReport(now time.Time, s *survey, c string, rep []float64) bool {
+	if n.cfg.SurveyCheck <= 0 {
+		return true
+	}
+	keep, floor := 1-n.cfg.SurveyCheck, n.cfg.SurveyFloor.Seconds()
+	short := func(claim, known float64) bool { return claim >= 0 && known >= 0 && claim < keep*known-floor }
+	pos := make(map[string]int, len(s.ids))
+	for k, id := range s.ids {
+		pos[id] = k
+	}
+	kc, listed := pos[c]
+	if listed {
+		checked, against := 0, 0
+		for _, o := range s.cands {
+			orep, ko := s.reports[o.ID], pos[o.ID]
+			if o.ID == c || len(orep) != len(s.ids) || ko == 0 || rep[ko] < 0 || orep[kc] < 0 {
+				continue // not listed (0 is the holder), not reported, not measured
+			}
+			checked++
+			if short(rep[ko], orep[kc]) {
+				against++
+			}
+		}
+		if against >= 2 && 2*against > checked {
+			return false
+		}
+	}
+	a := -1.0
+	if listed && kc <= s.clients {
+		a = s.own[kc]
+	}
+	if a < 0 {
+		rtt, ok := n.MeasuredRTT(now, c)
+		if !ok {
+			return true
+		}
+		a = rtt.Seconds()
+	}
+	if short(rep[0], a) {
+		return false
+	}
+	var claimed, bound float64
+	m := 0
+	for k := 1; k <= s.clients; k++ {
+		if k == kc || s.own[k] < 0 || rep[k] < 0 {
+			continue
+		}
+		claimed, bound, m = claimed+rep[k], bound+max(0, s.own[k]-a), m+1
+	}
+	return claimed >= keep*bound-floor*float64(m)
 }
 
 // atAnotherSite reports whether a candidate's report measures another

@@ -56,6 +56,12 @@ func holdingAmidClients(t *testing.T, cfg Config) *Node {
 // survey it sends.
 func surveyHolder(t *testing.T, cfg Config, rtt time.Duration) (*Node, []Message, float64) {
 	t.Helper()
+	return surveyHolderWith(t, cfg, func(string) time.Duration { return rtt })
+}
+
+// surveyHolderWith is surveyHolder with the RTT to each client rtt(id).
+func surveyHolderWith(t *testing.T, cfg Config, rtt func(id string) time.Duration) (*Node, []Message, float64) {
+	t.Helper()
 	a := holdingAmidClients(t, cfg)
 	var sent []Message
 	for s := 0.25; s <= 30; s += 0.25 {
@@ -64,7 +70,7 @@ func surveyHolder(t *testing.T, cfg Config, rtt time.Duration) (*Node, []Message
 			t.Fatalf("at %.2f s: a moved on the coordinates: %+v", s, msgs(r, MsgMove))
 		}
 		for _, id := range r.Probes {
-			a.Measured(at(s), id, rtt, true)
+			a.Measured(at(s), id, rtt(id), true)
 		}
 		if sent = msgs(r, MsgSurvey); len(sent) > 0 {
 			if !hasEvent(r, EventSurvey) {
@@ -106,14 +112,18 @@ func TestNode_SurveyMovesToMeasuredBetterPlace(t *testing.T) {
 		t.Fatalf("survey lists %v, want a then its 6 clients, the same for every candidate", ids)
 	}
 	tok, _ := a.Held()
-	// c2 measures 40 ms to everyone: worse. c1 measures 10 ms: better.
+	// c2 measures 40 ms to everyone: worse. c1 measures 10 ms to the
+	// clients, and a's 30 ms to a: better.
 	r, err := a.Step(at(ts+1), report("c2", sent[0].Token, ids, func(string) float64 { return 0.040 }))
 	if err != nil || len(r.Messages) != 0 {
 		t.Fatalf("first report: %v %+v", err, r)
 	}
 	r, err = a.Step(at(ts+2), report("c1", sent[0].Token, ids, func(id string) float64 {
-		if id == "c1" {
+		switch id {
+		case "c1":
 			return 0
+		case "a":
+			return 0.030
 		}
 		return 0.010
 	}))
@@ -171,8 +181,11 @@ func TestNode_SurveyAvoidsAnotherHoldersSite(t *testing.T) {
 	}
 	rtt := func(best float64, toB float64) func(string) float64 {
 		return func(id string) float64 {
-			if id == "b" {
+			switch id {
+			case "b":
 				return toB
+			case "a":
+				return 0.030 // as a measured them
 			}
 			return best
 		}
@@ -393,3 +406,125 @@ func TestNode_SurveyRefusesNonsense(t *testing.T) {
 
 // holds reports whether the node holds a token.
 func holds(n *Node) bool { _, ok := n.Held(); return ok }
+
+// A candidate that claims less than the holder's own measurements allow
+// is refused (EventSurveyRefused, naming it), counted, and not surveyed
+// again soon; an honest report that gains as much is taken. a measures c1
+// at 2 ms and its other clients at 30 ms, so c1's RTT to each is at least
+// 28 ms (the triangle inequality) and to a 2 ms (a's own measurement).
+func TestNode_SurveyRefusesImplausibleReports(t *testing.T) {
+	own := func(id string) time.Duration {
+		if id == "c1" {
+			return 2 * time.Millisecond
+		}
+		return 30 * time.Millisecond
+	}
+	claims := func(toA, toClients float64) func(string) float64 {
+		return func(id string) float64 {
+			switch id {
+			case "a":
+				return toA
+			case "c1":
+				return 0
+			}
+			return toClients
+		}
+	}
+	for name, tc := range map[string]struct {
+		c1      func(string) float64
+		check   float64
+		refused bool
+	}{
+		// 28 ms to every client, as near as the triangle inequality
+		// allows: the sum drops by 6.6%.
+		"honest":                        {claims(0.002, 0.028), 0.1, false},
+		"shrinks its RTT to the holder": {claims(0.0005, 0.029), 0.1, true},
+		"shrinks its RTTs to clients":   {claims(0.002, 0.015), 0.1, true},
+		"shrinks them, unchecked":       {claims(0.002, 0.015), 0, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := surveyConfig()
+			cfg.SurveyCheck = tc.check
+			a, sent, ts := surveyHolderWith(t, cfg, own)
+			var r Ready
+			for _, m := range sent {
+				rtt := func(string) float64 { return 0.040 }
+				if m.To == "c1" {
+					rtt = tc.c1
+				}
+				var err error
+				if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, rtt)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mv := msgs(r, MsgMove)
+			refused := 0
+			for _, e := range r.Events {
+				if e.Kind == EventSurveyRefused {
+					refused++
+					if e.Token.Holder != "c1" {
+						t.Errorf("refused %s's report, want c1's", e.Token.Holder)
+					}
+				}
+			}
+			if tc.refused {
+				if refused != 1 || len(mv) != 0 || !hasEvent(r, EventSurveyKept) {
+					t.Fatalf("want c1's report refused and the place kept, got %+v", r)
+				}
+				if until := a.refused["c1"]; !until.After(at(ts + 1 + 15*cfg.SurveyInterval.Seconds())) {
+					t.Fatalf("c1 skipped until %v, want 16 survey intervals", until)
+				}
+				return
+			}
+			if refused != 0 || len(mv) != 1 || mv[0].To != "c1" || !hasEvent(r, EventSurveyMoved) {
+				t.Fatalf("want the token offered to c1, got %+v", r)
+			}
+		})
+	}
+}
+
+// With three candidates or more, each one's RTTs to the others are
+// checked against theirs to it: a candidate that claims 5 ms to every
+// peer but a (30 ms, as a measured it) is refused on the word of the two
+// others, who measured 30 ms to it.
+func TestNode_SurveyChecksCandidatesAgainstEachOther(t *testing.T) {
+	for _, check := range []float64{0.1, 0} {
+		cfg := surveyConfig()
+		cfg.SurveyCandidates, cfg.SurveyCheck = 3, check
+		a, sent, ts := surveyHolder(t, cfg, 30*time.Millisecond)
+		if len(sent) != 3 {
+			t.Fatalf("%d candidates surveyed, want 3", len(sent))
+		}
+		var r Ready
+		for _, m := range sent {
+			rtt := func(id string) float64 {
+				if id == m.To {
+					return 0
+				}
+				return 0.030
+			}
+			if m.To == "c1" {
+				rtt = func(id string) float64 {
+					switch id {
+					case "a":
+						return 0.030
+					case "c1":
+						return 0
+					}
+					return 0.005
+				}
+			}
+			var err error
+			if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, rtt)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		moved := len(msgs(r, MsgMove)) == 1
+		if check > 0 && (moved || !hasEvent(r, EventSurveyRefused)) {
+			t.Fatalf("SurveyCheck %v: want c1 refused, got %+v", check, r)
+		}
+		if check == 0 && (!moved || hasEvent(r, EventSurveyRefused)) {
+			t.Fatalf("SurveyCheck 0: want c1's claim taken, got %+v", r)
+		}
+	}
+}
