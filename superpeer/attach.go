@@ -48,6 +48,9 @@ const (
 	dropAttachWrite  = "write-error" // the other side went away mid-exchange
 	dropAttachLost   = "lost"        // the stream failed before a whole frame came
 	dropAttachRate   = "rate"        // a request past the peer's rate (WithRateLimit), reset unread
+	// A regret over what the superpeer can check (SetRegretBound), taken
+	// at the bound: the request is answered, the claim refused.
+	dropAttachRegret = "regret-capped"
 )
 
 // defaultRateBurst is the per-peer bucket of the attach and census
@@ -219,6 +222,17 @@ func newAttach(h host.Host, opts attachOptions) (*Attach, error) {
 	return a, nil
 }
 
+// SetRegretBound sets the most regret this superpeer takes from a client
+// that sends coord (AttachTable.Bound); a larger claim is taken at the
+// bound and counted under the drop reason "regret-capped". The selector
+// that knows where the superpeers are sets it; nil takes every regret as
+// said. bound is called with the protocol's lock held.
+func (a *Attach) SetRegretBound(bound func(coord ClientCoord) time.Duration) {
+	a.mu.Lock()
+	a.table.Bound = bound
+	a.mu.Unlock()
+}
+
 // SetRole tells the protocol where the peer's role comes from.
 func (a *Attach) SetRole(role func() (Role, peer.ID)) { a.role.Store(&role) }
 
@@ -277,7 +291,9 @@ func (a *Attach) DropClients() {
 
 // Drops returns the refused-frame counters by reason: "decode",
 // "bad-coord", "bad-answer", "bad-hint", "bad-status", "write-error",
-// "lost", "rate" (WithRateLimit); and the census protocol's, "census-…".
+// "lost", "rate" (WithRateLimit), "regret-capped" (SetRegretBound: a
+// claim refused, the request answered); and the census protocol's,
+// "census-…".
 func (a *Attach) Drops() map[string]uint64 { return a.drops.Snapshot() }
 
 func (a *Attach) drop(reason string) { a.drops.Add(reason, 1) }
@@ -342,8 +358,11 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 		return resp
 	}
 	regret := time.Duration(req.RegretUs) * time.Microsecond // ±maxRegret
-	fresh := !a.table.serves(from)
+	fresh, capped := !a.table.serves(from), a.table.Capped
 	st, victim := a.table.Admit(now, from, regret, ClientCoord{Vec: req.Coord, Height: req.Height})
+	if a.table.Capped != capped {
+		a.drop(dropAttachRegret)
+	}
 	if st == Full {
 		resp.Status = pb.AttachResponse_FULL
 		resp.Reason = fmt.Sprintf("serving %d of %d clients", a.table.load(), a.opts.Capacity)

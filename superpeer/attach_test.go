@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -312,6 +313,9 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 		{"displacement off", -1, 3500 * time.Microsecond, maxRegret, Full, 0},
 		{"the default margin (2 ms)", 0, 3500 * time.Microsecond, 6 * ms, Accepted, 2},
 		{"within the default margin", 0, 3500 * time.Microsecond, 5400 * time.Microsecond, Full, 0},
+		// SetRegretBound at 4 ms: no other choice is taken as 4 ms.
+		{"no other choice, bounded", ms, 3500 * time.Microsecond, maxRegret, Full, 0},
+		{"no other choice, bounded over the margin", ms, 2 * ms, maxRegret, Accepted, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := hosts(t, 4)
@@ -327,6 +331,10 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 			as := attachAll(t, hs, attachWith(attachOptions{Capacity: 2, TTL: time.Minute, Displace: tc.displace}))
 			sp := as[0]
 			sp.SetRole(asRole(Superpeer, hs[0].ID()))
+			bounded := strings.Contains(tc.name, "bounded")
+			if bounded {
+				sp.SetRegretBound(func(ClientCoord) time.Duration { return 4 * ms })
+			}
 			ctx := context.Background()
 			for i, r := range map[int]time.Duration{1: 20 * ms, 2: tc.second} {
 				if ans, err := as[i].RequestWith(ctx, hs[0].ID(), ClientRequest{Regret: r}); err != nil || ans.Status != Accepted {
@@ -350,6 +358,10 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 			}
 			if got := sp.Stats.Displaced.Load(); got != map[bool]uint64{true: 1}[tc.victim != 0] {
 				t.Errorf("%d displaced", got)
+			}
+			// Client 1's 20 ms and the newcomer's claim were over the bound.
+			if got := sp.Drops()[dropAttachRegret]; got != map[bool]uint64{true: 2}[bounded] {
+				t.Errorf("%d regrets capped, want 2 with the bound", got)
 			}
 			if tc.victim == 0 {
 				return

@@ -14,6 +14,16 @@ import (
 // virtual time. Time is an argument; the table reads no clock, starts
 // nothing and is not safe for concurrent use. Client IDs are not empty.
 type AttachTable struct {
+	// Bound, if set, is the most regret the table takes from a client that
+	// sends coord: what the superpeer can check of a claim it cannot
+	// measure (repel.AttachConfig.RegretBound: the coordinates' estimate).
+	// A larger regret is taken at the bound and counted in Capped, so a
+	// client that claims to have no other choice does not displace the
+	// served clients for it.
+	Bound func(coord ClientCoord) time.Duration
+	// Capped counts the regrets Bound lowered.
+	Capped uint64
+
 	capacity int           // 0 or less: unbounded
 	ttl      time.Duration // a lease lapses when silent for longer
 	displace time.Duration // WithDisplace
@@ -47,8 +57,14 @@ func NewAttachTable(capacity int, ttl, displace time.Duration) *AttachTable {
 // rule of WithDisplace), returned as displaced, and refused (Full)
 // otherwise. regret is what id loses if refused (ClientRequest.Regret),
 // taken as the attach protocol carries it: in whole microseconds (rounded
-// toward zero) within ±(2^31−1) µs.
+// toward zero) within ±(2^31−1) µs, and at most Bound's.
 func (t *AttachTable) Admit(now time.Time, id peer.ID, regret time.Duration, coord ClientCoord) (st Status, displaced peer.ID) {
+	if t.Bound != nil {
+		if b := t.Bound(coord); regret > b {
+			regret = b
+			t.Capped++
+		}
+	}
 	regret = time.Duration(regretMicros(regret)) * time.Microsecond
 	t.expire(now)
 	if _, ok := t.clients[id]; !ok && t.full() {

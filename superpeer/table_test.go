@@ -329,3 +329,42 @@ func BenchmarkAttachTable_Admit(b *testing.B) {
 		t.Admit(now, ids[i%n], 0, ClientCoord{})
 	}
 }
+
+// With a Bound, a regret over it is taken at the bound and counted: a
+// newcomer that claims to have no other choice displaces only a served
+// client whose regret its bound exceeds by the margin, and a served
+// client's claim is kept at the bound (so a later newcomer may displace
+// it). A regret within the bound is taken as said and not counted.
+func TestAttachTable_BoundCapsRegrets(t *testing.T) {
+	ms := time.Millisecond
+	tb := NewAttachTable(2, time.Minute, ms)
+	tb.Bound = func(c ClientCoord) time.Duration {
+		if len(c.Vec) == 0 {
+			return 0
+		}
+		return time.Duration(c.Vec[0] * float64(time.Second))
+	}
+	at := func(x float64) ClientCoord { return ClientCoord{Vec: []float64{x}} }
+	tb.Admit(t0, "a", 20*ms, at(0.050)) // within its bound: 20 ms
+	tb.Admit(t0, "b", 5*ms, at(0.050))  // 5 ms
+	if tb.Capped != 0 || tb.clients["a"].regret != 20*ms {
+		t.Fatalf("claims within the bound: %d capped, a's regret %v", tb.Capped, tb.clients["a"].regret)
+	}
+	// A liar whose bound is 5.5 ms: not 1 ms over b's 5 ms.
+	if st, d := tb.Admit(t0, "liar", maxRegret, at(0.0055)); st != Full || d != "" || tb.Capped != 1 {
+		t.Fatalf("bounded liar: %v, displaced %q, %d capped; want FULL, 1 capped", st, d, tb.Capped)
+	}
+	// The same claim with a bound of 7 ms displaces b, and is kept at 7.
+	if st, d := tb.Admit(t0, "liar", maxRegret, at(0.007)); st != Accepted || d != "b" || tb.Capped != 2 || tb.clients["liar"].regret != 7*ms {
+		t.Fatalf("liar bounded at 7 ms: %v, displaced %q, %d capped, regret %v", st, d, tb.Capped, tb.clients["liar"].regret)
+	}
+	// Without a coordinate the bound here is 0: it cannot displace.
+	if st, _ := tb.Admit(t0, "n", maxRegret, ClientCoord{}); st != Full || tb.Capped != 3 {
+		t.Fatalf("no coordinate: %v, %d capped", st, tb.Capped)
+	}
+	// Without a Bound, the claim displaces the liar itself (7 ms, the least).
+	tb.Bound = nil
+	if st, d := tb.Admit(t0, "n", maxRegret, ClientCoord{}); st != Accepted || d != "liar" || tb.Capped != 3 {
+		t.Fatalf("no bound: %v, displaced %q, %d capped", st, d, tb.Capped)
+	}
+}
