@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 // AttachConfig configures how a client chooses the holder it attaches to
@@ -27,13 +29,24 @@ type AttachConfig struct {
 	ProbeEvery time.Duration
 	// MeasureTTL is how long a measured RTT stands for its holder.
 	MeasureTTL time.Duration
+	// RegretFactor and RegretMargin bound, on the holder's side, the
+	// regret it takes from a client (RegretBound): at most RegretFactor
+	// times what the coordinates say the client loses if refused, plus
+	// RegretMargin. A client that says more (to displace others from a
+	// full holder) is taken at the bound. RegretFactor 0: every regret is
+	// taken as said.
+	RegretFactor float64
+	RegretMargin time.Duration
 }
 
 // DefaultAttachConfig measures 3 holders, switches for a 10% nearer one,
 // measures an attached client's holders at most every 50 s (five renewals
-// of a 30 s attach TTL) and trusts a measurement for 10 minutes.
+// of a 30 s attach TTL), trusts a measurement for 10 minutes, and takes a
+// client's regret at up to the coordinates' estimate and 2 ms (a
+// displacement margin, superpeer.DefaultDisplace).
 func DefaultAttachConfig() AttachConfig {
-	return AttachConfig{Probe: 3, Switch: 1.1, ProbeEvery: 50 * time.Second, MeasureTTL: 10 * time.Minute}
+	return AttachConfig{Probe: 3, Switch: 1.1, ProbeEvery: 50 * time.Second, MeasureTTL: 10 * time.Minute,
+		RegretFactor: 1, RegretMargin: 2 * time.Millisecond}
 }
 
 // Validate names the first field that makes no sense.
@@ -43,6 +56,8 @@ func (c AttachConfig) Validate() error {
 		return fmt.Errorf("repel: attach Switch %v must be ≥ 1", c.Switch)
 	case c.ProbeEvery < 0 || c.MeasureTTL < 0:
 		return errors.New("repel: attach ProbeEvery and MeasureTTL must be ≥ 0")
+	case c.RegretFactor != 0 && !(c.RegretFactor >= 1) || math.IsInf(c.RegretFactor, 0) || c.RegretMargin < 0:
+		return fmt.Errorf("repel: attach RegretFactor %v must be 0 or ≥ 1, RegretMargin %v ≥ 0", c.RegretFactor, c.RegretMargin)
 	}
 	return nil
 }
@@ -244,7 +259,8 @@ func (c *Chooser) Ranked(now time.Time, cur string, cands []Candidate) []Choice 
 // stays with its holder while a nearer one is within Switch: it would gain
 // by going, and is the first a full holder lets go. 0 (none said) when the
 // next RTT is unknown (NaN); the largest Duration (no other choice) for
-// the last holder of the order or when the next measurement failed.
+// the last holder of the order or when the next measurement failed. The
+// holder takes it at most at its RegretBound.
 func Regret(order []Choice, k int) time.Duration {
 	if k+1 >= len(order) {
 		return noOtherChoice
@@ -263,3 +279,41 @@ func Regret(order []Choice, k int) time.Duration {
 
 // noOtherChoice is the regret of a client with no other holder to ask.
 const noOtherChoice = time.Duration(math.MaxInt64)
+
+// RegretBound is the most regret a holder at self takes from a client
+// whose request carries the coordinate client, the other live holders
+// being at others: RegretFactor times the coordinates' estimate of what
+// the client loses if refused, plus RegretMargin. An honest client asks
+// the holders nearest first (Ranked), so when it asks this one the next it
+// would ask is the nearest of those no nearer: the estimate is the
+// predicted RTT to that holder less the predicted RTT to self. A client
+// that is truly nearer another holder than predicted says more, within
+// the factor and the margin; one that claims to have no other choice (to
+// displace the clients of a full holder) is held to it. A client that
+// sends no coordinate, or one of other dimensions, is held to RegretMargin.
+// No bound (the largest Duration) when RegretFactor is 0, self is not a
+// coordinate, or no other holder is predicted as far as self (the client
+// has no other choice after this one).
+func (c AttachConfig) RegretBound(client, self vivaldi.Coord, others []vivaldi.Coord) time.Duration {
+	switch {
+	case c.RegretFactor <= 0 || len(self.Vec) == 0:
+		return noOtherChoice
+	case len(client.Vec) != len(self.Vec):
+		return c.RegretMargin
+	}
+	d := client.DistanceTo(self)
+	next := math.Inf(1)
+	for _, o := range others {
+		if len(o.Vec) != len(client.Vec) {
+			continue
+		}
+		if x := client.DistanceTo(o); x >= d && x < next {
+			next = x
+		}
+	}
+	b := c.RegretFactor*(next-d) + c.RegretMargin.Seconds()
+	if math.IsNaN(b) || b >= noOtherChoice.Seconds() {
+		return noOtherChoice
+	}
+	return time.Duration(math.Round(b * float64(time.Second)))
+}

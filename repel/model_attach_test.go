@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 // measureAll runs the chooser's measuring loop with the RTTs given (ms).
@@ -158,5 +160,54 @@ func TestChooser_Due(t *testing.T) {
 	ch.Measured(t0.Add(time.Minute), "a", 0, false)
 	if ch.due(t0.Add(90*time.Second), "a") {
 		t.Fatal("due again right after a failed measurement (it ranks the holder last until ProbeEvery)")
+	}
+}
+
+// A holder takes a client's regret at up to RegretFactor × the
+// coordinates' estimate (the next holder no nearer than itself, less
+// itself) + RegretMargin: a client between two holders says little, one
+// far from every other holder much; a client without a coordinate is held
+// to the margin; no bound with the factor 0, without a coordinate of the
+// holder's own, or with no other holder as far.
+func TestAttachConfig_RegretBound(t *testing.T) {
+	cfg := DefaultAttachConfig()
+	cfg.RegretFactor, cfg.RegretMargin = 1.5, 2*time.Millisecond
+	at := func(x float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{x, 0}} }
+	self := at(0)
+	others := []vivaldi.Coord{at(0.012), at(0.030), at(0.100), {Vec: []float64{1, 2, 3}}}
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	for _, tc := range []struct {
+		name   string
+		client vivaldi.Coord
+		want   time.Duration
+	}{
+		// 10 ms from self; the holder at 12 ms is nearer (it may have
+		// refused it), the next no nearer is at 30 ms: 10 ms more.
+		{"near self", at(0.010), ms(1.5*10 + 2)},
+		{"between self and the next", at(0.014), ms(1.5*2 + 2)},
+		{"two nearer holders, the next far", at(0.020), ms(1.5*60 + 2)},
+		{"no coordinate", vivaldi.Coord{}, 2 * time.Millisecond},
+		{"other dimensions", vivaldi.Coord{Vec: []float64{1}}, 2 * time.Millisecond},
+		{"past every other holder", at(0.2), noOtherChoice},
+	} {
+		if got := cfg.RegretBound(tc.client, self, others); got != tc.want {
+			t.Errorf("%s: bound %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	off := cfg
+	off.RegretFactor = 0
+	if got := off.RegretBound(at(0.010), self, others); got != noOtherChoice {
+		t.Errorf("RegretFactor 0: bound %v", got)
+	}
+	if got := cfg.RegretBound(at(0.010), vivaldi.Coord{}, others); got != noOtherChoice {
+		t.Errorf("no coordinate of its own: bound %v", got)
+	}
+	for _, bad := range []AttachConfig{{Switch: 1, RegretFactor: 0.5}, {Switch: 1, RegretFactor: math.Inf(1)}, {Switch: 1, RegretFactor: 1, RegretMargin: -1}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+	if err := DefaultAttachConfig().Validate(); err != nil {
+		t.Error(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/superpeer-overlay/superpeer/superpeer"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 // attacher keeps this peer, while it holds no token, attached to a live
@@ -17,6 +18,7 @@ func (s *Selector) attacher(ctx context.Context) {
 	timer := time.NewTimer(s.opts.MinReattach)
 	defer timer.Stop()
 	ch := s.chooser()
+	s.attach.SetRegretBound(s.regretBound(ch.cfg))
 	var last time.Time
 	for {
 		select {
@@ -113,6 +115,27 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 		s.leave(ctx, cur)
 	}
 	s.setAttached("", "no holder accepted")
+}
+
+// regretBound is what this peer, as a holder, takes of its clients'
+// regrets (AttachConfig.RegretBound): the estimate from the client's
+// coordinate, this peer's and the other live holders'. The attach
+// protocol calls it under its own lock; it takes s.mu briefly, which no
+// path holds while calling into the attach protocol.
+func (s *Selector) regretBound(cfg AttachConfig) func(superpeer.ClientCoord) time.Duration {
+	return func(c superpeer.ClientCoord) time.Duration {
+		self := s.node.ID()
+		s.mu.Lock()
+		live := s.snap.live
+		s.mu.Unlock()
+		others := make([]vivaldi.Coord, 0, len(live))
+		for _, t := range live {
+			if peer.ID(t.Holder) != self {
+				others = append(others, t.Coord)
+			}
+		}
+		return cfg.RegretBound(vivaldi.Coord{Vec: c.Vec, Height: c.Height}, s.viv.Coordinate(), others)
+	}
 }
 
 func (s *Selector) setAttached(p peer.ID, reason string) {
