@@ -72,6 +72,15 @@ type RepelOptions struct {
 	// its Vivaldi neighbours nor with a coordinate among the minters (an
 	// attached client's comes with its attach requests).
 	Hidden func(i, j int) bool
+	// Tamper, if set, may change every message node i sends before it
+	// goes out: simulated liars (report_liars.go).
+	Tamper func(i int, m *repel.Message)
+	// Watch, if set, sees every event of node i.
+	Watch func(i int, e repel.Event)
+	// RegretLiars, if set, marks the clients that claim the largest
+	// regret (no other choice) in every attach request under
+	// AttachSelector, to displace the clients of full holders.
+	RegretLiars []bool
 }
 
 // RepelResult is the outcome of SimulateRepel.
@@ -197,6 +206,7 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		if s.att, err = newAttacher(o.RTT, o.Coords, o.IDs, o.Capacity, o.Displace, o.Choose); err != nil {
 			return nil, err
 		}
+		s.att.liars = o.RegretLiars
 		s.order = randv2.New(randv2.NewPCG(uint64(o.Seed), 0xa77ac4))
 	}
 	for i, id := range o.IDs {
@@ -254,7 +264,7 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	if s.att != nil {
 		s.attachRound(r.Superpeers)
 		r.Assignment = s.att.assignment(r.Superpeers)
-		r.Attach = s.att.stats
+		r.Attach = s.att.statsNow()
 	} else {
 		r.Assignment = AssignPredicted(o.Coords, r.Superpeers)
 	}
@@ -414,6 +424,9 @@ func (s *repelSim) step(i int, m repel.Message) {
 func (s *repelSim) handle(i int, r repel.Ready) {
 	for _, e := range r.Events {
 		s.res.Events[e.Kind.String()]++
+		if s.o.Watch != nil {
+			s.o.Watch(i, e)
+		}
 		if e.Kind == repel.EventMovedAway || e.Kind == repel.EventMinted || e.Kind == repel.EventFenced {
 			s.lastMove = s.net.Now()
 			s.settled = -1
@@ -424,6 +437,9 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 	}
 	for _, m := range r.Messages {
 		m.From = s.o.IDs[i]
+		if s.o.Tamper != nil {
+			s.o.Tamper(i, &m)
+		}
 		s.res.Messages[m.Type.String()]++
 		s.res.Traffic.count(m, len(s.o.IDs), s.o.Config.Tokens, s.o.Dissemination)
 		if m.To == "" {

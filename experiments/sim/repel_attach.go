@@ -58,6 +58,11 @@ type AttachStats struct {
 	Switches   int `json:"switches"`
 	Displaced  int `json:"displaced"`
 	Unattached int `json:"unattached"`
+	// DisplacedByLiars are the honest clients displaced by a regret liar
+	// (RepelOptions.RegretLiars); Capped, the regrets the holders' bound
+	// lowered (repel.AttachConfig.RegretBound).
+	DisplacedByLiars int `json:"displaced_by_liars"`
+	Capped           int `json:"regrets_capped"`
 }
 
 // attacher is the clients' side of the attach protocol under
@@ -78,7 +83,8 @@ type attacher struct {
 	served map[int]*superpeer.AttachTable // each holder's clients
 	stats  AttachStats
 
-	displaced []int // clients displaced in this round, to choose again
+	displaced []int  // clients displaced in this round, to choose again
+	liars     []bool // RepelOptions.RegretLiars
 }
 
 // lease is the holders' attach TTL: none lapses, as every simulated client
@@ -115,9 +121,26 @@ func (a *attacher) round(holders []int, now time.Duration, order []int) {
 			a.served[h] = superpeer.NewAttachTable(a.capacity, lease, a.displace)
 		}
 	}
-	for h := range a.served {
+	for h, t := range a.served {
 		if !is[h] {
+			a.stats.Capped += int(t.Capped)
 			delete(a.served, h)
+		}
+	}
+	if a.cfg.RegretFactor > 0 {
+		// Each holder bounds the regrets it takes by the coordinates of
+		// the client and of the live holders, as the live selector does.
+		for _, h := range holders {
+			var others []vivaldi.Coord
+			for _, o := range holders {
+				if o != h {
+					others = append(others, a.coords[o])
+				}
+			}
+			self := a.coords[h]
+			a.served[h].Bound = func(c superpeer.ClientCoord) time.Duration {
+				return a.cfg.RegretBound(vivaldi.Coord{Vec: c.Vec, Height: c.Height}, self, others)
+			}
 		}
 	}
 	for c, h := range a.att {
@@ -172,7 +195,11 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 	for k, ci := range order {
 		h := a.index[ci.ID]
 		a.stats.Requests++
-		st, victim := a.served[h].Admit(now, me, repel.Regret(order, k), coord)
+		regret := repel.Regret(order, k)
+		if a.liars != nil && a.liars[c] {
+			regret = time.Duration(math.MaxInt64) // "no other choice"
+		}
+		st, victim := a.served[h].Admit(now, me, regret, coord)
 		if st != superpeer.Accepted {
 			a.stats.RefusedFull++
 			continue
@@ -182,6 +209,9 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 			a.att[m] = -1
 			a.displaced = append(a.displaced, m)
 			a.stats.Displaced++
+			if a.liars != nil && a.liars[c] && !a.liars[m] {
+				a.stats.DisplacedByLiars++
+			}
 		}
 		if h != old && old >= 0 {
 			a.served[old].Leave(me)
@@ -198,6 +228,16 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 	}
 	a.att[c] = -1
 	a.stats.Unattached++
+}
+
+// statsNow are the stats with the regrets capped by the holders still
+// serving.
+func (a *attacher) statsNow() AttachStats {
+	st := a.stats
+	for _, t := range a.served {
+		st.Capped += int(t.Capped)
+	}
+	return st
 }
 
 // load is how many clients holder h serves.
