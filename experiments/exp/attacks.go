@@ -16,7 +16,7 @@ import (
 func init() {
 	register(Experiment{
 		Name:    "attacks",
-		Summary: "adversaries against superpeer selection: ID grinding against the prefix method (the identities, and CPU time at this machine's derivation rate, an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows); floods of garbage, oversized and useless frames on one peer over TCP loopback, without and with the defences (drops by reason, honest renewals, memory); coordinate liars (inflation, deflation, oscillation, frog-boiling) among Vivaldi peers in the simulator, without and with the Vivaldi defence (honest error and repel's client RTT against a clean run, the liars' share of the tokens)",
+		Summary: "adversaries against superpeer selection: ID grinding against the prefix method (the identities, and CPU time at this machine's derivation rate, an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows); floods of garbage, oversized and useless frames on one peer over TCP loopback, without and with the defences (drops by reason, honest renewals, memory); coordinate liars (inflation, deflation, oscillation, frog-boiling) among Vivaldi peers in the simulator, without and with the Vivaldi defence (honest error and repel's client RTT against a clean run, the liars' share of the tokens); survey and regret liars in the simulator, without and with the holders' checks (the liars' share of the tokens, their RTT gain, the honest clients' RTT and displacements)",
 		run:     runAttacks,
 	})
 }
@@ -40,6 +40,9 @@ type attacksParams struct {
 	Floods floodParams `json:"floods"`
 	// Liars are the coordinate-liar part's (attacks_liars.go).
 	Liars liarsParams `json:"liars"`
+	// Reports are the survey- and regret-liar part's
+	// (attacks_reports.go).
+	Reports reportParams `json:"report_liars"`
 }
 
 // grindRow is one n: what taking a chosen group, and a share of all
@@ -160,7 +163,13 @@ func runAttacks(o Options, r *report.Run) error {
 		return err
 	}
 	p.Liars = lp
-	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "floods": floods, "liars": liars}})
+	rp, surveys, regrets, err := runReportLiars(o, r)
+	if err != nil {
+		return err
+	}
+	p.Reports = rp
+	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "floods": floods, "liars": liars,
+		"survey_liars": surveys, "regret_liars": regrets}})
 }
 
 // median is the median of xs (which it sorts).
