@@ -96,7 +96,11 @@ func TestAttacks_ReportLiarsFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteResults(p, map[string]any{"attacks": map[string]any{"survey_liars": sr, "regret_liars": rr}}); err != nil {
+	params := struct {
+		common
+		Reports reportParams `json:"report_liars"`
+	}{commonOf(o), p}
+	if err := r.WriteResults(params, map[string]any{"attacks": map[string]any{"survey_liars": sr, "regret_liars": rr}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("results in %s", r.Dir)
