@@ -1,6 +1,8 @@
 package repel
 
-// Hooks of the package's tests into the model.
+// Hooks of the package's tests into the model and the selector.
+
+import "fmt"
 
 // ID is the peer this node runs for.
 func (n *Node) ID() string { return n.id }
@@ -14,4 +16,18 @@ func (n *Node) Tokens() (toks []Token, known []bool) {
 		toks[i], known[i] = copyToken(e.tok), e.known
 	}
 	return toks, known
+}
+
+// WithSwitch sets how much nearer (by measured RTT where the client has
+// one, predicted otherwise) another holder must be before an attached
+// client moves to it (default 1.1: 10% nearer; at least 1).
+// AttachConfig.Switch.
+func WithSwitch(f float64) Option {
+	return func(o *selectorOptions) error {
+		if !(f >= 1) {
+			return fmt.Errorf("%w: WithSwitch(%v): must be ≥ 1", ErrOptions, f)
+		}
+		o.Switch = f
+		return nil
+	}
 }

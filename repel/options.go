@@ -82,20 +82,6 @@ func WithProbe(n int) Option {
 	}
 }
 
-// WithSwitch sets how much nearer (by measured RTT where the client has
-// one, predicted otherwise) another holder must be before an attached
-// client moves to it (default 1.1: 10% nearer; at least 1).
-// AttachConfig.Switch.
-func WithSwitch(f float64) Option {
-	return func(o *selectorOptions) error {
-		if !(f >= 1) {
-			return fmt.Errorf("%w: WithSwitch(%v): must be ≥ 1", ErrOptions, f)
-		}
-		o.Switch = f
-		return nil
-	}
-}
-
 // WithRegisterer exports the selector's metrics on r until Close
 // (superpeer_repel_*: token events, tokens held and known, name lookups,
 // bytes sent, refused frames by reason), and those of its attach protocol

@@ -52,18 +52,6 @@ func WithRecheck(every time.Duration) Option {
 	return positive("WithRecheck", every, func(o *options) { o.Recheck = every })
 }
 
-// WithClientRecheck sets how often a client that is attached looks its
-// superpeer key up again (default 8 × the recheck period). Superpeers and
-// unattached peers recheck every recheck period. A client needs few lookups
-// of its own: its superpeer's failure shows as a failed renewal, and a
-// superpeer that is overtaken by a closer peer learns it from its routing
-// table and refuses the next renewal, which brings the client's lookup
-// forward. This is what keeps the lookup load of a swarm of thousands of
-// peers small (n / (8·recheck) lookups per second).
-func WithClientRecheck(every time.Duration) Option {
-	return positive("WithClientRecheck", every, func(o *options) { o.ClientRecheck = every })
-}
-
 // WithMinRecheck spaces rechecks triggered by routing-table changes and
 // refusals (default 500 ms), so a burst of joins costs one lookup.
 func WithMinRecheck(d time.Duration) Option {
@@ -197,9 +185,14 @@ func positive(name string, d time.Duration, set func(*options)) Option {
 // options are the settings the Options make; zero fields take the
 // defaults of NewPrefix, NewPrefixCore and NewAttach.
 type options struct {
-	Superpeers    int
-	Pow2          bool
-	Recheck       time.Duration
+	Superpeers int
+	Pow2       bool
+	Recheck    time.Duration
+	// ClientRecheck is an attached client's recheck period (default 8 ×
+	// Recheck; only tests set it): its superpeer's failure shows as a
+	// failed renewal, and a superpeer overtaken by a closer peer refuses
+	// the next renewal, so a client needs few lookups of its own, which
+	// keeps a swarm's lookup load at n / (8·Recheck) per second.
 	ClientRecheck time.Duration
 	MinRecheck    time.Duration
 	StartSpread   time.Duration
