@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio/pbio"
 	ma "github.com/multiformats/go-multiaddr"
+	msmux "github.com/multiformats/go-multistream"
 
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/superpeer-overlay/superpeer/dht/pb"
@@ -125,6 +126,17 @@ func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]pee
 	s, err := n.h.NewStream(ctx, p, n.closestProtocol())
 	if err != nil {
 		n.stats.ClosestFailed.Add(1)
+		var unsupported msmux.ErrNotSupported[protocol.ID]
+		if ctx.Err() == nil && (errors.As(err, &unsupported) || n.h.Network().Connectedness(p) != network.Connected) {
+			// Unreachable or no longer serving, not slow (the request
+			// failed before its deadline, with no connection left or the
+			// protocol refused): out of the routing table, as kad-dht's
+			// own queries drop such a peer. Left in, a dead peer keeps its
+			// bucket's place from the live peers that would take it, and
+			// after a mass death lookups named their askers the closest to
+			// keys live peers were closer to.
+			n.kad.RoutingTable().RemovePeer(p)
+		}
 		return nil, err
 	}
 	defer s.Close()

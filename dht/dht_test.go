@@ -231,7 +231,46 @@ func TestNode_ClosestAsksAFailedPeerAgain(t *testing.T) {
 		if got[0] != want.ID() {
 			t.Errorf("lookup %d: closest %s, want %s (its first request dropped)", i, got[0], want.ID())
 		}
+		if from.RoutingTable().Find(want.ID()) == "" && from.Host().Network().Connectedness(want.ID()) == network.Connected {
+			t.Errorf("lookup %d: a live peer whose request failed left the routing table", i)
+		}
 		want.Host().SetStreamHandler(want.closestProtocol(), want.handleClosest)
+	}
+}
+
+// A peer that cannot be reached at all (its host gone) leaves the routing
+// table of a node whose lookup tried it, as kad-dht's queries drop such a
+// peer; the lookup answers the closest live peer.
+func TestNode_ClosestDropsAnUnreachablePeer(t *testing.T) {
+	nodes := testNetwork(t, 20)
+	from := nodes[0]
+	var dead *Node
+	for _, n := range nodes[1:] {
+		if from.RoutingTable().Find(n.ID()) != "" {
+			dead = n
+			break
+		}
+	}
+	if dead == nil {
+		t.Fatal("node 0's routing table is empty")
+	}
+	_ = dead.Close()
+	_ = dead.Host().Close()
+	got, err := from.Closest(context.Background(), dead.Key(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []*Node
+	for _, n := range nodes {
+		if n != dead {
+			live = append(live, n)
+		}
+	}
+	if want := closestNode(live, dead.Key()).ID(); got[0] != want {
+		t.Errorf("closest live peer to the dead one's key: %s, want %s", got[0], want)
+	}
+	if from.RoutingTable().Find(dead.ID()) != "" {
+		t.Error("the unreachable peer is still in the routing table")
 	}
 }
 
