@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/internal/census"
 	"github.com/superpeer-overlay/superpeer/internal/frame"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
@@ -58,7 +59,7 @@ type censusBox struct {
 }
 
 func newCensusBox(f float64, self peer.ID, initial, capacity int, tm censusTiming) (*censusBox, error) {
-	c, err := census.New(census.Config{Fraction: f, HoldDown: tm.holdDown, Expire: tm.expire, ConfirmFor: tm.confirmFor}, string(self), census.Value{S: initial})
+	c, err := census.New(census.Config{Fraction: f, HoldDown: tm.holdDown, Expire: tm.expire, ConfirmFor: tm.confirmFor, Group: groupOf()}, string(self), census.Value{S: initial})
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +68,24 @@ func newCensusBox(f float64, self peer.ID, initial, capacity int, tm censusTimin
 		b.maxPeers = capacity + 1
 	}
 	return b, nil
+}
+
+// groupOf is the census's Config.Group for the prefix method: a reporter
+// (a peer ID) stands for its group of the exact code of S. The census calls
+// it under the box's lock, which guards the cached code too.
+func groupOf() func(id string, s int) int {
+	var code Prefix
+	cached := 0
+	return func(id string, s int) int {
+		if s != cached {
+			c, err := Exact(s)
+			if err != nil {
+				return -1
+			}
+			code, cached = c, s
+		}
+		return code.Group(dht.KeyOf(peer.ID(id)))
+	}
 }
 
 func (b *censusBox) value() census.Value {

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/superpeer/pb"
 )
 
@@ -49,7 +51,7 @@ func TestCensusDigest_FullTableRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.mu.Lock()
-	_, k := b.c.Size(now)
+	k := len(b.c.Digest(now)) // not Size's count: that is of groups
 	b.mu.Unlock()
 	if k != 128 {
 		t.Fatalf("the other side holds %d reports, want 128", k)
@@ -77,5 +79,26 @@ func TestCensusDigest_OverCapacitySkipped(t *testing.T) {
 	box.mu.Unlock()
 	if k != 1 || n != 42 {
 		t.Fatalf("size %v from %d reports, want 42 from the honest one", n, k)
+	}
+}
+
+// The census groups a prefix superpeer's report by its group of the exact
+// code of S: the one its key falls in, whichever S comes first.
+func TestCensusGroupOf(t *testing.T) {
+	g := groupOf()
+	for _, s := range []int{4, 7, 4, 1} {
+		code, err := Exact(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			id := peer.ID(fmt.Sprintf("peer-%d", i))
+			if got, want := g(string(id), s), code.Group(dht.KeyOf(id)); got != want {
+				t.Fatalf("S = %d, %s: group %d, want %d", s, id, got, want)
+			}
+		}
+	}
+	if g("x", 0) != -1 {
+		t.Fatal("a count with no code: want -1")
 	}
 }

@@ -151,6 +151,15 @@ type Config struct {
 	// rather than the median of the estimates the reports carry (made
 	// when their tables were less complete).
 	Quorum float64
+	// Group, if set, names the part of the network a reporter stands for
+	// under the count S (the prefix method: its group of the exact code
+	// of S). Reports of one group count as one — their peers summed, the
+	// share once — so that two peers that both take themselves for a
+	// group's superpeer (a lookup that missed the true one) do not count
+	// the group's share twice and the network short: each member is
+	// attached to one of them at most. Without it every reporter stands
+	// for a part of its own.
+	Group func(id string, s int) int
 }
 
 // ErrConfig wraps every invalid Config.
@@ -408,18 +417,33 @@ func (c *Census) Digest(now time.Time) []Entry {
 
 // Size is the network size the table estimates — the peers reported over
 // the share they stand for: the exact sum when the reports cover the whole
-// network — and how many superpeers' reports it holds.
+// network — and how many superpeers' reports it holds (how many groups',
+// with Config.Group).
 func (c *Census) Size(now time.Time) (n float64, reports int) {
 	c.expire(now)
 	var peers, share float64
-	for _, e := range c.table {
-		peers += float64(e.Peers)
-		share += e.Share
+	if c.cfg.Group == nil {
+		for _, e := range c.table {
+			peers += float64(e.Peers)
+			share += e.Share
+		}
+		reports = len(c.table)
+	} else {
+		shares := make(map[int]float64, len(c.table))
+		for _, e := range c.table {
+			peers += float64(e.Peers)
+			g := c.cfg.Group(e.ID, c.val.S)
+			shares[g] = max(shares[g], e.Share)
+		}
+		for _, sh := range shares {
+			share += sh
+		}
+		reports = len(shares)
 	}
 	if share <= 0 {
 		return 0, 0
 	}
-	return peers / share, len(c.table)
+	return peers / share, reports
 }
 
 // quorate reports whether a table of this many reports is enough to

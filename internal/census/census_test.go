@@ -520,3 +520,29 @@ func TestTick_MedianAndOwnTableAgree(t *testing.T) {
 		t.Fatalf("both at 500: %v %v, want S = 5", v, ch)
 	}
 }
+
+// With Group, two reports of one group count its share once and its peers
+// summed: a second peer that takes itself for the group's superpeer (and
+// serves only itself) neither halves the estimate nor makes a quorum.
+func TestSize_OneShareAGroup(t *testing.T) {
+	group := func(id string, s int) int { return int(id[0]) } // "a1" and "a2" are one group
+	for _, grouped := range []bool{false, true} {
+		cfg := Config{Fraction: 0.01}
+		if grouped {
+			cfg.Group = group
+		}
+		c, err := New(cfg, "a1", Value{S: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Report(t0, 99, 0.5)
+		c.Merge(t0, Value{S: 2}, []Entry{{ID: "a2", Peers: 1, Share: 0.5, Seq: 1}, {ID: "b1", Peers: 100, Share: 0.5, Seq: 1}})
+		n, reports := c.Size(t0)
+		if grouped && (n != 200 || reports != 2) {
+			t.Errorf("grouped: %v from %d groups, want 200 from 2", n, reports)
+		}
+		if !grouped && (math.Abs(n-200.0/1.5) > 1e-9 || reports != 3) {
+			t.Errorf("ungrouped: %v from %d reports, want 133.3 from 3", n, reports)
+		}
+	}
+}
