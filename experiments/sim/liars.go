@@ -219,19 +219,29 @@ type LiarResult struct {
 	PerClient []float64 `json:"-"`
 }
 
+// liarFlags checks a liar run's RTT space (at least two peers, n covered)
+// and its flags (one a peer; none: nobody lies).
+func liarFlags(what string, rtt latency.RTTs, n int, liars []bool) ([]bool, error) {
+	if rtt == nil || rtt.Len() < n || n < 2 {
+		return nil, fmt.Errorf("sim: %s need an RTT space covering at least 2 peers", what)
+	}
+	if liars == nil {
+		return make([]bool, n), nil
+	}
+	if len(liars) != n {
+		return nil, fmt.Errorf("sim: %s: %d flags for %d peers", what, len(liars), n)
+	}
+	return liars, nil
+}
+
 // SimulateLiars runs SimulateVivaldi with liars answering as o.Kind, scores
 // the honest peers' coordinates, then runs SimulateRepel over the
 // coordinates (the liars' claims) and scores the honest clients.
 func SimulateLiars(o LiarOptions) (*LiarResult, error) {
 	n := len(o.IDs)
-	if o.RTT == nil || o.RTT.Len() < n || n < 2 {
-		return nil, errors.New("sim: liars need an RTT space covering at least 2 peers")
-	}
-	if o.Liars == nil {
-		o.Liars = make([]bool, n)
-	}
-	if len(o.Liars) != n {
-		return nil, fmt.Errorf("sim: liars: %d flags for %d peers", len(o.Liars), n)
+	var err error
+	if o.Liars, err = liarFlags("liars", o.RTT, n, o.Liars); err != nil {
+		return nil, err
 	}
 	cfg := vivaldi.DefaultConfig()
 	if o.Vivaldi != nil {

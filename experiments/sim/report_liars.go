@@ -2,7 +2,6 @@ package sim
 
 import (
 	"errors"
-	"fmt"
 	randv2 "math/rand/v2"
 	"time"
 
@@ -85,14 +84,9 @@ type ReportLiarResult struct {
 // scores the honest clients and the liars.
 func SimulateReportLiars(o ReportLiarOptions) (*ReportLiarResult, error) {
 	n := len(o.IDs)
-	if o.RTT == nil || o.RTT.Len() < n || n < 2 {
-		return nil, errors.New("sim: report liars need an RTT space covering at least 2 peers")
-	}
-	if o.Liars == nil {
-		o.Liars = make([]bool, n)
-	}
-	if len(o.Liars) != n {
-		return nil, fmt.Errorf("sim: report liars: %d flags for %d peers", len(o.Liars), n)
+	var err error
+	if o.Liars, err = liarFlags("report liars", o.RTT, n, o.Liars); err != nil {
+		return nil, err
 	}
 	res := &ReportLiarResult{}
 	for _, l := range o.Liars {
