@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,6 +41,9 @@ func TestExperiment_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"experiment", "growth", "--method", "bogus"}, `--method "bogus": want prefix or repel`},
 		{[]string{"experiment", "growth", "--where", "moon"}, `--where "moon": want sim or live`},
 		{[]string{"experiment", "repel", "--where", "sim"}, "flag provided but not defined: -where"},
+		{[]string{"experiment", "growth", "--phases", "100,x"}, `phase "x": want a size in [1, 10^7]`},
+		{[]string{"experiment", "growth", "--phases", "0"}, `phase "0": want a size in [1, 10^7]`},
+		{[]string{"experiment", "scale", "--phases", "100"}, "flag provided but not defined: -phases"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
@@ -69,5 +74,41 @@ func TestExperiment_ElectionsTrace(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, "seed 4") || !strings.Contains(s, "lcr   best") {
 		t.Fatalf("stdout:\n%s", s)
+	}
+}
+
+// --phases gives the growth experiment its sizes: the simulator's rows are
+// at those n, in turn.
+func TestExperiment_GrowthPhases(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run([]string{"experiment", "growth", "--where", "sim", "--method", "prefix", "--quick", "--phases", "100,300", "--out", dir, "--id", "p"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "growth", "p", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Results struct {
+			Growth struct {
+				Steady []struct {
+					Where string `json:"where"`
+					N     int    `json:"n"`
+				} `json:"steady"`
+			} `json:"growth"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	var ns []int
+	for _, s := range r.Results.Growth.Steady {
+		if s.Where == "sim" {
+			ns = append(ns, s.N)
+		}
+	}
+	if !slices.Equal(ns, []int{100, 300}) {
+		t.Fatalf("simulator rows at n %v, want [100 300]", ns)
 	}
 }
