@@ -226,6 +226,13 @@ func (n *Node) finishSurvey(now time.Time) {
 	s := h.survey
 	h.survey = nil
 	best, bestGain, bestDrop := -1, 0.0, 0.0
+	var pos map[string]int // each surveyed peer's place in a report, for plausibleReport
+	if n.cfg.SurveyCheck > 0 {
+		pos = make(map[string]int, len(s.ids))
+		for k, id := range s.ids {
+			pos[id] = k
+		}
+	}
 	for i, c := range s.cands {
 		rep := s.reports[c.ID]
 		if len(rep) != len(s.ids) {
@@ -234,7 +241,7 @@ func (n *Node) finishSurvey(now time.Time) {
 		if n.atAnotherSite(s, rep) {
 			continue
 		}
-		if !n.plausibleReport(now, s, c.ID, rep) {
+		if !n.plausibleReport(now, s, pos, c.ID, rep) {
 			n.refused[c.ID] = now.Add(maxSurveyBackoff * n.cfg.SurveyInterval)
 			tok := h.tok
 			tok.Holder, tok.HolderKey = c.ID, c.Key
@@ -269,7 +276,8 @@ func (n *Node) finishSurvey(now time.Time) {
 	n.keepPlace(now)
 }
 
-// plausibleReport checks candidate c's report against what the holder
+// plausibleReport checks candidate c's report (pos: each surveyed peer's
+// place in it) against what the holder
 // knows of the same RTTs from elsewhere (Config.SurveyCheck). RTTs are
 // symmetric, so c's RTT to the holder is the holder's own measurement of
 // c, a, and its RTT to another candidate that reported is that
@@ -283,16 +291,12 @@ func (n *Node) finishSurvey(now time.Time) {
 // clients are weighed by their sum; and no candidate is refused on one
 // other's word. A report that falls short claims less than the network
 // allows: a candidate that shrinks its RTTs to win the token.
-func (n *Node) plausibleReport(now time.Time, s *survey, c string, rep []float64) bool {
+func (n *Node) plausibleReport(now time.Time, s *survey, pos map[string]int, c string, rep []float64) bool {
 	if n.cfg.SurveyCheck <= 0 {
 		return true
 	}
 	keep, floor := 1-n.cfg.SurveyCheck, n.cfg.SurveyFloor.Seconds()
 	short := func(claim, known float64) bool { return claim >= 0 && known >= 0 && claim < keep*known-floor }
-	pos := make(map[string]int, len(s.ids))
-	for k, id := range s.ids {
-		pos[id] = k
-	}
 	kc, listed := pos[c]
 	if listed {
 		checked, against := 0, 0

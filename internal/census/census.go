@@ -53,6 +53,7 @@
 package census
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -422,23 +423,23 @@ func (c *Census) Digest(now time.Time) []Entry {
 func (c *Census) Size(now time.Time) (n float64, reports int) {
 	c.expire(now)
 	var peers, share float64
-	if c.cfg.Group == nil {
-		for _, e := range c.table {
-			peers += float64(e.Peers)
+	var groups map[int]float64 // with Config.Group: each group's share, once
+	if c.cfg.Group != nil {
+		groups = make(map[int]float64, len(c.table))
+	}
+	for _, e := range c.table {
+		peers += float64(e.Peers)
+		if groups == nil {
 			share += e.Share
+			reports++
+			continue
 		}
-		reports = len(c.table)
-	} else {
-		shares := make(map[int]float64, len(c.table))
-		for _, e := range c.table {
-			peers += float64(e.Peers)
-			g := c.cfg.Group(e.ID, c.val.S)
-			shares[g] = max(shares[g], e.Share)
-		}
-		for _, sh := range shares {
-			share += sh
-		}
-		reports = len(shares)
+		g := c.cfg.Group(e.ID, c.val.S)
+		groups[g] = max(groups[g], e.Share)
+	}
+	for _, sh := range groups {
+		share += sh
+		reports++
 	}
 	if share <= 0 {
 		return 0, 0
@@ -493,7 +494,7 @@ func (c *Census) Tick(now time.Time) (Value, bool) {
 	// reports, keeps the median — of estimates as old as the gossip that
 	// brought them, each made from reports older still — from proposing
 	// what the network was while clients were still attaching.
-	if mine := c.cfg.Target(own, c.val.S); (want > c.val.S) != (mine > c.val.S) || (want < c.val.S) != (mine < c.val.S) {
+	if mine := c.cfg.Target(own, c.val.S); cmp.Compare(want, c.val.S) != cmp.Compare(mine, c.val.S) {
 		want = c.val.S
 	}
 	if want == c.val.S {
