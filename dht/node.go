@@ -484,7 +484,7 @@ func (n *Node) SelfLookup(ctx context.Context) error {
 
 func (n *Node) join(ctx context.Context, peers []peer.AddrInfo) (bool, error) {
 	all := append(append([]peer.AddrInfo(nil), n.cfg.bootstrap...), peers...)
-	var connected int
+	var connected []peer.ID
 	var errs []error
 	for _, p := range all {
 		if p.ID == n.h.ID() {
@@ -494,36 +494,56 @@ func (n *Node) join(ctx context.Context, peers []peer.AddrInfo) (bool, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", p.ID, err))
 			continue
 		}
-		connected++
+		connected = append(connected, p.ID)
 	}
-	if len(all) > 0 && connected == 0 {
+	if len(all) > 0 && len(connected) == 0 {
 		return false, fmt.Errorf("dht: no bootstrap peer answered: %w", errors.Join(errs...))
 	}
-	if connected == 0 {
+	if len(connected) == 0 {
 		return false, nil
 	}
 	// kad-dht adds a connected peer to its routing table only once identify
 	// has confirmed it speaks the DHT protocol; a lookup before that finds
 	// an empty table.
-	return true, n.waitRoutingTable(ctx, bootstrapWait)
+	return true, n.waitRoutingTable(ctx, bootstrapWait, connected)
 }
 
 // bootstrapWait bounds how long Bootstrap waits for a connected peer to
 // enter the routing table.
 const bootstrapWait = 30 * time.Second
 
+// bootstrapAdd is how long Join leaves kad-dht to add a bootstrap peer
+// before adding it itself.
+const bootstrapAdd = 5 * time.Second
+
 // waitRoutingTable waits until the routing table holds at least one peer.
-func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration) error {
-	if n.kad.RoutingTable().Size() > 0 {
+// kad-dht adds a connected peer only after a liveness query, once, on
+// identify's event; on a loaded machine that query can time out and the
+// peer never enters. So a node that built its kad-dht adds the bootstrap
+// peers it connected to itself after bootstrapAdd, those that identify
+// showed speak its DHT protocol, as kad-dht does once the query answers.
+func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration, bootstrap []peer.ID) error {
+	rt := n.kad.RoutingTable()
+	if rt.Size() > 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for n.kad.RoutingTable().Size() == 0 {
+	added := time.After(bootstrapAdd)
+	for rt.Size() == 0 {
 		select {
 		case <-tick.C:
+		case <-added:
+			if !n.ownKad {
+				continue
+			}
+			for _, p := range bootstrap {
+				if ps, err := n.h.Peerstore().SupportsProtocols(p, protocol.ID(n.kadProtocols())); err == nil && len(ps) > 0 {
+					_, _ = rt.TryAddPeer(p, true, false)
+				}
+			}
 		case <-ctx.Done():
 			return fmt.Errorf("dht: no bootstrap peer entered the routing table (do they run the DHT under %s?): %w", n.kadProtocols(), ctx.Err())
 		}
