@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -366,5 +367,31 @@ func TestParseMemLimit(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("parseMemLimit(%q, %d) = %d, %v; want %d", c.v, c.n, got, err, c.want)
 		}
+	}
+}
+
+// The progress lines: a stage's completion prints at once, but a stage that
+// stays complete prints no more often than every interval (a repel run
+// whose clients are all attached while its tokens are surveyed printed
+// "select 200/200" hundreds of times).
+func TestProgress_CompletionPrintsOnce(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b)
+	p.update("select", 0, 10)
+	p.update("select", 5, 10) // within the interval: not printed
+	for i := 0; i < 50; i++ {
+		p.update("select", 10, 10)
+	}
+	p.update("select", 9, 10)  // within the interval: not printed
+	p.update("select", 10, 10) // complete again: printed
+	p.update("other", 1, 1)
+	want := []string{"select 0/10", "select 10/10", "select 10/10", "other 1/1"}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		f := strings.Fields(line)
+		got = append(got, f[0]+" "+f[1])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("printed %q, want %q", got, want)
 	}
 }

@@ -548,6 +548,7 @@ type progress struct {
 	w     io.Writer
 	tty   bool
 	stage string
+	seen  int // the count last reported
 	last  time.Time
 	start time.Time
 }
@@ -567,7 +568,12 @@ func (p *progress) update(stage string, done, total int) {
 	defer p.mu.Unlock()
 	now := time.Now()
 	newStage := stage != p.stage
-	if !newStage && done != total && now.Sub(p.last) < p.interval() {
+	// A stage's completion prints at once, the first time it is reached;
+	// a stage that stays complete (repel's clients all attached while the
+	// tokens are surveyed) prints no more often than any other.
+	completes := done == total && (newStage || p.seen != total)
+	p.seen = done
+	if !newStage && !completes && now.Sub(p.last) < p.interval() {
 		return
 	}
 	if newStage && p.stage != "" && p.tty {
