@@ -400,10 +400,15 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 }
 
 // VivaldiWarmInterval is how often each of n peers samples while the
-// coordinates warm up (what `peer swarm` uses unless told): 300 ms, or
-// n × 1.25 ms above 240 peers, so that the swarm takes at most 800
-// samples a second.
+// coordinates warm up (what `peer swarm` uses unless told): 150 ms up to
+// 200 peers (at most 1 333 samples a second, which 200 peers take with
+// their samples within 3 ms of the matrix), else 300 ms or n × 1.25 ms,
+// at most 800 a second (490 peers at 1 333 a second stopped improving
+// short of the bound; experiments/README.md § the default run).
 func VivaldiWarmInterval(n int) time.Duration {
+	if n <= 200 {
+		return 150 * time.Millisecond
+	}
 	return max(300*time.Millisecond, time.Duration(n)*1250*time.Microsecond)
 }
 
