@@ -9,7 +9,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +33,8 @@ import (
 // attach TTL.
 
 func init() {
-	simulate := func(env sim.Env) (sim.Outcome, error) {
+	superpeer.Register(superpeer.Method{Name: "random", Summary: "each peer a superpeer with probability S/n (a test's method)", New: newRandom})
+	sim.Register(sim.Method{Name: "random", Simulate: func(env sim.Env) (sim.Outcome, error) {
 		var sps []int
 		for i, k := range env.Keys {
 			if isRandomSuperpeer(k, env.Superpeers, len(env.Keys)) {
@@ -43,13 +43,7 @@ func init() {
 		}
 		a := metrics.AssignWithCapacity(env.RTT, sps, env.Capacity)
 		return sim.Outcome{Superpeers: sps, Assignment: a}, nil
-	}
-	superpeer.Register(superpeer.Method{Name: "random", Summary: "each peer a superpeer with probability S/n (a test's method)", New: newRandom})
-	sim.Register(sim.Method{Name: "random", Simulate: simulate})
-	// The same method declared to place by coordinates (it ignores them):
-	// `peer swarm` runs it only once the coordinates are good.
-	superpeer.Register(superpeer.Method{Name: "random-coords", Summary: "random, run as a method that needs coordinates (a test's method)", Coordinates: true, New: newRandom})
-	sim.Register(sim.Method{Name: "random-coords", Simulate: simulate})
+	}})
 }
 
 func isRandomSuperpeer(k dht.Key, S, n int) bool {
@@ -208,31 +202,5 @@ func readJSON(t *testing.T, path string, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// `peer swarm` runs the methods that do not place by coordinates while the
-// coordinates warm up and the others after; the report keeps the order
-// given.
-func TestSwarm_MethodsWithoutCoordinatesRunDuringTheWarmUp(t *testing.T) {
-	const n = 30
-	path := filepath.Join(t.TempDir(), "swarm.json")
-	var out, errb bytes.Buffer
-	if code := run([]string{"swarm", "--method", "random-coords,random", "--n", "30", "--superpeers", "4", "--seed", "3", "--latency", "synthetic",
-		"--lookups", "5", "--ttl", "1s", "--json", path}, &out, &errb); code != 0 {
-		t.Fatalf("swarm: exit %d: %s", code, errb.String())
-	}
-	var rep swarmReport
-	readJSON(t, path, &rep)
-	if len(rep.Methods) != 2 || rep.Methods[0].Method != "random-coords" || rep.Methods[1].Method != "random" || rep.Vivaldi == nil {
-		t.Fatalf("swarm report methods %+v (vivaldi %v), want random-coords then random, and the warm-up's figures", rep.Methods, rep.Vivaldi)
-	}
-	for _, m := range rep.Methods {
-		checkMethodReport(t, m, n)
-	}
-	log := errb.String()
-	first, second := strings.Index(log, "method random\n"), strings.Index(log, "method random-coords\n")
-	if first < 0 || second < 0 || first > second {
-		t.Errorf("random (no coordinates) did not start before random-coords:\n%s", log)
 	}
 }

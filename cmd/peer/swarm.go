@@ -373,57 +373,26 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		}(rand.New(rand.NewSource(*seed + 2 + int64(8*i))))
 	}
 	wg.Wait()
+	if vr != nil {
+		// Good enough: sample slowly from then on, leaving the machine to
+		// the selection.
+		vs, err := vr.WarmUp(ctx, *vivBound)
+		if err != nil {
+			return err
+		}
+		rep.Vivaldi = &vs
+	}
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
 	f.view = web.View()
-	rep.Methods = make([]*methodReport, len(methods))
-	run := func(k int) error {
-		m := methods[k]
+	for k, m := range methods {
 		f.keep = web.keeper(k == len(methods)-1)
 		bar.log(fmt.Sprintf("method %s", m.Name))
 		mr, err := runMethod(ctx, s, vr, gossip, m, f)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
-		rep.Methods[k] = mr
-		return nil
-	}
-	if vr != nil {
-		// The methods that do not place by coordinates run while the
-		// coordinates warm up (in the order given); the others once they
-		// are good, and then Vivaldi samples slowly, leaving the machine
-		// to the selection. The report lists them in the order given. A
-		// run that kills peers warms up first: a kill is for good.
-		type warmed struct {
-			vs  swarm.VivaldiSummary
-			err error
-		}
-		warm := make(chan warmed, 1)
-		go func() {
-			vs, err := vr.WarmUp(ctx, *vivBound)
-			warm <- warmed{vs, err}
-		}()
-		for k, m := range methods {
-			if !m.Coordinates && *kill == 0 && !*killSP {
-				if err := run(k); err != nil {
-					cancel()
-					<-warm
-					return err
-				}
-			}
-		}
-		w := <-warm
-		if w.err != nil {
-			return w.err
-		}
-		rep.Vivaldi = &w.vs
-	}
-	for k := range methods {
-		if rep.Methods[k] == nil {
-			if err := run(k); err != nil {
-				return err
-			}
-		}
+		rep.Methods = append(rep.Methods, mr)
 	}
 	names := make([]string, len(methods))
 	for i, m := range methods {
