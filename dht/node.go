@@ -531,14 +531,14 @@ func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration, bootst
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	added := time.After(bootstrapAdd)
+	var added <-chan time.Time // never, on an application's kad-dht
+	if n.ownKad {
+		added = time.After(bootstrapAdd)
+	}
 	for rt.Size() == 0 {
 		select {
 		case <-tick.C:
 		case <-added:
-			if !n.ownKad {
-				continue
-			}
 			for _, p := range bootstrap {
 				if ps, err := n.h.Peerstore().SupportsProtocols(p, protocol.ID(n.kadProtocols())); err == nil && len(ps) > 0 {
 					_, _ = rt.TryAddPeer(p, true, false)
