@@ -202,7 +202,8 @@ func decodeClosest(resp *pb.ClosestResponse, drop func(reason string)) []peer.Ad
 
 // Closest finds the count live peers XOR-closest to a raw target of the key
 // space, closest first, by an iterative Kademlia lookup (α parallel requests,
-// k-wide shortlist) over the peers' kad-dht routing tables. The node itself
+// k-wide shortlist, ending once the max(count, β) closest have answered:
+// WithResiliency) over the peers' kad-dht routing tables. The node itself
 // is a candidate like any other, so Closest(ctx, t, 1)[0] == n.ID() tells a
 // node it is the peer responsible for t. Only peers that answered during the
 // lookup (and the node itself) are returned: they are known to be live.
@@ -250,33 +251,39 @@ func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, e
 	answers := make(chan answer, n.cfg.alpha)
 	// Requests still out when the lookup ends are cancelled with it.
 	inflight := 0
+	// The lookup ends once the width closest live candidates have answered
+	// (kad-dht's termination with resiliency β): each of them was asked for
+	// its k closest to the target and named nobody closer.
+	width := max(count, n.cfg.beta)
 	for {
-		// Ask the closest not-yet-asked candidates among the k best live ones.
 		best := sorted()
 		if len(best) > k {
 			best = best[:k]
 		}
 		done := true
-		for _, c := range best {
-			if c.state == 0 {
-				done = false
-				if inflight < n.cfg.alpha {
-					c.state = 1
-					inflight++
-					go func(p peer.ID) {
-						ps, err := n.ask(ctx, p, target, k)
-						answers <- answer{p, ps, err}
-					}(c.id)
-				}
-			} else if c.state == 1 {
-				done = false
-			}
+		for _, c := range best[:min(width, len(best))] {
+			done = done && c.state == 2
 		}
 		if done {
-			// The k best live candidates have all answered; requests still
-			// out went to farther peers and cannot change the answer. (Their
-			// goroutines finish into the buffered channel.)
+			// Requests still out went to farther peers and cannot change
+			// the answer. (Their goroutines finish into the buffered
+			// channel.)
 			break
+		}
+		// Ask the closest not-yet-asked candidates among the k best live
+		// ones.
+		for _, c := range best {
+			if inflight >= n.cfg.alpha {
+				break
+			}
+			if c.state == 0 {
+				c.state = 1
+				inflight++
+				go func(p peer.ID) {
+					ps, err := n.ask(ctx, p, target, k)
+					answers <- answer{p, ps, err}
+				}(c.id)
+			}
 		}
 		select {
 		case a := <-answers:

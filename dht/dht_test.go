@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,5 +329,46 @@ func TestNode_JoinAddsABootstrapPeerKadDidNot(t *testing.T) {
 	got, err := a.Closest(ctx, b.Key(), 1)
 	if err != nil || len(got) != 1 || got[0] != b.ID() {
 		t.Fatalf("closest to the bootstrap peer's key: %v, %v", got, err)
+	}
+}
+
+// TestNode_ClosestResiliencyEndsEarlierAndStaysExact: with the default β the
+// lookup stops once the 3 closest live peers have answered, so it sends fewer
+// requests than one that waits for all k = 20 (WithResiliency(20)) and still
+// names the true closest peer every time.
+func TestNode_ClosestResiliencyEndsEarlierAndStaysExact(t *testing.T) {
+	const n, lookups = 80, 40
+	sent := map[int]uint64{}
+	for _, beta := range []int{3, 20} {
+		nodes := testNetwork(t, n, WithResiliency(beta))
+		before := uint64(0)
+		for _, nd := range nodes {
+			before += nd.Stats().ClosestSent.Load()
+		}
+		rng := rand.New(rand.NewSource(5))
+		for i := 0; i < lookups; i++ {
+			var target Key
+			rng.Read(target[:])
+			from := nodes[rng.Intn(len(nodes))]
+			got, err := from.Closest(context.Background(), target, 1)
+			if err != nil {
+				t.Fatalf("β=%d lookup %d: %v", beta, i, err)
+			}
+			if want := closestNode(nodes, target).ID(); got[0] != want {
+				t.Errorf("β=%d lookup %d: closest %s, want %s", beta, i, got[0], want)
+			}
+		}
+		after := uint64(0)
+		for _, nd := range nodes {
+			after += nd.Stats().ClosestSent.Load()
+		}
+		sent[beta] = after - before
+		t.Logf("β=%d: %.1f closest requests a lookup", beta, float64(sent[beta])/lookups)
+	}
+	if sent[3] >= sent[20] {
+		t.Errorf("β=3 sent %d requests, β=20 %d: the earlier termination saved nothing", sent[3], sent[20])
+	}
+	if _, err := New(context.Background(), nil, WithResiliency(0)); err == nil || !strings.Contains(err.Error(), "WithResiliency") {
+		t.Errorf("WithResiliency(0): %v, want its own error", err)
 	}
 }

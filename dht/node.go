@@ -54,6 +54,7 @@ type config struct {
 	gossipOpts    []pubsub.Option
 	bucketSize    int
 	alpha         int
+	beta          int
 	autoRefresh   bool
 	refreshPeriod time.Duration
 	lookupTimeout time.Duration
@@ -129,6 +130,21 @@ func WithConcurrency(alpha int) Option {
 		}
 		c.kadOnly = append(c.kadOnly, "WithConcurrency")
 		c.alpha = alpha
+		return nil
+	}
+}
+
+// WithResiliency is β of the raw-key lookup (Closest): it ends once the
+// max(count, β) closest live peers it has heard of have all answered
+// (default 3, as kad-dht's own lookups, kaddht.Resiliency). A larger β asks
+// more peers near the target before it trusts the answer; the bucket size
+// asks all k of them.
+func WithResiliency(beta int) Option {
+	return func(c *config) error {
+		if beta < 1 {
+			return fmt.Errorf("dht.WithResiliency: %d must be at least 1", beta)
+		}
+		c.beta = beta
 		return nil
 	}
 }
@@ -281,6 +297,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		prefix:        DefaultProtocolPrefix,
 		bucketSize:    20,
 		alpha:         3,
+		beta:          3,
 		autoRefresh:   true,
 		refreshPeriod: 10 * time.Minute,
 		lookupTimeout: 20 * time.Second,
