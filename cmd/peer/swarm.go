@@ -171,6 +171,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (0.12: the tokens of `peer experiment repel-coords` place within 1.13× the k-median in coordinates that good, 1.24× at 0.15)")
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
+	startSpread := fs.Duration("start-spread", 0, "prefix: spread the peers' first lookups over this long (0: n × "+swarm.PrefixSpreadPerPeer.String()+", at least 1s; all start at once here, which no real network does)")
 	fraction := fs.Float64("fraction", 0, "make S follow this fraction of the swarm, agreed by the peers (the census: superpeer.WithFraction, repel.Config.Fraction); --superpeers is then where they start and the capacity 2⌈1/fraction⌉ unless --capacity is given; with one --method, prefix (without --pow2) or repel (0: S fixed)")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
 	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
@@ -382,7 +383,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		}
 		rep.Vivaldi = &vs
 	}
-	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
+	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
 	f.view = web.View()
 	for k, m := range methods {

@@ -49,6 +49,7 @@ type methodFlags struct {
 	capacityGiven               bool
 	pow2, killSP                bool
 	ttl, displace, survey, hold time.Duration
+	startSpread                 time.Duration
 	force                       string
 	kill                        float64
 	dissemination               repel.Dissemination
@@ -69,7 +70,7 @@ func (f methodFlags) params() swarm.MethodParams {
 	if f.fraction > 0 && !f.capacityGiven {
 		capacity = 0 // the fraction's: 2⌈1/f⌉
 	}
-	return swarm.MethodParams{Superpeers: f.superpeers, Fraction: f.fraction, Capacity: capacity, TTL: f.ttl, Pow2: f.pow2,
+	return swarm.MethodParams{Superpeers: f.superpeers, Fraction: f.fraction, Capacity: capacity, TTL: f.ttl, Pow2: f.pow2, StartSpread: f.startSpread,
 		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Dissemination: f.dissemination}
 }
 

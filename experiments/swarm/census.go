@@ -26,6 +26,9 @@ type MethodParams struct {
 	TTL time.Duration
 	// Pow2 (prefix) uses Lo et al.'s 2^⌈log2 S⌉ groups.
 	Pow2 bool
+	// StartSpread (prefix) spreads the peers' first lookups over this long
+	// (0: StartPrefix's default, n × PrefixSpreadPerPeer).
+	StartSpread time.Duration
 	// The token method's: its force model, the survey interval (0: none),
 	// the displacement margin, how many holders a client probes and how
 	// announcements travel.
@@ -47,6 +50,9 @@ func (p MethodParams) PrefixOptions() []superpeer.Option {
 	}
 	if p.Pow2 {
 		opts = append(opts, superpeer.WithPow2())
+	}
+	if p.StartSpread > 0 {
+		opts = append(opts, superpeer.WithStartSpread(p.StartSpread))
 	}
 	return opts
 }

@@ -15,17 +15,19 @@ import (
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
+// PrefixSpreadPerPeer is StartPrefix's default start spread per peer.
+const PrefixSpreadPerPeer = 20 * time.Millisecond
+
 // StartPrefix runs the prefix selector on every live peer (the registered
 // method "prefix" through StartMethod). Unless opts say otherwise
-// (superpeer.WithStartSpread), the first
-// lookups of the n peers are spread over n × 20 ms (at least one second):
-// all of them start at once here, which no real network does, and the
-// machine answers some 50–100 raw lookups a second in a swarm of
-// thousands, so a burst beyond that only makes lookups time out and repeat.
+// (superpeer.WithStartSpread), the first lookups of the n peers are spread
+// over n × PrefixSpreadPerPeer (at least one second): all of them start at
+// once here, which no real network does, and a burst beyond what the
+// machine answers only makes lookups time out and repeat.
 // Held peers count: the spread also paces the lookups of a failed
 // superpeer's clients, and the swarm may grow to all its peers (Grow).
 func (s *Swarm) StartPrefix(ctx context.Context, opts ...superpeer.Option) error {
-	spread := superpeer.WithStartSpread(max(time.Second, time.Duration(len(s.Peers))*20*time.Millisecond))
+	spread := superpeer.WithStartSpread(max(time.Second, time.Duration(len(s.Peers))*PrefixSpreadPerPeer))
 	opts = append([]superpeer.Option{spread}, opts...)
 	_, err := s.StartMethod(ctx, "prefix", MethodOptions{Env: superpeer.Env{Options: opts}})
 	return err
