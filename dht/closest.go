@@ -19,6 +19,7 @@ import (
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/superpeer-overlay/superpeer/dht/pb"
 	"github.com/superpeer-overlay/superpeer/internal/counters"
+	"github.com/superpeer-overlay/superpeer/internal/frame"
 )
 
 const (
@@ -67,9 +68,8 @@ func (n *Node) closestProtocol() protocol.ID { return n.cfg.prefix + "/kad/close
 func (n *Node) handleClosest(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(closestStreamTimeout))
-	r := pbio.NewDelimitedReader(s, maxClosestRequest)
 	var req pb.ClosestRequest
-	if err := r.ReadMsg(&req); err != nil {
+	if err := frame.ReadMsg(s, maxClosestRequest, &req); err != nil {
 		n.stats.drop(dropDecode)
 		_ = s.Reset()
 		return
@@ -151,7 +151,7 @@ func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]pee
 		return nil, err
 	}
 	var resp pb.ClosestResponse
-	if err := pbio.NewDelimitedReader(s, maxClosestResponse).ReadMsg(&resp); err != nil {
+	if err := frame.ReadMsg(s, maxClosestResponse, &resp); err != nil {
 		_ = s.Reset()
 		n.stats.drop(dropDecode)
 		n.stats.ClosestFailed.Add(1)

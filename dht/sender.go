@@ -10,6 +10,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/superpeer-overlay/superpeer/internal/frame"
 )
 
 // oneShotSender sends each kad-dht request on a stream of its own and closes
@@ -52,7 +54,7 @@ func (m *oneShotSender) SendRequest(ctx context.Context, p peer.ID, mes *kadpb.M
 	// No CloseWrite before the answer: mocknet delivers a closing writer's
 	// data at once, ahead of the link delay, and requests would travel free.
 	reply := new(kadpb.Message)
-	if err := pbio.NewDelimitedReader(s, network.MessageSizeMax).ReadMsg(reply); err != nil {
+	if err := frame.ReadMsg(s, network.MessageSizeMax, reply); err != nil {
 		_ = s.Reset()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

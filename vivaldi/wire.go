@@ -12,6 +12,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/proto"
 
+	framing "github.com/superpeer-overlay/superpeer/internal/frame"
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
@@ -111,7 +112,7 @@ func readCoord(r io.Reader, dims int) (Coord, error) {
 // are kept; every other entry is refused and counted in wireFrame.Refused.
 func readMessage(r io.Reader, dims, maxNeighbors int) (wireFrame, error) {
 	var m pb.Message
-	if err := pbio.NewDelimitedReader(r, maxFrameSize).ReadMsg(&m); err != nil {
+	if err := framing.ReadMsg(r, maxFrameSize, &m); err != nil {
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
 			return wireFrame{}, &frameError{dropOversize, err}

@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
-	"github.com/libp2p/go-msgio/pbio"
+	"github.com/multiformats/go-varint"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -28,7 +29,7 @@ var ErrStreamFailed = errors.New("stream failed")
 // is over the cap or does not decode is malformed even so.
 func Read(r io.Reader, max int, m proto.Message) error {
 	fr := &failReader{r: r}
-	if err := pbio.NewDelimitedReader(fr, max).ReadMsg(m); err != nil {
+	if err := ReadMsg(fr, max, m); err != nil {
 		if fr.err != nil && (errors.Is(err, fr.err) || err == io.ErrUnexpectedEOF) {
 			return fmt.Errorf("%w: %w", ErrStreamFailed, fr.err)
 		}
@@ -49,4 +50,63 @@ func (f *failReader) Read(p []byte) (int, error) {
 		f.err = err
 	}
 	return n, err
+}
+
+// ReadMsg reads one varint-delimited protobuf of at most max bytes from r
+// into m, with the errors of go-msgio's pbio reader (io.ErrShortBuffer for a
+// frame over max, go-varint's for a bad length, io.EOF before the first
+// byte, io.ErrUnexpectedEOF within the frame). Unlike pbio's, it reads
+// exactly the frame's bytes and allocates no 4 KiB read buffer per call: a
+// swarm of thousands of peers opens a stream for every request, and those
+// buffers were the largest share of its allocations.
+func ReadMsg(r io.Reader, max int, m proto.Message) error {
+	br := byteReader{r: r}
+	n, err := varint.ReadUvarint(&br)
+	if err != nil {
+		return err
+	}
+	if n > uint64(max) {
+		return io.ErrShortBuffer
+	}
+	bp := bodies.Get().(*[]byte)
+	defer bodies.Put(bp)
+	if uint64(cap(*bp)) < n {
+		if n > maxPooled {
+			b := make([]byte, n)
+			bp = &b
+		} else {
+			*bp = make([]byte, maxPooled)
+		}
+	}
+	body := (*bp)[:n]
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	// proto.Unmarshal copies what it keeps: the body can be reused.
+	return proto.Unmarshal(body, m)
+}
+
+// maxPooled is the largest body kept for reuse; larger frames (rare: a
+// routing-table's worth of peers) get their own buffer.
+const maxPooled = 4 << 10
+
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// byteReader reads r one byte at a time for the length prefix, so that
+// nothing past the frame is taken from the stream.
+type byteReader struct {
+	r   io.Reader
+	buf [1]byte
+}
+
+func (b *byteReader) ReadByte() (byte, error) {
+	for {
+		n, err := b.r.Read(b.buf[:])
+		if n == 1 {
+			return b.buf[0], nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }

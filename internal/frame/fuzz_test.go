@@ -147,7 +147,38 @@ func FuzzRead(f *testing.F) {
 				}
 			}
 		}
+		if want != whole {
+			return
+		}
+		// ReadMsg takes the frame's bytes and nothing past them: a stream
+		// may carry the next frame behind it.
+		r := bytes.NewReader(b)
+		if err := ReadMsg(r, int(max), new(pb.MoveFrame)); err != nil {
+			t.Fatalf("ReadMsg: %v", err)
+		}
+		end := cap(b) - cap(body) + len(body)
+		if rest, _ := io.ReadAll(r); !bytes.Equal(rest, b[end:]) {
+			t.Fatalf("ReadMsg left %x past the frame, want %x", rest, b[end:])
+		}
 	})
+}
+
+// ReadMsg's errors are go-msgio's pbio reader's, which the decoders'
+// drop reasons tell apart: an oversized frame is io.ErrShortBuffer.
+func TestReadMsg_ErrorsAsPbio(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"over the cap", []byte{0xff, 0xff, 0x03}, io.ErrShortBuffer},
+		{"nothing at all", nil, io.EOF},
+		{"cut off mid-frame", []byte{5, 0x08}, io.ErrUnexpectedEOF},
+	} {
+		if err := ReadMsg(bytes.NewReader(c.b), 1024, new(pb.MoveFrame)); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
 }
 
 // A reader that hands over its end with its last bytes, as a QUIC stream
