@@ -46,8 +46,8 @@ func WithPow2() Option {
 
 // WithRecheck sets how often a peer looks its superpeer key up again
 // (default the attach TTL). Attachments are renewed every TTL/3 apart from
-// this; a failed renewal, a refusal and a routing-table change in the peer's
-// group each bring a lookup forward.
+// this; a lost attachment (a refusal, or failed renewals for the TTL) and a
+// routing-table change in the peer's group each bring a lookup forward.
 func WithRecheck(every time.Duration) Option {
 	return positive("WithRecheck", every, func(o *options) { o.Recheck = every })
 }
@@ -189,8 +189,8 @@ type options struct {
 	Pow2       bool
 	Recheck    time.Duration
 	// ClientRecheck is an attached client's recheck period (default 8 ×
-	// Recheck; only tests set it): its superpeer's failure shows as a
-	// failed renewal, and a superpeer overtaken by a closer peer refuses
+	// Recheck; only tests set it): its superpeer's failure shows as
+	// failed renewals, and a superpeer overtaken by a closer peer refuses
 	// the next renewal, so a client needs few lookups of its own, which
 	// keeps a swarm's lookup load at n / (8·Recheck) per second.
 	ClientRecheck time.Duration

@@ -32,8 +32,9 @@ import (
 // every Recheck (ClientRecheck for a client attached in its group; backing
 // off to it for a peer left unserved or served away from home), on Recheck
 // and on a routing-table change that can matter, never two within
-// MinRecheck. The attachment is renewed every TTL/3; a refused or failed
-// renewal ends it and brings a step within StartSpread.
+// MinRecheck. The attachment is renewed every TTL/3; a refused renewal, or
+// failed ones until the TTL since the last accepted one would pass before
+// the next, ends it and brings a step within StartSpread.
 //
 // One step or one retry is under way at a time: calls that come meanwhile
 // are remembered (a Recheck) or queued (routing-table changes, judged
@@ -96,6 +97,7 @@ type PrefixCore struct {
 
 	renewSeq  uint64    // the renewal in flight, 0 if none
 	renewTick int64     // the last renewal tick passed: t0 + renewTick·renewEvery
+	servedAt  time.Time // when the superpeer serving us last accepted us
 	lostAt    time.Time // when to step if a lost attachment is not replaced
 
 	ops []PrefixOp
@@ -328,7 +330,7 @@ func (c *PrefixCore) Answered(now time.Time, op PrefixOp, st Status, ok bool) []
 	switch {
 	case op.seq == 0:
 	case op.Kind == PrefixRenew && op.seq == c.renewSeq:
-		c.renewed(now, op.Peer, ok && st == Accepted)
+		c.renewed(now, op.Peer, st, ok)
 	case op.Kind == PrefixAttach && op.seq == c.await:
 		c.await = 0
 		switch c.phase {
@@ -523,7 +525,7 @@ func (c *PrefixCore) lookedHome(now time.Time, sp peer.ID, key dht.Key, ok bool)
 		return
 	}
 	if c.attached != "" && c.home && c.scheme.GroupKey(c.group).Closer(c.attachedKey, key) {
-		// The superpeer serving us is alive (a failed renewal drops it)
+		// The superpeer serving us is alive (failed renewals drop it)
 		// and closer to our group key than the answer: the lookup missed
 		// it (a request that failed on a loaded network). A lookup cannot
 		// un-know a live peer, so we stay.
@@ -652,7 +654,7 @@ func (c *PrefixCore) accept(now time.Time, sp peer.ID, key dht.Key, home bool, r
 		// renewal is at its next tick.
 		c.renewTick = int64(now.Sub(c.t0) / c.renewEvery)
 	}
-	c.attached, c.attachedKey, c.home = sp, key, home
+	c.attached, c.attachedKey, c.home, c.servedAt = sp, key, home, now
 	if home {
 		// A fallback keeps the pending retry: we move home once our own
 		// superpeer knows its role.
@@ -689,17 +691,29 @@ func (c *PrefixCore) retry() {
 	c.ask(phaseRetry, sp)
 }
 
-// renewed takes a renewal's answer: a refused or failed one ends the
-// attachment.
-func (c *PrefixCore) renewed(now time.Time, sp peer.ID, accepted bool) {
+// renewed takes a renewal's answer. A refusal ends the attachment; so
+// does a failed renewal (no answer) unless the next renewal is due before
+// the superpeer lets the attachment lapse (the TTL since it last accepted
+// us): one renewal lost on a loaded network is not the superpeer's death,
+// and ending the attachment on it sends the superpeer's clients back to
+// their lookups together.
+func (c *PrefixCore) renewed(now time.Time, sp peer.ID, st Status, ok bool) {
 	c.renewSeq = 0
-	if accepted || c.attached != sp {
+	if c.attached != sp {
+		return
+	}
+	if ok && st == Accepted {
+		c.servedAt = now
+		return
+	}
+	next := c.t0.Add(time.Duration(int64(now.Sub(c.t0)/c.renewEvery)+1) * c.renewEvery)
+	if !ok && next.Before(c.servedAt.Add(3*c.renewEvery)) {
 		return
 	}
 	c.attached = ""
 	c.set(Client, "", dht.Key{}, "superpeer stopped serving")
-	// All the clients of a superpeer that fails notice within one renewal
-	// of each other; their lookups of the group key are spread over
+	// All the clients of a superpeer that fails notice within two renewals
+	// of each other (the TTL); their lookups of the group key are spread over
 	// StartSpread so they do not arrive as one burst. Renewals go on
 	// meanwhile: a step may attach us elsewhere before then.
 	x := splitmix(binary.BigEndian.Uint64(c.key[8:]) + c.steps)

@@ -359,6 +359,38 @@ func TestPrefixCore_Renewals(t *testing.T) {
 	r.look("g0.1").want("attach g0.1").answer(Accepted).role(Client, "g0.1")
 }
 
+// A renewal that fails (no answer) keeps the attachment while the next
+// renewal is due before the superpeer would let it lapse; the second in a
+// row ends it, and an accepted one in between starts the count again.
+func TestPrefixCore_FailedRenewalKeepsTheAttachmentWithinTheTTL(t *testing.T) {
+	o := coreOpts
+	o.ClientRecheck = time.Hour
+	r := newRig(t, "g0.5", o)
+	r.renewals = true
+	r.client("g0.0")
+	r.tickUntil().want("renew g0.0").fail().want().role(Client, "g0.0")
+	r.tickUntil().want("renew g0.0").answer(Accepted).want().role(Client, "g0.0")
+	r.tickUntil().want("renew g0.0").fail().want().role(Client, "g0.0")
+	r.tickUntil().want("renew g0.0").fail().want().role(Client, "")
+	lost := r.now
+	r.tickUntil().want("lookup 0")
+	if d := r.now.Sub(lost); d > coreOpts.StartSpread {
+		t.Fatalf("step %v after the lost attachment, spread %v", d, coreOpts.StartSpread)
+	}
+}
+
+// A renewal that fails late (its answer timed out past the next tick) ends
+// the attachment once the tick after it comes too late for the TTL.
+func TestPrefixCore_LateFailedRenewalEndsTheAttachment(t *testing.T) {
+	o := coreOpts
+	o.ClientRecheck = time.Hour
+	r := newRig(t, "g0.5", o)
+	r.renewals = true
+	r.client("g0.0")
+	renew := coreOpts.Attach.TTL / 3
+	r.tickUntil().want("renew g0.0").after(2*renew+time.Second).fail().want().role(Client, "")
+}
+
 // A renewal that is out when the step moves us is answered for a superpeer
 // we left: ignored. So are answers to ops no longer awaited.
 func TestPrefixCore_StaleAnswersIgnored(t *testing.T) {
