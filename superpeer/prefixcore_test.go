@@ -334,14 +334,22 @@ func TestPrefixCore_NotSuperpeerRetries(t *testing.T) {
 	}
 }
 
-// Renewals every TTL/3; a refused one ends the attachment and brings a step
-// within StartSpread.
-func TestPrefixCore_Renewals(t *testing.T) {
+// renewingClient is a rig whose core is a client of g0.0 that only renews
+// (no periodic steps), stopping at each renewal.
+func renewingClient(t *testing.T) *rig {
+	t.Helper()
 	o := coreOpts
 	o.ClientRecheck = time.Hour
 	r := newRig(t, "g0.5", o)
 	r.renewals = true
 	r.client("g0.0")
+	return r
+}
+
+// Renewals every TTL/3; a refused one ends the attachment and brings a step
+// within StartSpread.
+func TestPrefixCore_Renewals(t *testing.T) {
+	r := renewingClient(t)
 	renew := coreOpts.Attach.TTL / 3
 	for range 3 {
 		r.tickUntil().want("renew g0.0")
@@ -363,11 +371,7 @@ func TestPrefixCore_Renewals(t *testing.T) {
 // renewal is due before the superpeer would let it lapse; the second in a
 // row ends it, and an accepted one in between starts the count again.
 func TestPrefixCore_FailedRenewalKeepsTheAttachmentWithinTheTTL(t *testing.T) {
-	o := coreOpts
-	o.ClientRecheck = time.Hour
-	r := newRig(t, "g0.5", o)
-	r.renewals = true
-	r.client("g0.0")
+	r := renewingClient(t)
 	r.tickUntil().want("renew g0.0").fail().want().role(Client, "g0.0")
 	r.tickUntil().want("renew g0.0").answer(Accepted).want().role(Client, "g0.0")
 	r.tickUntil().want("renew g0.0").fail().want().role(Client, "g0.0")
@@ -382,11 +386,7 @@ func TestPrefixCore_FailedRenewalKeepsTheAttachmentWithinTheTTL(t *testing.T) {
 // A renewal that fails late (its answer timed out past the next tick) ends
 // the attachment once the tick after it comes too late for the TTL.
 func TestPrefixCore_LateFailedRenewalEndsTheAttachment(t *testing.T) {
-	o := coreOpts
-	o.ClientRecheck = time.Hour
-	r := newRig(t, "g0.5", o)
-	r.renewals = true
-	r.client("g0.0")
+	r := renewingClient(t)
 	renew := coreOpts.Attach.TTL / 3
 	r.tickUntil().want("renew g0.0").after(2*renew+time.Second).fail().want().role(Client, "")
 }
