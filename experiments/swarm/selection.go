@@ -192,11 +192,17 @@ func (s *Swarm) PrefixState() PrefixState {
 func (s *Swarm) WaitPrefix(ctx context.Context, since time.Time) (time.Duration, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	logged := time.Now()
 	for {
 		st := s.PrefixState()
 		s.progress("select", len(s.Live())-st.Wrong-st.Unserved, len(s.Live()))
 		if st.Converged() {
 			return time.Since(since), nil
+		}
+		if time.Since(logged) >= stateLogEvery {
+			// What keeps it from converging, by kind, as repel's Wait says.
+			logged = time.Now()
+			s.logf("prefix at %.0f s: %d wrong %v, %d unserved (room %d)", time.Since(since).Seconds(), st.Wrong, st.Kinds, st.Unserved, st.Room)
 		}
 		select {
 		case <-ctx.Done():
