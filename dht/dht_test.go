@@ -341,10 +341,13 @@ func TestNode_ClosestResiliencyEndsEarlierAndStaysExact(t *testing.T) {
 	sent := map[int]uint64{}
 	for _, beta := range []int{3, 20} {
 		nodes := testNetwork(t, n, WithResiliency(beta))
-		before := uint64(0)
-		for _, nd := range nodes {
-			before += nd.Stats().ClosestSent.Load()
+		total := func() (sum uint64) {
+			for _, nd := range nodes {
+				sum += nd.Stats().ClosestSent.Load()
+			}
+			return sum
 		}
+		before := total()
 		rng := rand.New(rand.NewSource(5))
 		for i := 0; i < lookups; i++ {
 			var target Key
@@ -358,11 +361,7 @@ func TestNode_ClosestResiliencyEndsEarlierAndStaysExact(t *testing.T) {
 				t.Errorf("β=%d lookup %d: closest %s, want %s", beta, i, got[0], want)
 			}
 		}
-		after := uint64(0)
-		for _, nd := range nodes {
-			after += nd.Stats().ClosestSent.Load()
-		}
-		sent[beta] = after - before
+		sent[beta] = total() - before
 		t.Logf("β=%d: %.1f closest requests a lookup", beta, float64(sent[beta])/lookups)
 	}
 	if sent[3] >= sent[20] {

@@ -68,17 +68,14 @@ func ReadMsg(r io.Reader, max int, m proto.Message) error {
 	if n > uint64(max) {
 		return io.ErrShortBuffer
 	}
-	bp := bodies.Get().(*[]byte)
-	defer bodies.Put(bp)
-	if uint64(cap(*bp)) < n {
-		if n > maxPooled {
-			b := make([]byte, n)
-			bp = &b
-		} else {
-			*bp = make([]byte, maxPooled)
-		}
+	var body []byte
+	if n <= maxPooled {
+		bp := bodies.Get().(*[]byte)
+		defer bodies.Put(bp)
+		body = (*bp)[:n]
+	} else {
+		body = make([]byte, n)
 	}
-	body := (*bp)[:n]
 	if _, err := io.ReadFull(r, body); err != nil {
 		return err
 	}
@@ -90,7 +87,7 @@ func ReadMsg(r io.Reader, max int, m proto.Message) error {
 // routing-table's worth of peers) get their own buffer.
 const maxPooled = 4 << 10
 
-var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+var bodies = sync.Pool{New: func() any { b := make([]byte, maxPooled); return &b }}
 
 // byteReader reads r one byte at a time for the length prefix, so that
 // nothing past the frame is taken from the stream.
