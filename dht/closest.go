@@ -208,6 +208,14 @@ func decodeClosest(resp *pb.ClosestResponse, drop func(reason string)) []peer.Ad
 // node it is the peer responsible for t. Only peers that answered during the
 // lookup (and the node itself) are returned: they are known to be live.
 func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, error) {
+	return n.ClosestWhere(ctx, target, count, nil)
+}
+
+// ClosestWhere is Closest among the peers keep accepts (every peer if keep
+// is nil): the others, the node itself included, are neither asked nor
+// answered, as if they were not in the network. keep must be cheap and
+// safe to call from the lookup's goroutine (SolvesPuzzle, say).
+func (n *Node) ClosestWhere(ctx context.Context, target Key, count int, keep func(peer.ID) bool) ([]peer.ID, error) {
 	if count < 1 {
 		return nil, fmt.Errorf("dht: Closest: count %d must be at least 1", count)
 	}
@@ -224,8 +232,15 @@ func (n *Node) Closest(ctx context.Context, target Key, count int) ([]peer.ID, e
 	}
 	self := n.h.ID()
 	cands := map[peer.ID]*cand{self: {id: self, dist: n.key.Xor(target), state: 2}}
+	if keep != nil && !keep(self) {
+		cands[self].state = 3
+	}
 	add := func(p peer.ID) {
 		if _, ok := cands[p]; !ok {
+			if keep != nil && !keep(p) {
+				cands[p] = &cand{id: p, state: 3} // never asked, never an answer
+				return
+			}
 			cands[p] = &cand{id: p, dist: KeyOf(p).Xor(target)}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,40 @@ func TestNode_ClosestFindsTheTrueClosestPeer(t *testing.T) {
 	}
 	if _, err := nodes[0].Closest(ctx, Key{}, 0); err == nil {
 		t.Error("Closest with count 0 succeeded")
+	}
+}
+
+// ClosestWhere answers the closest peers keep accepts, as if the others
+// were not there: a node that keep refuses is not its own answer either.
+func TestNode_ClosestWhereSkipsRefusedPeers(t *testing.T) {
+	nodes := testNetwork(t, 30)
+	rng := rand.New(rand.NewSource(3))
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		var target Key
+		rng.Read(target[:])
+		// Refuse the two true closest peers; the third is the answer.
+		refused := map[peer.ID]bool{}
+		rest := nodes
+		for len(refused) < 2 {
+			c := closestNode(rest, target)
+			refused[c.ID()] = true
+			rest = slices.DeleteFunc(slices.Clone(rest), func(n *Node) bool { return n == c })
+		}
+		want := closestNode(rest, target).ID()
+		from := nodes[rng.Intn(len(nodes))]
+		got, err := from.ClosestWhere(ctx, target, 2, func(p peer.ID) bool { return !refused[p] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != want || refused[got[1]] {
+			t.Errorf("lookup %d: %v, want %s first and no refused peer", i, got, want)
+		}
+	}
+	self := nodes[4]
+	got, err := self.ClosestWhere(ctx, self.Key(), 1, func(p peer.ID) bool { return p != self.ID() })
+	if err != nil || got[0] == self.ID() {
+		t.Errorf("ClosestWhere(own key, not itself) = %v, %v", got, err)
 	}
 }
 

@@ -182,6 +182,56 @@ func positive(name string, d time.Duration, set func(*options)) Option {
 	}
 }
 
+// WithIDPuzzle makes only identities with at least c puzzle bits
+// (PuzzleBits) superpeers: the DHT lookups of a group's superpeer pass
+// over every other peer, and a peer whose own identity falls short is a
+// client only. An honest peer pays about 2^c key derivations once, for its
+// identity (PuzzleKey); an attacker grinding identities for a group pays
+// them for every try, so c = 10 makes taking a chosen group about 1 000
+// times dearer (`peer experiment attacks`). Every peer of a network must
+// use the same c. Default 0: no puzzle.
+func WithIDPuzzle(c int) Option {
+	return func(o *options) error {
+		if c < 0 || c > MaxPuzzleBits {
+			return badOption("WithIDPuzzle", c, fmt.Sprintf("must be in [0, %d]", MaxPuzzleBits))
+		}
+		o.Puzzle = c
+		return nil
+	}
+}
+
+// WithSalt salts the group keys (Prefix.Salted) with salt(now), which
+// the selector asks at every step of its own: when the value changes, the
+// groups keep their members and each re-selects its superpeer, the member
+// nearest the group's new key. salt must give every peer the same value at
+// the same time and nobody the value ahead of it: a public randomness
+// beacon's value for the epoch now falls in (EpochSalt), or a value drawn
+// when the network starts and given to every peer. Every peer of a network
+// must use the same salt. Default: none (Lo et al.'s unsalted keys).
+func WithSalt(salt func(now time.Time) [32]byte) Option {
+	return func(o *options) error {
+		if salt == nil {
+			return badOption("WithSalt", "nil", "needs a function")
+		}
+		o.Salt = salt
+		return nil
+	}
+}
+
+// EpochSalt is a salt for WithSalt that changes every period: the
+// beacon's value for epoch ⌊now / period⌋ (Unix time). The beacon is the
+// application's: it has to agree at every peer and be unknown before its
+// epoch.
+// A period of zero or less is one epoch for all time, 0.
+func EpochSalt(period time.Duration, beacon func(epoch uint64) [32]byte) func(now time.Time) [32]byte {
+	return func(now time.Time) [32]byte {
+		if period <= 0 {
+			return beacon(0)
+		}
+		return beacon(uint64(now.UnixNano() / int64(period)))
+	}
+}
+
 // options are the settings the Options make; zero fields take the
 // defaults of NewPrefix, NewPrefixCore and NewAttach.
 type options struct {
@@ -197,6 +247,8 @@ type options struct {
 	MinRecheck    time.Duration
 	StartSpread   time.Duration
 	Fraction      float64
+	Puzzle        int                          // WithIDPuzzle
+	Salt          func(now time.Time) [32]byte // WithSalt
 	Attach        attachOptions
 	capacitySet   bool
 	// census sets the census's period, hold-down and expiry (zero: the

@@ -1,6 +1,7 @@
 package superpeer
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -27,6 +28,33 @@ type Prefix struct {
 	k     int // bits of the longest group prefix
 	split int // how many (k−1)-bit prefixes are split into two k-bit groups
 	s     int // groups
+	// salt, if salted, fills each group key's bits after the prefix
+	// (Salted).
+	salt   [32]byte
+	salted bool
+}
+
+// Salted is the same code with each group key's bits after its prefix
+// drawn from the salt: SHA-256(salt ‖ g), group g's prefix kept. The groups
+// and their members do not change, but the group's superpeer becomes the
+// member XOR-closest to a point of the group that nobody could know before
+// the salt: an identity derived before it is no nearer that point than any
+// honest member's, so an attacker holding a fraction f of the identities
+// holds about f of the groups, and grinding for a group has to start anew
+// with each salt. A salt has to reach every peer at once and nobody ahead
+// of time (WithSalt).
+func (p Prefix) Salted(salt [32]byte) Prefix {
+	p.salt, p.salted = salt, true
+	return p
+}
+
+// Salt is the salt of a Salted code, and whether there is one.
+func (p Prefix) Salt() ([32]byte, bool) { return p.salt, p.salted }
+
+// withSaltOf is p with q's salt (or none, as q).
+func (p Prefix) withSaltOf(q Prefix) Prefix {
+	p.salt, p.salted = q.salt, q.salted
+	return p
 }
 
 // Pow2 is Lo et al.'s scheme: k reserved bits, 2^k groups.
@@ -98,10 +126,16 @@ func (p Prefix) depth(g int) int {
 	return p.k - 1
 }
 
-// GroupKey is group g's prefix followed by zeros: the key whose XOR-closest
-// live peer is the group's superpeer.
+// GroupKey is group g's prefix followed by zeros (by the salt's bits,
+// Salted): the key whose XOR-closest live peer is the group's superpeer.
 func (p Prefix) GroupKey(g int) dht.Key {
 	var key dht.Key
+	if p.salted {
+		var in [36]byte
+		copy(in[:32], p.salt[:])
+		binary.BigEndian.PutUint32(in[32:], uint32(g))
+		key = sha256.Sum256(in[:])
+	}
 	if p.k == 0 {
 		return key
 	}
@@ -112,7 +146,8 @@ func (p Prefix) GroupKey(g int) dht.Key {
 	} else {
 		prefix = uint64(p.split + (g - 2*p.split))
 	}
-	binary.BigEndian.PutUint64(key[:8], prefix<<(64-depth))
+	low := binary.BigEndian.Uint64(key[:8]) & (1<<(64-depth) - 1)
+	binary.BigEndian.PutUint64(key[:8], prefix<<(64-depth)|low)
 	return key
 }
 

@@ -235,3 +235,42 @@ func TestPrefix_ExactChangesOneGroupPerStep(t *testing.T) {
 		}
 	}
 }
+
+// A salted code keeps every key's group and the group's prefix in its key;
+// the bits after the prefix follow the salt, so another salt moves every
+// group key within its group.
+func TestPrefix_SaltedKeepsGroupsAndMovesKeys(t *testing.T) {
+	for _, S := range []int{1, 2, 5, 8, 100} {
+		plain, err := Exact(S)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := plain.Salted([32]byte{1}), plain.Salted([32]byte{2})
+		if s, ok := a.Salt(); !ok || s != [32]byte{1} {
+			t.Fatalf("S=%d: Salt() = %v, %v", S, s[:1], ok)
+		}
+		if _, ok := plain.Salt(); ok {
+			t.Fatalf("S=%d: an unsalted code says it is salted", S)
+		}
+		for g := 0; g < S; g++ {
+			ka, kb := a.GroupKey(g), b.GroupKey(g)
+			if a.Group(ka) != g || b.Group(kb) != g || plain.Group(ka) != g {
+				t.Fatalf("S=%d group %d: salted key in group %d/%d", S, g, a.Group(ka), b.Group(kb))
+			}
+			if ka == kb || ka == plain.GroupKey(g) {
+				t.Fatalf("S=%d group %d: the salt did not move the key", S, g)
+			}
+			if ka != plain.Salted([32]byte{1}).GroupKey(g) {
+				t.Fatalf("S=%d group %d: the same salt gave another key", S, g)
+			}
+		}
+		rng := rand.New(rand.NewSource(int64(S)))
+		for i := 0; i < 100; i++ {
+			var k dht.Key
+			rng.Read(k[:])
+			if a.Group(k) != plain.Group(k) {
+				t.Fatalf("S=%d: salting moved a key to another group", S)
+			}
+		}
+	}
+}

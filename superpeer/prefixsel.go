@@ -46,6 +46,11 @@ type PrefixSelector struct {
 	// (censusTiming.settle; default the attachment TTL).
 	settle time.Duration
 
+	// salt is WithSalt's (nil: unsalted), eligible WithIDPuzzle's test of
+	// who may be a superpeer (nil: anyone).
+	salt     func(now time.Time) [32]byte
+	eligible func(peer.ID) bool
+
 	trigger chan struct{}
 	lookups atomic.Uint64
 
@@ -80,6 +85,9 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Salt != nil {
+		scheme = scheme.Salted(o.Salt(time.Now()))
+	}
 	switch p := o.Attach.ProtocolPrefix; {
 	case p == "":
 		o.Attach.ProtocolPrefix = node.ProtocolPrefix()
@@ -98,10 +106,15 @@ func NewPrefix(node *dht.Node, opts ...Option) (*PrefixSelector, error) {
 	}
 	s := &PrefixSelector{
 		node:    node,
+		salt:    o.Salt,
 		scheme:  scheme,
 		attach:  att,
 		core:    core,
 		trigger: make(chan struct{}, 1),
+	}
+	if o.Puzzle > 0 {
+		c := o.Puzzle
+		s.eligible = func(p peer.ID) bool { return SolvesPuzzle(p, c) }
 	}
 	att.SetRole(s.note.state)
 	att.onRefusedAsNonSuperpeer(s.Recheck)
@@ -217,7 +230,7 @@ func (s *PrefixSelector) loop(ctx context.Context, events <-chan dht.RoutingEven
 			return
 		case <-timer.C:
 			now = time.Now()
-			ops = s.core.Tick(now)
+			ops = append(s.resalt(now), s.core.Tick(now)...)
 		case <-s.trigger:
 			now = time.Now()
 			ops = s.core.Recheck(now)
@@ -253,7 +266,7 @@ func (s *PrefixSelector) perform(ctx context.Context, op PrefixOp, answers chan<
 	case PrefixLookup:
 		s.lookups.Add(1)
 		out.Go(func() {
-			got, err := s.node.Closest(ctx, op.Key, 1)
+			got, err := s.node.ClosestWhere(ctx, op.Key, 1, s.eligible)
 			var id peer.ID
 			if ok := err == nil && len(got) > 0; ok {
 				id = got[0]
@@ -279,10 +292,29 @@ func (s *PrefixSelector) takeCensus(now time.Time) []PrefixOp {
 		return nil
 	}
 	s.mu.Lock()
+	scheme = scheme.withSaltOf(s.scheme)
 	same := scheme == s.scheme
 	s.scheme = scheme
 	s.mu.Unlock()
 	if same {
+		return nil
+	}
+	return s.core.SetScheme(now, scheme)
+}
+
+// resalt makes WithSalt's value for now the code's salt (the loop's): a
+// new salt moves every group key, and the core re-selects.
+func (s *PrefixSelector) resalt(now time.Time) []PrefixOp {
+	if s.salt == nil {
+		return nil
+	}
+	salt := s.salt(now)
+	s.mu.Lock()
+	old, _ := s.scheme.Salt()
+	scheme := s.scheme.Salted(salt)
+	s.scheme = scheme
+	s.mu.Unlock()
+	if salt == old {
 		return nil
 	}
 	return s.core.SetScheme(now, scheme)
@@ -355,7 +387,7 @@ func (s *PrefixSelector) censusRound(ctx context.Context, now time.Time, out *sy
 	key := scheme.GroupKey(g)
 	s.lookups.Add(1)
 	out.Go(func() {
-		got, err := s.node.Closest(ctx, key, 1)
+		got, err := s.node.ClosestWhere(ctx, key, 1, s.eligible)
 		if err != nil || len(got) == 0 || got[0] == s.node.ID() {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,6 +134,9 @@ func prefixOutcome(peers []*prefixPeer, scheme Prefix) map[int]*prefixPeer {
 		if p.dead {
 			continue
 		}
+		if e := p.sel.eligible; e != nil && !e(p.node.ID()) {
+			continue // WithIDPuzzle: a client only
+		}
 		g := scheme.Group(p.node.Key())
 		if b, ok := best[g]; !ok || scheme.GroupKey(g).Closer(p.node.Key(), b.node.Key()) {
 			best[g] = p
@@ -147,6 +151,11 @@ func prefixOutcome(peers []*prefixPeer, scheme Prefix) map[int]*prefixPeer {
 // clients, within capacity.
 func prefixSettled(peers []*prefixPeer, capacity int) string {
 	scheme := peers[0].sel.Scheme()
+	for _, p := range peers {
+		if got := p.sel.Scheme(); !p.dead && got != scheme {
+			return fmt.Sprintf("%s holds another code than %s", p.node.ID(), peers[0].node.ID())
+		}
+	}
 	want := prefixOutcome(peers, scheme)
 	byID := map[peer.ID]*prefixPeer{}
 	served := map[peer.ID][]peer.ID{}
@@ -418,4 +427,72 @@ func TestPrefixSelector_FractionFollowsTheNetwork(t *testing.T) {
 		}
 	}
 	agreed(3, time.Minute)
+}
+
+// WithIDPuzzle: a peer whose identity falls short of the puzzle is never a
+// superpeer, even when it is its group's XOR-closest member; the nearest
+// member that solves it serves the group instead.
+func TestPrefixSelector_PuzzleKeepsUnsolvedIdentitiesClients(t *testing.T) {
+	const n, S, c = 14, 2, 2
+	opts := livePrefixOptions(S, 0)
+	opts.Puzzle = c
+	peers := prefixNet(t, n, 4, opts)
+	scheme := peers[0].sel.Scheme()
+	passedOver := 0
+	for g, sp := range prefixOutcome(peers, scheme) {
+		for _, p := range peers {
+			if scheme.Group(p.node.Key()) == g && scheme.GroupKey(g).Closer(p.node.Key(), sp.node.Key()) {
+				passedOver++ // nearer than the superpeer, but no solution
+			}
+		}
+	}
+	if len(prefixOutcome(peers, scheme)) != S || passedOver == 0 {
+		t.Fatalf("seed: %d groups with a solver, %d nearer peers without: choose another seed", len(prefixOutcome(peers, scheme)), passedOver)
+	}
+	waitSettled(t, peers, 0, 20*time.Second)
+	for _, p := range peers {
+		if p.sel.Role() == Superpeer && !SolvesPuzzle(p.node.ID(), c) {
+			t.Errorf("%s is a superpeer with %d puzzle bits", p.node.ID(), PuzzleBits(p.node.ID()))
+		}
+	}
+	t.Logf("%d peers nearer their group key than its superpeer passed over", passedOver)
+}
+
+// WithSalt: every peer takes a new salt at its next step, and each group's
+// superpeer becomes the member nearest the group's new key.
+func TestPrefixSelector_NewSaltReselects(t *testing.T) {
+	const n, S = 14, 3
+	var salt atomic.Uint32
+	opts := livePrefixOptions(S, 0)
+	opts.Salt = func(time.Time) [32]byte { return [32]byte{byte(salt.Load())} }
+	peers := prefixNet(t, n, 5, opts)
+	waitSettled(t, peers, 0, 20*time.Second)
+	before := prefixOutcome(peers, peers[0].sel.Scheme())
+	if s, ok := peers[0].sel.Scheme().Salt(); !ok || s != [32]byte{} {
+		t.Fatalf("scheme salt %v, %v", s[:1], ok)
+	}
+	salt.Store(1)
+	start := time.Now()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s, _ := peers[0].sel.Scheme().Salt()
+		why := prefixSettled(peers, 0)
+		if s == [32]byte{1} && why == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled under the new salt (peer 0 holds %v): %s", s[:1], why)
+		}
+	}
+	scheme := peers[0].sel.Scheme()
+	after := prefixOutcome(peers, scheme)
+	moved := 0
+	for g := range after {
+		if after[g] != before[g] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no group's superpeer moved with the salt: choose another seed")
+	}
+	t.Logf("new salt: %d of %d groups moved their superpeer, settled in %v", moved, S, time.Since(start).Round(10*time.Millisecond))
 }
