@@ -3,12 +3,15 @@ package main
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 func init() {
@@ -23,20 +26,54 @@ func init() {
 // It lets a cluster name its bootstrap peers' multiaddrs before they run
 // (`peer run --identity-seed bed/peer-0`); whoever knows the text holds the
 // key, so it is for test beds, not for identities worth keeping.
-func seedIdentity(text string) (crypto.PrivKey, error) {
+//
+// With a puzzle of c bits (--id-puzzle) the key is the first that solves
+// it (superpeer.PuzzleKey) among the keys drawn from a stream of SHA-256
+// blocks of the text and a counter.
+func seedIdentity(text string, puzzle int) (crypto.PrivKey, error) {
 	sum := sha256.Sum256([]byte(text))
-	return crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(sum[:]))
+	if puzzle == 0 {
+		return crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(sum[:]))
+	}
+	key, _, err := superpeer.PuzzleKey(&hashStream{seed: sum}, puzzle)
+	return key, err
+}
+
+// hashStream reads SHA-256(seed ‖ counter) blocks, counter 0, 1, ….
+type hashStream struct {
+	seed [32]byte
+	n    uint64
+	buf  []byte
+}
+
+func (h *hashStream) Read(p []byte) (int, error) {
+	read := 0
+	for read < len(p) {
+		if len(h.buf) == 0 {
+			var in [40]byte
+			copy(in[:32], h.seed[:])
+			binary.BigEndian.PutUint64(in[32:], h.n)
+			h.n++
+			block := sha256.Sum256(in[:])
+			h.buf = block[:]
+		}
+		c := copy(p[read:], h.buf)
+		h.buf = h.buf[c:]
+		read += c
+	}
+	return read, nil
 }
 
 // peerIdentity is `peer run`'s identity: derived from seed if it is not
 // empty, else read from the key file at path (made there if missing, and
-// then made is true).
-func peerIdentity(seed, path string) (key crypto.PrivKey, made bool, err error) {
+// then made is true); made or derived, it solves a puzzle of that many
+// bits (a key file kept from before may not).
+func peerIdentity(seed, path string, puzzle int) (key crypto.PrivKey, made bool, err error) {
 	if seed != "" {
-		key, err = seedIdentity(seed)
+		key, err = seedIdentity(seed, puzzle)
 		return key, false, err
 	}
-	return loadIdentity(path)
+	return loadIdentity(path, puzzle)
 }
 
 // readIdentity reads a key file as loadIdentity writes it, without making
@@ -73,6 +110,7 @@ func withoutSelf(infos []peer.AddrInfo, self peer.ID) (rest []peer.AddrInfo, ski
 func runID(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("id", stderr)
 	seed := fs.String("identity-seed", "", "the `text` that 'peer run --identity-seed' derives the identity from")
+	puzzle := fs.Int("id-puzzle", 0, "the --id-puzzle that 'peer run --identity-seed' derives it under")
 	keyPath := fs.String("key", "", "a key `file` as 'peer run --key' keeps it (not made if missing)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -83,7 +121,10 @@ func runID(args []string, stdout, stderr io.Writer) error {
 	case (*seed == "") == (*keyPath == ""):
 		return fmt.Errorf("%w: give one of --identity-seed and --key", errUsage)
 	case *seed != "":
-		key, err = seedIdentity(*seed)
+		if *puzzle < 0 || *puzzle > superpeer.MaxPuzzleBits {
+			return fmt.Errorf("%w: --id-puzzle %d not in [0, %d]", errUsage, *puzzle, superpeer.MaxPuzzleBits)
+		}
+		key, err = seedIdentity(*seed, *puzzle)
 	default:
 		key, err = readIdentity(*keyPath)
 	}

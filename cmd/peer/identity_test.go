@@ -10,11 +10,13 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
 func seedID(t *testing.T, text string) peer.ID {
 	t.Helper()
-	k, err := seedIdentity(text)
+	k, err := seedIdentity(text, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestSeedIdentity_IsStable(t *testing.T) {
 
 func TestPeerIdentity_SeedLeavesTheKeyFileAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "peer.key")
-	k, made, err := peerIdentity("bed/peer-3", path)
+	k, made, err := peerIdentity("bed/peer-3", path, 0)
 	if err != nil || made {
 		t.Fatalf("made %v, err %v", made, err)
 	}
@@ -51,11 +53,11 @@ func TestPeerIdentity_SeedLeavesTheKeyFileAlone(t *testing.T) {
 		t.Error("peerIdentity's seeded key is not seedIdentity's")
 	}
 	// Without a seed it is the key file, made once and then kept.
-	k1, made1, err := peerIdentity("", path)
+	k1, made1, err := peerIdentity("", path, 0)
 	if err != nil || !made1 {
 		t.Fatalf("made %v, err %v", made1, err)
 	}
-	k2, made2, err := peerIdentity("", path)
+	k2, made2, err := peerIdentity("", path, 0)
 	if err != nil || made2 || !k1.Equals(k2) {
 		t.Fatalf("second load: made %v, same %v, err %v", made2, k1.Equals(k2), err)
 	}
@@ -104,5 +106,38 @@ func TestRunID(t *testing.T) {
 	}
 	if code := run([]string{"id", "--key", filepath.Join(t.TempDir(), "missing.key")}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("missing key file: exit %d, want 1", code)
+	}
+}
+
+// With --id-puzzle the identity solves the puzzle: a seeded one is the same
+// every time, and `peer id` prints it; a key file is made solving it.
+func TestPeerIdentity_SolvesThePuzzle(t *testing.T) {
+	const c = 6
+	k, _, err := peerIdentity("bed/peer-3", "", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := peer.IDFromPrivateKey(k)
+	if !superpeer.SolvesPuzzle(id, c) || id == seedID(t, "bed/peer-3") {
+		t.Fatalf("seeded identity %s has %d puzzle bits", id, superpeer.PuzzleBits(id))
+	}
+	again, _, _ := peerIdentity("bed/peer-3", "", c)
+	if !again.Equals(k) {
+		t.Error("the same seed and puzzle gave another identity")
+	}
+	var out bytes.Buffer
+	if code := run([]string{"id", "--identity-seed", "bed/peer-3", "--id-puzzle", "6"}, &out, io.Discard); code != 0 || strings.TrimSpace(out.String()) != id.String() {
+		t.Errorf("peer id --id-puzzle: exit %d, printed %q, want %s", code, out.String(), id)
+	}
+	if code := run([]string{"id", "--identity-seed", "x", "--id-puzzle", "99"}, io.Discard, io.Discard); code != 2 {
+		t.Errorf("--id-puzzle 99: exit %d, want 2", code)
+	}
+	path := filepath.Join(t.TempDir(), "peer.key")
+	made, fresh, err := peerIdentity("", path, c)
+	if err != nil || !fresh {
+		t.Fatalf("made %v, err %v", fresh, err)
+	}
+	if mid, _ := peer.IDFromPrivateKey(made); !superpeer.SolvesPuzzle(mid, c) {
+		t.Errorf("a made key file has %d puzzle bits", superpeer.PuzzleBits(mid))
 	}
 }

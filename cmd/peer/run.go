@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,12 +58,12 @@ func (l *listFlag) Set(v string) error {
 
 // loadIdentity reads the peer's private key from path, or makes one and
 // writes it there (mode 0600) so that the peer keeps its ID across runs.
-func loadIdentity(path string) (crypto.PrivKey, bool, error) {
+func loadIdentity(path string, puzzle int) (crypto.PrivKey, bool, error) {
 	k, err := readIdentity(path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return k, false, err
 	}
-	k, _, err = crypto.GenerateEd25519Key(rand.Reader)
+	k, _, err = superpeer.PuzzleKey(rand.Reader, puzzle)
 	if err != nil {
 		return nil, false, err
 	}
@@ -106,6 +107,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: how often a settled holder announces its token (a moving one: every "+def.MovingAnnounceInterval.String()+" or this, whichever is shorter)")
 	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub; every peer of one network needs the same")
+	puzzle := fs.Int("id-puzzle", 0, "prefix: only identities with this many leading zero bits of SHA-256(key) are superpeers (S/Kademlia's static puzzle: about 2^c key derivations once for an honest peer, for every try of an attacker grinding for a group); a new identity is made to solve it; every peer of one network needs the same")
+	saltHex := fs.String("salt", "", "prefix: salt the group keys with these 32 bytes (64 hex digits) drawn when the network starts and given to every peer, so that an identity made before it is no nearer its group's key than any other (every peer of one network needs the same)")
 	webAddr := fs.String("web", "", "serve a live map of this peer's own view on this address (e.g. 127.0.0.1:8080): its neighbours, the tokens it knows, its superpeer or its clients")
 	if err := parseFlagsEnv(fs, args); err != nil {
 		return err
@@ -134,6 +137,10 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		bootInfos = append(bootInfos, *ai)
 	}
 	switch {
+	case *puzzle < 0 || *puzzle > superpeer.MaxPuzzleBits:
+		return fmt.Errorf("%w: --id-puzzle %d not in [0, %d]", errUsage, *puzzle, superpeer.MaxPuzzleBits)
+	case (*puzzle > 0 || *saltHex != "") && *method != "prefix":
+		return fmt.Errorf("%w: --id-puzzle and --salt need --method prefix", errUsage)
 	case *refresh <= 0:
 		return fmt.Errorf("%w: --refresh %v must be positive", errUsage, *refresh)
 	case *method != "none" && !registered(*method):
@@ -172,7 +179,15 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	key, made, err := peerIdentity(*identitySeed, *keyPath)
+	var salt [32]byte
+	if *saltHex != "" {
+		b, err := hex.DecodeString(*saltHex)
+		if err != nil || len(b) != len(salt) {
+			return fmt.Errorf("%w: --salt %q: want 64 hex digits", errUsage, *saltHex)
+		}
+		copy(salt[:], b)
+	}
+	key, made, err := peerIdentity(*identitySeed, *keyPath, *puzzle)
 	if err != nil {
 		return err
 	}
@@ -204,6 +219,9 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	}
 	defer h.Close()
 	logger := log.New(stdout, "", log.LstdFlags|log.Lmicroseconds)
+	if id, _ := peer.IDFromPrivateKey(key); *puzzle > 0 && !superpeer.SolvesPuzzle(id, *puzzle) {
+		logger.Printf("this identity has %d puzzle bits, fewer than --id-puzzle %d: the peer is a client only (move %s aside for a new identity that solves it)", superpeer.PuzzleBits(id), *puzzle, *keyPath)
+	}
 	if made {
 		logger.Printf("made a new identity in %s", *keyPath)
 	}
@@ -246,16 +264,24 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		started = fmt.Sprintf("selecting superpeers by %s: S = %d", m.Name, *superpeers)
 		switch m.Name {
 		case "prefix":
+			var opts []superpeer.Option
 			if *pow2 {
-				env.Options = []superpeer.Option{superpeer.WithPow2()}
+				opts = append(opts, superpeer.WithPow2())
+			}
+			if *puzzle > 0 {
+				opts = append(opts, superpeer.WithIDPuzzle(*puzzle))
+			}
+			if *saltHex != "" {
+				opts = append(opts, superpeer.WithSalt(func(time.Time) [32]byte { return salt }))
 			}
 			if *fraction > 0 {
-				env.Options = []superpeer.Option{superpeer.WithFraction(*fraction)}
+				opts = append(opts, superpeer.WithFraction(*fraction))
 				if !flagSet(fs, "capacity") {
 					env.Attach = []superpeer.Option{superpeer.WithTTL(*ttl)}
 				}
 				started = fmt.Sprintf("selecting superpeers by %s: S following %g of the network, starting at %d", m.Name, *fraction, *superpeers)
 			}
+			env.Options = opts
 		case "repel":
 			if *fraction > 0 {
 				rcfg.Fraction = *fraction

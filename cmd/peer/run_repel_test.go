@@ -168,6 +168,11 @@ func TestRun_RepelBadFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"--ttl", "2s"}, "--ttl 2s: with --method repel"},
 		{[]string{"--vivaldi-interval", "0s"}, "--vivaldi-interval"},
 		{[]string{"--superpeers", "0"}, "--superpeers 0"},
+		{[]string{"--id-puzzle", "4"}, "--id-puzzle and --salt need --method prefix"},
+		{[]string{"--salt", "00"}, "--id-puzzle and --salt need --method prefix"},
+		{[]string{"--method", "prefix", "--salt", "xyz"}, `--salt "xyz": want 64 hex digits`},
+		{[]string{"--method", "prefix", "--salt", "00"}, `want 64 hex digits`},
+		{[]string{"--method", "prefix", "--id-puzzle", "30"}, "--id-puzzle 30 not in [0, 24]"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer

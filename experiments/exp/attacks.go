@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,6 +31,15 @@ type attacksParams struct {
 	Trials int `json:"trials"`
 	// Take are the shares of all superpeers the attacker aims for.
 	Take []float64 `json:"take"`
+	// Puzzles are the defence's puzzle sizes c (superpeer.WithIDPuzzle,
+	// with WithSalt); Epoch the salt's period the per-epoch figures
+	// assume, in seconds.
+	Puzzles []int   `json:"puzzles"`
+	Epoch   float64 `json:"epoch_seconds"`
+	// Holdings are the identity fractions f of the salted-share part
+	// (attacks_grind.go), SaltTrials the salts drawn for each.
+	Holdings   []float64 `json:"holdings"`
+	SaltTrials int       `json:"salt_trials"`
 	// Rate is the identities per second one core of this machine derives
 	// (sim.Identity: a seeded Ed25519 key, its peer ID and kad key),
 	// measured for RateSeconds at the start of the run.
@@ -48,8 +58,30 @@ type attacksParams struct {
 // grindRow is one n: what taking a chosen group, and a share of all
 // groups, cost the attacker (means over the trials).
 type grindRow struct {
-	N       int     `json:"n"`
-	S       int     `json:"s"`
+	N int `json:"n"`
+	S int `json:"s"`
+	// Defence rows have a puzzle of Puzzle bits and salted group keys;
+	// their tries are those of the row without (an identity that solves
+	// the puzzle lands in the key space as any does) and each costs 2^c
+	// derivations, the mean of the geometric count.
+	Defence bool `json:"defence"`
+	Puzzle  int  `json:"puzzle_bits"`
+	// IdentitiesPerSecond is what one core derives (the measured rate);
+	// CaptureGroupSeconds and CaptureFractionSeconds the CPU seconds of
+	// a chosen group and of each share of all groups (Seconds and Take,
+	// in the shape of the issue's results); with the salt they buy the
+	// place for one epoch only.
+	IdentitiesPerSecond    float64            `json:"identities_per_second"`
+	CaptureGroupSeconds    float64            `json:"capture_group_seconds"`
+	CaptureFractionSeconds map[string]float64 `json:"capture_fraction_seconds"`
+	// HonestJoinSeconds is an honest peer's cost of its identity: the
+	// median measured (HonestMeasured) or 2^c over the rate.
+	HonestJoinSeconds float64 `json:"honest_join_seconds"`
+	HonestMeasured    bool    `json:"honest_measured"`
+	// GroupsPerCoreEpoch is how many groups one core grinds its way into
+	// within an epoch of the salt (Epoch / CaptureGroupSeconds; the
+	// first groups, each about as dear).
+	GroupsPerCoreEpoch float64 `json:"groups_per_core_epoch,omitempty"`
 	Members float64 `json:"target_group_members"`
 	// Tries are attacker identities derived until one was its chosen
 	// group's superpeer, the median over the trials (the mean is
@@ -78,18 +110,20 @@ type grindTake struct {
 
 func runAttacks(o Options, r *report.Run) error {
 	p := attacksParams{common: commonOf(o), Fraction: 0.01, Trials: 31, Take: []float64{0.1, 0.5}, RateSeconds: 2,
-		N: []int{1000, 10_000, 100_000, 1_000_000},
+		N: []int{1000, 10_000, 100_000, 1_000_000}, Puzzles: []int{10, 16}, Epoch: 3600,
+		Holdings: []float64{0.05, 0.1, 0.2, 0.3}, SaltTrials: 31,
 		Notes: []string{
 			"grinding (prefix): the superpeer of a group is the member XOR-closest to its key (the exact code of S = round(f·n) groups), so an attacker derives identities until one lands in the group and beats its members; honest keys are seeded random 256-bit keys, attacker keys too (the derivation's cost is counted at the measured rate, not spent)",
 			"the rate is single-core sim.Identity calls (a seeded Ed25519 key, peer.IDFromPrivateKey, the SHA-256 kad key), what a peer's identity costs here",
 			"a chosen group: the group of a seeded random honest peer; a share of all: attacker keys accumulate until they are the nearest of that many groups",
-			"no defence yet: these are today's figures",
+			"the defence (superpeer.WithIDPuzzle(c) and WithSalt): only identities with c leading zero bits of SHA-256(key) are superpeers, so an honest identity costs 2^c derivations once and every try of an attacker 2^c; the group keys are salted per epoch with a value nobody knows before it, so a place ground for one epoch is lost with the next",
+			"salted shares: the attacker holds a fraction f of the identities, made before the salt; it places them at random (spread) or grinds them into as few groups as maximises its share (concentrated; the grinding's CPU is counted); the salt then moves every group key, and the attacker's share of the groups is counted over the salts",
 		}}
 	if o.Quick {
-		p.N, p.Trials, p.RateSeconds = []int{1000, 10_000, 100_000}, 15, 1
+		p.N, p.Trials, p.RateSeconds, p.SaltTrials = []int{1000, 10_000, 100_000}, 15, 1, 15
 	}
 	if o.tiny {
-		p.N, p.Trials, p.RateSeconds, p.Take = []int{300, 3000}, 3, 0.1, []float64{0.5}
+		p.N, p.Trials, p.RateSeconds, p.Take, p.Puzzles, p.Holdings, p.SaltTrials = []int{300, 3000}, 3, 0.1, []float64{0.5}, []int{4}, []float64{0.2}, 3
 	}
 	rate, err := identityRate(time.Duration(p.RateSeconds * float64(time.Second)))
 	if err != nil {
@@ -97,7 +131,7 @@ func runAttacks(o Options, r *report.Run) error {
 	}
 	p.Rate = rate
 	fmt.Fprintf(o.Stdout, "identity derivation: %.0f per second on one core\n", rate)
-	t := report.NewTable("n", "S", "group members", "tries (chosen group, median)", "max", "S·(m+1)", "CPU s", "share", "tries (share, median)", "CPU s (share)")
+	t := report.NewTable("n", "S", "defence", "group members", "tries (chosen group, median)", "max", "S·(m+1)", "CPU s", "share", "tries (share, median)", "CPU s (share)")
 	var rows []grindRow
 	bar := report.NewProgress(o.Stderr, "grinding", len(p.N)*p.Trials)
 	for k, n := range p.N {
@@ -122,35 +156,68 @@ func runAttacks(o Options, r *report.Run) error {
 			bar.Set(k*p.Trials + trial + 1)
 		}
 		row.Tries = median(chosen)
-		row.Seconds = row.Tries / rate
 		for j := range row.Take {
 			row.Take[j].Share, row.Take[j].Tries = p.Take[j], median(take[j])
 		}
+		row.price(rate, 0)
 		for j := range row.Take {
-			row.Take[j].Seconds = row.Take[j].Tries / rate
-			t.Add(n, S, row.Members, row.Tries, row.TriesMax, row.Predicted, row.Seconds, row.Take[j].Share, row.Take[j].Tries, row.Take[j].Seconds)
+			t.Add(n, S, "none", row.Members, row.Tries, row.TriesMax, row.Predicted, row.Seconds, row.Take[j].Share, row.Take[j].Tries, row.Take[j].Seconds)
 		}
 		rows = append(rows, row)
 	}
 	bar.Finish()
+	honest, err := honestCost(p.Puzzles, rate, o.Quick || o.tiny)
+	if err != nil {
+		return err
+	}
+	var defended []grindRow
+	for _, row := range rows {
+		for _, c := range p.Puzzles {
+			d := row
+			d.Defence, d.Puzzle = true, c
+			d.Take = slices.Clone(row.Take)
+			d.price(rate, c)
+			d.HonestJoinSeconds, d.HonestMeasured = honest[c].seconds, honest[c].measured
+			d.GroupsPerCoreEpoch = p.Epoch / d.CaptureGroupSeconds
+			for j := range d.Take {
+				t.Add(d.N, d.S, fmt.Sprintf("puzzle %d + salt", c), d.Members, d.Tries, d.TriesMax, d.Predicted, d.Seconds, d.Take[j].Share, d.Take[j].Tries, d.Take[j].Seconds)
+			}
+			defended = append(defended, d)
+		}
+	}
+	rows = append(rows, defended...)
 	if err := printTable(o, r, "grinding", fmt.Sprintf("ID grinding against prefix (f = %g; %d trials; %.0f identities per core-second)", p.Fraction, p.Trials, rate), t); err != nil {
 		return err
 	}
-	chosen := report.Series{Name: "a chosen group", Points: true}
-	for _, row := range rows {
-		chosen.X = append(chosen.X, float64(row.N))
-		chosen.Y = append(chosen.Y, row.Seconds)
-	}
-	ss := []report.Series{chosen}
-	for j, share := range p.Take {
-		s := report.Series{Name: fmt.Sprintf("%g of all superpeers", share), Points: true}
-		for _, row := range rows {
-			s.X = append(s.X, float64(row.N))
-			s.Y = append(s.Y, row.Take[j].Seconds)
+	var ss []report.Series
+	for _, c := range append([]int{0}, p.Puzzles...) {
+		name := "no defence"
+		if c > 0 {
+			name = fmt.Sprintf("puzzle %d + salt (one epoch)", c)
 		}
-		ss = append(ss, s)
+		chosen := report.Series{Name: "a chosen group, " + name, Points: true}
+		shares := make([]report.Series, len(p.Take))
+		for j, share := range p.Take {
+			shares[j] = report.Series{Name: fmt.Sprintf("%g of all, %s", share, name), Points: true}
+		}
+		for _, row := range rows {
+			if row.Puzzle != c {
+				continue
+			}
+			chosen.X = append(chosen.X, float64(row.N))
+			chosen.Y = append(chosen.Y, row.Seconds)
+			for j := range shares {
+				shares[j].X = append(shares[j].X, float64(row.N))
+				shares[j].Y = append(shares[j].Y, row.Take[j].Seconds)
+			}
+		}
+		ss = append(append(ss, chosen), shares...)
 	}
 	if err := r.Lines("grinding", report.Figure{Title: fmt.Sprintf("ID grinding against prefix: one core's time (S = %g·n)", p.Fraction), X: "peers n", Y: "CPU seconds", LogX: true, LogY: true, Legend: "top-left"}, ss); err != nil {
+		return err
+	}
+	salted, err := runSaltedShares(o, r, p)
+	if err != nil {
 		return err
 	}
 	fp, floods, err := runFloods(o, r)
@@ -168,7 +235,7 @@ func runAttacks(o Options, r *report.Run) error {
 		return err
 	}
 	p.Reports = rp
-	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "floods": floods, "liars": liars,
+	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "salted_shares": salted, "floods": floods, "liars": liars,
 		"survey_liars": surveys, "regret_liars": regrets}})
 }
 

@@ -17,7 +17,8 @@ func TestAttacks_Grinding(t *testing.T) {
 		} `json:"params"`
 		Results struct {
 			Attacks struct {
-				Grinding []grindRow `json:"grinding"`
+				Grinding []grindRow    `json:"grinding"`
+				Salted   []saltedShare `json:"salted_shares"`
 			} `json:"attacks"`
 		} `json:"results"`
 	}
@@ -25,10 +26,34 @@ func TestAttacks_Grinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := res.Results.Attacks.Grinding
-	if len(rows) != 2 || res.Params.Rate <= 0 {
+	if len(rows) != 4 || res.Params.Rate <= 0 {
 		t.Fatalf("%d rows, rate %v", len(rows), res.Params.Rate)
 	}
-	for _, r := range rows {
+	// The defence rows (puzzle 4 + salt) price the same tries at 2^4
+	// derivations each; an honest identity was measured.
+	for i, d := range rows[2:] {
+		r := rows[i]
+		if !d.Defence || d.Puzzle != 4 || d.N != r.N || math.Abs(d.CaptureGroupSeconds-16*r.CaptureGroupSeconds) > 1e-9*d.Seconds ||
+			math.Abs(d.CaptureFractionSeconds["0.5"]-16*r.CaptureFractionSeconds["0.5"]) > 1e-9*d.Seconds {
+			t.Errorf("defence row %+v against %+v", d, r)
+		}
+		if !d.HonestMeasured || d.HonestJoinSeconds <= 0 || d.GroupsPerCoreEpoch <= 0 {
+			t.Errorf("defence row: honest join %v s (measured %v), %v groups a core-epoch", d.HonestJoinSeconds, d.HonestMeasured, d.GroupsPerCoreEpoch)
+		}
+	}
+	// Identities made before the salt hold about their share of the
+	// groups, however they were placed; ground to the unsalted keys they
+	// would hold every group they reach.
+	if len(res.Results.Attacks.Salted) != 2 {
+		t.Fatalf("salted shares: %+v", res.Results.Attacks.Salted)
+	}
+	for _, s := range res.Results.Attacks.Salted {
+		if math.Abs(s.Spread-s.Fraction) > 0.15 || s.Concentrated > s.Fraction+0.15 || s.Groups < 1 || s.Groups > s.S ||
+			s.Unsalted != math.Min(1, s.Fraction*float64(s.N)/float64(s.S)) {
+			t.Errorf("salted shares at n %d: %+v", s.N, s)
+		}
+	}
+	for _, r := range rows[:2] {
 		if r.Tries < 1 || r.TriesMax < r.Tries || math.Abs(r.Seconds-r.Tries/res.Params.Rate) > 1e-9*r.Seconds {
 			t.Errorf("n %d: tries %v (max %v), %v s", r.N, r.Tries, r.TriesMax, r.Seconds)
 		}
