@@ -82,7 +82,7 @@ type grindRow struct {
 	// within an epoch of the salt (Epoch / CaptureGroupSeconds; the
 	// first groups, each about as dear).
 	GroupsPerCoreEpoch float64 `json:"groups_per_core_epoch,omitempty"`
-	Members float64 `json:"target_group_members"`
+	Members            float64 `json:"target_group_members"`
 	// Tries are attacker identities derived until one was its chosen
 	// group's superpeer, the median over the trials (the mean is
 	// dominated by networks whose nearest member is very near the group
