@@ -35,8 +35,16 @@ func (n *Node) limit(c Count) int {
 // proposed that count), or one past this node's count sent under an older
 // count or this very one.
 func (n *Node) retired(t Token) bool {
-	if n.cen == nil || t.Count.S == 0 || int(t.ID) >= n.cfg.maxTokens() || !validCount(t.Count, n.cfg.maxTokens()) {
+	if n.cen == nil || int(t.ID) >= n.cfg.maxTokens() || !validCount(t.Count, n.cfg.maxTokens()) {
 		return false
+	}
+	if t.Count.S == 0 {
+		// No count: a version sent before its holder's first
+		// announcement. Past this node's count it says nothing this node
+		// can use (the holder's count comes with its next announcement);
+		// refusing it counted a drop between honest peers when the count
+		// had just fallen.
+		return int(t.ID) >= len(n.tokens)
 	}
 	if int(t.ID) >= t.Count.S {
 		return true

@@ -163,6 +163,16 @@ func TestFraction_Input(t *testing.T) {
 	if toks, known := n.Tokens(); len(toks) != 5 || !known[4] {
 		t.Fatalf("table of %d, token 4 known %v", len(toks), known)
 	}
+	// A version without a count (sent before its holder's first
+	// announcement) of a token past the table is let by, not refused.
+	tok.ID = 6
+	tok.Count = Count{}
+	if _, err := n.Step(epoch0, Message{Type: MsgAnnounce, From: "b", Token: tok}); err != nil {
+		t.Fatalf("token 6 without a count under 5: %v", err)
+	}
+	if toks, known := n.Tokens(); len(toks) != 5 || n.Count().S != 5 || known[4] && toks[4].ID == 6 {
+		t.Fatalf("token 6 without a count changed the table: %d tokens, count %+v", len(toks), n.Count())
+	}
 	tok.ID = 3
 	tok.Count = Count{S: 3, Version: 0} // same version, smaller: not fresher
 	if _, err := n.Step(epoch0, Message{Type: MsgAnnounce, From: "b", Token: tok}); err != nil {

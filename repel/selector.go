@@ -207,6 +207,10 @@ type Selector struct {
 	kick  chan struct{}
 	pub   chan []byte
 
+	// renewedAt is when the request the current holder last accepted
+	// was sent (the attacher goroutine's alone).
+	renewedAt time.Time
+
 	mu          sync.Mutex
 	snap        snapshot
 	attached    peer.ID

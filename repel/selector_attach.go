@@ -92,10 +92,23 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 	for k, c := range order {
 		id := c.ID
 		p := peer.ID(id)
+		sent := time.Now()
 		ans, err := s.attach.RequestWith(ctx, p, superpeer.ClientRequest{Coord: me.Vec, Height: me.Height, Regret: Regret(order, k)})
+		if err != nil && p == cur && sent.Sub(s.renewedAt)+s.opts.Renew < s.attach.TTL() {
+			// A renewal that failed, not one refused: on a loaded host a
+			// request times out now and then, and the holder keeps our
+			// place until the TTL lapses. Moving on at the first failure
+			// sent clients hopping between holders (and displacing
+			// others) in large live swarms; the next step tries again,
+			// and a holder that is gone is left once the next renewal
+			// would come too late.
+			s.stats.Add("renew_failed_kept", 1)
+			return
+		}
 		if err != nil || ans.Status != superpeer.Accepted {
 			continue
 		}
+		s.renewedAt = sent
 		if cur != "" && cur != p {
 			s.leave(ctx, cur)
 		}

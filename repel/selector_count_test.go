@@ -2,6 +2,7 @@ package repel
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestSelector_FractionGrowsAndShrinks(t *testing.T) {
 			for _, s := range live {
 				got += int(s.Stats()[EventRetired.String()])
 				if d := s.Drops(); len(d) > 0 {
-					t.Errorf("%s dropped messages between honest peers: %v", s.node.ID(), d)
+					t.Errorf("%s dropped messages between honest peers: %v (stats %v)", s.node.ID(), d, stepErrors(s.Stats()))
 				}
 			}
 			if final != 2 && final != 3 || retiring < 2 || got < retiring {
@@ -117,6 +118,17 @@ func TestSelector_FractionGrowsAndShrinks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stepErrors picks the model's refusals by reason out of a selector's stats.
+func stepErrors(stats map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for k, v := range stats {
+		if strings.HasPrefix(k, "step_error_") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // waitFor is waitUntil for a condition that says what is missing.

@@ -609,3 +609,55 @@ func offerMove(t *testing.T, from host.Host, target peer.ID, id protocol.ID, tok
 	}
 	return &ans
 }
+
+// A renewal that fails (the holder's attach protocol gone), not one
+// refused, keeps the client with its holder while the next renewal still
+// comes within the TTL; once it would not, the client goes to the other
+// holder.
+func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
+	cfg := LocalConfig()
+	cfg.Tokens = 2
+	ps := selectorNet(t, 8, 8, cfg)
+	var holders []*Selector
+	waitUntil(t, 30*time.Second, "2 settled holders, every client attached", func() bool {
+		holders = holders[:0]
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Superpeer {
+				holders = append(holders, s)
+			}
+		}
+		if len(holders) != 2 {
+			return false
+		}
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Client && s.Superpeer() != holders[0].node.ID() && s.Superpeer() != holders[1].node.ID() {
+				return false
+			}
+		}
+		return true
+	})
+	a, b := holders[0], holders[1]
+	var client *Selector
+	for _, s := range ps.sels {
+		if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
+			client = s
+		}
+	}
+	if client == nil {
+		a, b = b, a
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
+				client = s
+			}
+		}
+	}
+	a.node.Host().RemoveStreamHandler("/test/attach/1.0.0")
+	waitUntil(t, 10*time.Second, "a failed renewal", func() bool { return client.Stats()["renew_failed_kept"] > 0 })
+	if sp := client.Superpeer(); sp != a.node.ID() {
+		t.Fatalf("after one failed renewal the client is with %s, not its holder %s", sp, a.node.ID())
+	}
+	waitUntil(t, 10*time.Second, "the client at the other holder", func() bool { return client.Superpeer() == b.node.ID() })
+	if kept := client.Stats()["renew_failed_kept"]; kept > 2 {
+		t.Errorf("%d failed renewals kept with a TTL of three renewals", kept)
+	}
+}
