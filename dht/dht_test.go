@@ -74,6 +74,22 @@ func TestNode_ClosestFindsTheTrueClosestPeer(t *testing.T) {
 				t.Errorf("lookup %d: answer not sorted by distance", i)
 			}
 		}
+		// ClosestWhere answers as if the peers keep refuses were not
+		// there: refuse the two true closest, and the third is first.
+		refused := map[peer.ID]bool{got[0]: true, got[1]: true}
+		rest := slices.DeleteFunc(slices.Clone(nodes), func(n *Node) bool { return refused[n.ID()] })
+		kept, err := from.ClosestWhere(ctx, target, 2, func(p peer.ID) bool { return !refused[p] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := closestNode(rest, target).ID(); kept[0] != want || refused[kept[1]] {
+			t.Errorf("lookup %d: ClosestWhere %v, want %s first and no refused peer", i, kept, want)
+		}
+	}
+	// A node refused by keep is not its own answer.
+	self := nodes[4]
+	if got, err := self.ClosestWhere(ctx, self.Key(), 1, func(p peer.ID) bool { return p != self.ID() }); err != nil || got[0] == self.ID() {
+		t.Errorf("ClosestWhere(own key, not itself) = %v, %v", got, err)
 	}
 	// A node's own key: it is its own closest peer.
 	if got, err := nodes[5].Closest(ctx, nodes[5].Key(), 1); err != nil || got[0] != nodes[5].ID() {
@@ -81,40 +97,6 @@ func TestNode_ClosestFindsTheTrueClosestPeer(t *testing.T) {
 	}
 	if _, err := nodes[0].Closest(ctx, Key{}, 0); err == nil {
 		t.Error("Closest with count 0 succeeded")
-	}
-}
-
-// ClosestWhere answers the closest peers keep accepts, as if the others
-// were not there: a node that keep refuses is not its own answer either.
-func TestNode_ClosestWhereSkipsRefusedPeers(t *testing.T) {
-	nodes := testNetwork(t, 30)
-	rng := rand.New(rand.NewSource(3))
-	ctx := context.Background()
-	for i := 0; i < 20; i++ {
-		var target Key
-		rng.Read(target[:])
-		// Refuse the two true closest peers; the third is the answer.
-		refused := map[peer.ID]bool{}
-		rest := nodes
-		for len(refused) < 2 {
-			c := closestNode(rest, target)
-			refused[c.ID()] = true
-			rest = slices.DeleteFunc(slices.Clone(rest), func(n *Node) bool { return n == c })
-		}
-		want := closestNode(rest, target).ID()
-		from := nodes[rng.Intn(len(nodes))]
-		got, err := from.ClosestWhere(ctx, target, 2, func(p peer.ID) bool { return !refused[p] })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got[0] != want || refused[got[1]] {
-			t.Errorf("lookup %d: %v, want %s first and no refused peer", i, got, want)
-		}
-	}
-	self := nodes[4]
-	got, err := self.ClosestWhere(ctx, self.Key(), 1, func(p peer.ID) bool { return p != self.ID() })
-	if err != nil || got[0] == self.ID() {
-		t.Errorf("ClosestWhere(own key, not itself) = %v, %v", got, err)
 	}
 }
 
