@@ -68,8 +68,7 @@
 //
 // With a Fraction the count S follows f·n: every node holds a census
 // (internal/census) of the value (S, version) and of the holders' reports.
-// A settled holder's announcements carry its value and, once it has held
-// the token for DeadAfter (its clients have found it), its report — itself
+// A settled holder's announcements carry its value and its report — itself
 // and its attached clients, for a 1/S share — in Token.Count; every node
 // takes a fresher value from any message and merges every report it hears
 // (a token's new holder replaces its old one's report). A settled holder

@@ -81,19 +81,14 @@ func (n *Node) hearReport(now time.Time, t Token) {
 }
 
 // report is what this holder's announcement carries: its count and, under
-// a Fraction, once its token has settled and been held for DeadAfter (its
-// clients have found it), its report of itself and its attached clients
-// for a 1/S share. DeadAfter bounds how long news of a holder takes to
-// reach every node: a holder that reported on settling — at once after a
-// surveyed move — counted too few while the clients of the token's last
-// place were still on their way, and a live 1 000-peer swarm's census
-// shrank S from 10 to 4 with hundreds of peers unserved.
+// a Fraction, once its token has settled (its clients have found it), its
+// report of itself and its attached clients for a 1/S share.
 func (n *Node) report(now time.Time) Count {
 	if n.cen == nil {
 		return Count{}
 	}
 	v := n.cen.Value()
-	if !n.held.settled || now.Sub(n.held.tok.HeldSince) < max(n.cfg.SettleAfter, n.cfg.DeadAfter) {
+	if !n.held.settled {
 		n.cen.Withdraw()
 		return Count{S: v.S, Version: v.Version}
 	}
