@@ -617,6 +617,10 @@ func offerMove(t *testing.T, from host.Host, target peer.ID, id protocol.ID, tok
 func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 	cfg := LocalConfig()
 	cfg.Tokens = 2
+	// Tokens stay with their minters (no gain is worth a move): a token
+	// that moved to the client, or away from its holder, would end the
+	// attachment another way.
+	cfg.MinGain, cfg.SettledMinGain = 1e9, 1e9
 	ps := selectorNet(t, 8, 8, cfg)
 	var holders []*Selector
 	waitUntil(t, 30*time.Second, "2 settled holders, every client attached", func() bool {
@@ -657,6 +661,9 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 		t.Fatalf("after one failed renewal the client is with %s, not its holder %s", sp, a.node.ID())
 	}
 	waitUntil(t, 10*time.Second, "the client at the other holder", func() bool { return client.Superpeer() == b.node.ID() })
+	if _, ok := client.Held(); ok {
+		t.Fatal("the client took a token")
+	}
 	if kept := client.Stats()["renew_failed_kept"]; kept > 2 {
 		t.Errorf("%d failed renewals kept with a TTL of three renewals", kept)
 	}
