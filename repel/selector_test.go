@@ -640,20 +640,15 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 		}
 		return true
 	})
-	a, b := holders[0], holders[1]
 	var client *Selector
 	for _, s := range ps.sels {
-		if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
+		if s.Role() == superpeer.Client {
 			client = s
 		}
 	}
-	if client == nil {
+	a, b := holders[0], holders[1]
+	if client.Superpeer() != a.node.ID() {
 		a, b = b, a
-		for _, s := range ps.sels {
-			if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
-				client = s
-			}
-		}
 	}
 	a.node.Host().RemoveStreamHandler("/test/attach/1.0.0")
 	waitUntil(t, 10*time.Second, "a failed renewal", func() bool { return client.Stats()["renew_failed_kept"] > 0 })

@@ -3,9 +3,9 @@ package main
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -28,40 +28,15 @@ func init() {
 // key, so it is for test beds, not for identities worth keeping.
 //
 // With a puzzle of c bits (--id-puzzle) the key is the first that solves
-// it (superpeer.PuzzleKey) among the keys drawn from a stream of SHA-256
-// blocks of the text and a counter.
+// it (superpeer.PuzzleKey) among the keys drawn from a ChaCha8 stream
+// seeded with that hash.
 func seedIdentity(text string, puzzle int) (crypto.PrivKey, error) {
 	sum := sha256.Sum256([]byte(text))
 	if puzzle == 0 {
 		return crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(sum[:]))
 	}
-	key, _, err := superpeer.PuzzleKey(&hashStream{seed: sum}, puzzle)
+	key, _, err := superpeer.PuzzleKey(mrand.NewChaCha8(sum), puzzle)
 	return key, err
-}
-
-// hashStream reads SHA-256(seed ‖ counter) blocks, counter 0, 1, ….
-type hashStream struct {
-	seed [32]byte
-	n    uint64
-	buf  []byte
-}
-
-func (h *hashStream) Read(p []byte) (int, error) {
-	read := 0
-	for read < len(p) {
-		if len(h.buf) == 0 {
-			var in [40]byte
-			copy(in[:32], h.seed[:])
-			binary.BigEndian.PutUint64(in[32:], h.n)
-			h.n++
-			block := sha256.Sum256(in[:])
-			h.buf = block[:]
-		}
-		c := copy(p[read:], h.buf)
-		h.buf = h.buf[c:]
-		read += c
-	}
-	return read, nil
 }
 
 // peerIdentity is `peer run`'s identity: derived from seed if it is not
