@@ -99,7 +99,7 @@ func (s *Swarm) StartMethod(ctx context.Context, name string, o MethodOptions) (
 	}
 	r := &Run{s: s, m: m, o: o, sels: make([]superpeer.Selector, len(s.Peers))}
 	for i := range s.Peers {
-		if s.dead[i].Load() {
+		if s.dead[i].Load() || s.Peers[i].Remote {
 			continue
 		}
 		if s.held[i].Load() && o.Vivaldi != nil {
@@ -219,7 +219,7 @@ func (s *Swarm) roleState(sel func(i int) superpeer.Selector, capacity int) RunS
 			continue
 		}
 		j := s.Index(sp)
-		if j < 0 || !clients[j][s.Peers[i].Host.ID()] {
+		if j < 0 || !clients[j][s.Peers[i].ID] {
 			st.Wrong++
 			continue
 		}

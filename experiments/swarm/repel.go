@@ -273,7 +273,7 @@ func (r *RepelRun) recordLag(now time.Time) {
 			continue
 		}
 		for id, c := range cur {
-			if c.Holder == string(r.s.Peers[i].Host.ID()) {
+			if c.Holder == string(r.s.Peers[i].ID) {
 				continue
 			}
 			k, ok := known[i][id]
@@ -480,7 +480,7 @@ func (r *RepelRun) State() RepelState {
 			continue
 		}
 		j := r.s.Index(sp)
-		if j < 0 || !isSP[j] || !clients[j][r.s.Peers[i].Host.ID()] {
+		if j < 0 || !isSP[j] || !clients[j][r.s.Peers[i].ID] {
 			st.Wrong++
 			continue
 		}

@@ -60,8 +60,23 @@ func (s *Swarm) prefixSelector() *superpeer.PrefixSelector {
 // Live lists the indices of the peers that have not been killed.
 func (s *Swarm) Live() []int {
 	var out []int
-	for i := range s.Peers {
-		if !s.dead[i].Load() && !s.held[i].Load() {
+	for _, p := range s.Local() {
+		if i := p.Index; !s.dead[i].Load() && !s.held[i].Load() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Everyone lists the live peers here and every remote peer (another
+// process's, taken to be up): whom all keys count.
+func (s *Swarm) Everyone() []int {
+	if s.cfg.From == 0 && s.cfg.To == len(s.Peers) {
+		return s.Live()
+	}
+	var out []int
+	for i, p := range s.Peers {
+		if p.Remote || !s.dead[i].Load() && !s.held[i].Load() {
 			out = append(out, i)
 		}
 	}
@@ -72,7 +87,7 @@ func (s *Swarm) Live() []int {
 // occupied group: the member XOR-closest to the group key.
 func (s *Swarm) ExpectedSuperpeers(scheme superpeer.Prefix) map[int]int {
 	best := map[int]int{}
-	for _, i := range s.Live() {
+	for _, i := range s.Everyone() {
 		g := scheme.Group(s.Peers[i].Key)
 		b, ok := best[g]
 		if !ok || scheme.GroupKey(g).Closer(s.Peers[i].Key, s.Peers[b].Key) {
@@ -140,6 +155,9 @@ func (s *Swarm) PrefixState() PrefixState {
 	}
 	clients := map[int]map[peer.ID]bool{}
 	for _, i := range st.Expected {
+		if s.Peers[i].Remote {
+			continue // its list is another process's to check
+		}
 		set := map[peer.ID]bool{}
 		for _, c := range s.Selector(i).Attach().Clients() {
 			set[c] = true
@@ -172,14 +190,15 @@ func (s *Swarm) PrefixState() PrefixState {
 			continue
 		}
 		j := s.Index(sp)
-		if j < 0 || !isExpected[j] || !clients[j][s.Peers[i].Host.ID()] {
-			st.wrong("attached wrong", "peer %d is attached to %d (a superpeer: %v; lists it: %v)", i, j, j >= 0 && isExpected[j], j >= 0 && clients[j][s.Peers[i].Host.ID()])
+		lists := j >= 0 && (s.Peers[j].Remote || clients[j][s.Peers[i].ID])
+		if j < 0 || !isExpected[j] || !lists {
+			st.wrong("attached wrong", "peer %d is attached to %d (a superpeer: %v; lists it: %v)", i, j, j >= 0 && isExpected[j], lists)
 			continue
 		}
 		st.Assignment[i] = j
 		served[j]++
 		home := expected[scheme.Group(s.Peers[i].Key)]
-		if j != home && (capacity == 0 || len(clients[home]) < capacity) {
+		if j != home && !s.Peers[home].Remote && (capacity == 0 || len(clients[home]) < capacity) {
 			st.wrong("away with room", "peer %d is served by %d away from its group's superpeer %d, which has room", i, j, home)
 		}
 	}
@@ -225,11 +244,11 @@ func (s *Swarm) SelectionStart() time.Time {
 func (s *Swarm) Kill(idx []int) {
 	var wg sync.WaitGroup
 	for _, i := range idx {
-		if s.dead[i].Load() {
+		if s.dead[i].Load() || s.Peers[i].Remote {
 			continue
 		}
 		s.dead[i].Store(true)
-		s.link.kill(s.Peers[i].Host.ID())
+		s.link.kill(s.Peers[i].ID)
 		wg.Add(1)
 		go func(p *Peer) {
 			defer wg.Done()

@@ -69,6 +69,22 @@ type Config struct {
 	// trimming off. ConnSilence is how often it checks (default 10 s).
 	ConnLow, ConnHigh      int
 	ConnGrace, ConnSilence time.Duration
+	// Transport is what the hosts speak: Mocknet (the default), or TCP or
+	// QUIC on real sockets at ListenIP (default 127.0.0.1), where the
+	// latencies are the kernel's and RTT only places the peers (for the
+	// report's client RTTs and the k-median).
+	Transport Transport
+	ListenIP  string
+	// From and To are the peers this process runs: [From, To) of the N
+	// (default all). On real sockets several processes given the same N and
+	// Seed run one overlay, each its own range, the later ones joining
+	// through Bootstrap. The peers outside the range are remote: known by ID
+	// and key (identities follow from the seed), counted in what all keys
+	// say (Nearest, ExpectedSuperpeers, CheckLookups), never run here.
+	From, To int
+	// Bootstrap is peers outside this process that the first peer of the
+	// range joins through (real sockets only).
+	Bootstrap []peer.AddrInfo
 }
 
 // The connection manager's periods when Config leaves them zero.
@@ -80,13 +96,19 @@ const (
 // Peer is one member of the swarm.
 type Peer struct {
 	Index int
-	Host  host.Host
-	Node  *dht.Node
-	Key   dht.Key
+	ID    peer.ID
+	// Remote marks a peer that another process runs (Config.From, To): it
+	// has no Host or Node here.
+	Remote bool
+	Host   host.Host
+	Node   *dht.Node
+	Key    dht.Key
 }
 
 // Swarm is n real libp2p hosts in one process over mocknet, each running a
-// dht.Node, with every link's latency taken from the RTT space.
+// dht.Node, with every link's latency taken from the RTT space — or, on
+// real sockets (Config.Transport), the hosts of a range of them, one
+// overlay with the other ranges' processes.
 type Swarm struct {
 	cfg   Config
 	mn    mocknet.Mocknet
@@ -145,6 +167,9 @@ func addr(i int) ma.Multiaddr {
 func (s *Swarm) Dilate(f float64) error {
 	if !(f >= 1) || f > 1000 {
 		return fmt.Errorf("swarm: dilation %v not in [1, 1000]", f)
+	}
+	if s.cfg.Transport.Real() && f != 1 {
+		return fmt.Errorf("swarm: dilation needs mocknet (the kernel's links do not stretch), not %s", s.cfg.Transport)
 	}
 	s.dilation = f
 	s.link.dilate(f)
@@ -207,6 +232,25 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 	if cfg.ConnHigh > 0 && (cfg.ConnLow < 0 || cfg.ConnLow > cfg.ConnHigh) {
 		return nil, fmt.Errorf("swarm: connection watermarks %d:%d: want 0 <= low <= high", cfg.ConnLow, cfg.ConnHigh)
 	}
+	tr, err := ParseTransport(string(cfg.Transport))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Transport = tr
+	if cfg.ListenIP == "" {
+		cfg.ListenIP = "127.0.0.1"
+	}
+	if cfg.To == 0 {
+		cfg.To = cfg.N
+	}
+	switch {
+	case cfg.From < 0 || cfg.To > cfg.N || cfg.From >= cfg.To:
+		return nil, fmt.Errorf("swarm: peers [%d, %d) not a range of the %d", cfg.From, cfg.To, cfg.N)
+	case !tr.Real() && (cfg.From > 0 || cfg.To < cfg.N || len(cfg.Bootstrap) > 0):
+		return nil, errors.New("swarm: a range of the peers, or peers to join through, need real sockets (TCP or QUIC): mocknet is one process")
+	case cfg.Hold > 0 && (cfg.From > 0 || cfg.To < cfg.N):
+		return nil, errors.New("swarm: held peers need the whole swarm in one process")
+	}
 	start := time.Now()
 	s := &Swarm{
 		cfg:   cfg,
@@ -226,33 +270,33 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 			s.Close()
 			return nil, err
 		}
-		h, err := s.mn.AddPeer(sk, addr(i))
+		id, err := peer.IDFromPrivateKey(sk)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+			return nil, err
 		}
-		if _, dup := s.index[h.ID()]; dup {
+		if _, dup := s.index[id]; dup {
 			s.Close()
 			return nil, fmt.Errorf("swarm: peer %d has the ID of another peer", i)
 		}
-		s.index[h.ID()] = i
-		lh := &lazyHost{Host: h, l: s.link, cm: &connmgr.NullConnMgr{}}
-		if cfg.ConnHigh > 0 {
-			cm, err := bconnmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, bconnmgr.WithGracePeriod(cfg.ConnGrace), bconnmgr.WithSilencePeriod(cfg.ConnSilence))
-			if err != nil {
-				s.Close()
-				return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
-			}
-			h.Network().Notify(cm.Notifee())
-			lh.cm = cm
+		s.index[id] = i
+		if i < cfg.From || i >= cfg.To {
+			s.Peers = append(s.Peers, &Peer{Index: i, ID: id, Remote: true, Key: dht.KeyOf(id)})
+			continue
 		}
-		node, err := dht.New(ctx, lh, append([]dht.Option{dht.WithRoutingTableRefresh(0)}, cfg.NodeOptions...)...)
+		h, err := s.host(i, sk)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
 		}
-		s.Peers = append(s.Peers, &Peer{Index: i, Host: lh, Node: node, Key: node.Key()})
-		s.progress("build", i+1, cfg.N)
+		node, err := dht.New(ctx, h, append([]dht.Option{dht.WithRoutingTableRefresh(0)}, cfg.NodeOptions...)...)
+		if err != nil {
+			_ = h.Close()
+			s.Close()
+			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
+		}
+		s.Peers = append(s.Peers, &Peer{Index: i, ID: id, Host: h, Node: node, Key: node.Key()})
+		s.progress("build", i+1-cfg.From, cfg.To-cfg.From)
 	}
 	s.BuildTime = time.Since(start)
 	return s, nil
@@ -268,6 +312,53 @@ func (s *Swarm) progress(stage string, done, total int) {
 	if s.cfg.Progress != nil {
 		s.cfg.Progress(stage, done, total)
 	}
+}
+
+// host makes peer i's host with its connection manager: on mocknet one that
+// links before it dials, on real sockets a go-libp2p host.
+func (s *Swarm) host(i int, sk crypto.PrivKey) (host.Host, error) {
+	cfg := s.cfg
+	var cm connmgr.ConnManager = &connmgr.NullConnMgr{}
+	if cfg.ConnHigh > 0 {
+		bcm, err := bconnmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, bconnmgr.WithGracePeriod(cfg.ConnGrace), bconnmgr.WithSilencePeriod(cfg.ConnSilence))
+		if err != nil {
+			return nil, err
+		}
+		cm = bcm
+	}
+	if cfg.Transport.Real() {
+		return realHost(cfg.Transport, cfg.ListenIP, sk, cm)
+	}
+	h, err := s.mn.AddPeer(sk, addr(i))
+	if err != nil {
+		_ = cm.Close()
+		return nil, err
+	}
+	if bcm, ok := cm.(*bconnmgr.BasicConnMgr); ok {
+		h.Network().Notify(bcm.Notifee())
+	}
+	return &lazyHost{Host: h, l: s.link, cm: cm}, nil
+}
+
+// Local lists the peers this process runs (Config.From, To), dead or held
+// ones too.
+func (s *Swarm) Local() []*Peer { return s.Peers[s.cfg.From:s.cfg.To] }
+
+// Transport is what the swarm's hosts speak.
+func (s *Swarm) Transport() Transport { return s.cfg.Transport }
+
+// Addrs is peer i's addresses with its ID (/…/p2p/ID), to join through
+// from another process; nil for a remote peer.
+func (s *Swarm) Addrs(i int) []ma.Multiaddr {
+	p := s.Peers[i]
+	if p.Remote {
+		return nil
+	}
+	out, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: p.ID, Addrs: p.Host.Addrs()})
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // Index is the swarm index of a peer, or -1.
@@ -310,25 +401,36 @@ func (s *Swarm) Join(ctx context.Context) error {
 	start := time.Now()
 	defer func() { s.BuildTime += time.Since(start) }()
 	// boot[i][t] are peer i's bootstrap peers on try t: the first from the
-	// swarm's RNG as ever, the spares from their own.
+	// swarm's RNG as ever, the spares from their own. The first peer of a
+	// range joins through Config.Bootstrap (if any), every later one
+	// through peers of the range before it.
+	local := s.Local()
 	boot := make([][][]peer.AddrInfo, len(s.Peers))
 	spare := rand.New(rand.NewSource(s.cfg.Seed + 2))
-	for i := 1; i < len(s.Peers); i++ {
+	for k := 1; k < len(local); k++ {
+		i := local[k].Index
 		boot[i] = make([][]peer.AddrInfo, joinTries)
 		for t := range joinTries {
 			rng := spare
 			if t == 0 {
 				rng = s.rng
 			}
-			for b := 0; b < s.cfg.BootstrapPeers && b < i; b++ {
-				boot[i][t] = append(boot[i][t], s.info(rng.Intn(i)))
+			for b := 0; b < s.cfg.BootstrapPeers && b < k; b++ {
+				boot[i][t] = append(boot[i][t], s.info(local[rng.Intn(k)].Index))
 			}
+		}
+	}
+	if len(s.cfg.Bootstrap) > 0 {
+		first := local[0].Index
+		boot[first] = make([][]peer.AddrInfo, joinTries)
+		for t := range joinTries {
+			boot[first][t] = s.cfg.Bootstrap
 		}
 	}
 	var done atomic.Int64
 	return s.forEach(ctx, func(ctx context.Context, p *Peer) error {
-		defer func() { s.progress("join", int(done.Add(1)), len(s.Peers)) }()
-		if p.Index == 0 || s.held[p.Index].Load() {
+		defer func() { s.progress("join", int(done.Add(1)), len(local)) }()
+		if boot[p.Index] == nil || s.held[p.Index].Load() {
 			return nil
 		}
 		var err error
@@ -352,7 +454,7 @@ func (s *Swarm) Join(ctx context.Context) error {
 			return fmt.Errorf("swarm: peer %d join (%d tries): %w", p.Index, joinTries, err)
 		}
 		return nil
-	}, s.Peers)
+	}, local)
 }
 
 // joinTries bounds the attempts of one peer's join in Join (one per
@@ -464,7 +566,7 @@ func (s *Swarm) forEach(ctx context.Context, f func(context.Context, *Peer) erro
 // Nearest is, for every peer, the index of the peer whose key is
 // XOR-closest to its own (computed from all keys).
 func (s *Swarm) Nearest() []int {
-	live := s.Live()
+	live := s.Everyone()
 	keys := make([]dht.Key, len(live))
 	for k, i := range live {
 		keys[k] = s.Peers[i].Key
@@ -485,7 +587,7 @@ func (s *Swarm) Nearest() []int {
 // over all peers except those in skip.
 func (s *Swarm) ClosestTo(target dht.Key, skip func(i int) bool) int {
 	best := -1
-	for _, i := range s.Live() {
+	for _, i := range s.Everyone() {
 		p := s.Peers[i]
 		if skip != nil && skip(i) {
 			continue
@@ -504,7 +606,7 @@ func (s *Swarm) missingNearest() []*Peer {
 	var out []*Peer
 	for _, i := range s.Live() {
 		p := s.Peers[i]
-		if nearest[i] >= 0 && p.Node.RoutingTable().Find(s.Peers[nearest[i]].Host.ID()) == "" {
+		if nearest[i] >= 0 && p.Node.RoutingTable().Find(s.Peers[nearest[i]].ID) == "" {
 			out = append(out, p)
 		}
 	}
@@ -519,24 +621,28 @@ func (s *Swarm) whyMissing(ctx context.Context, missing []*Peer) string {
 	var out []string
 	for _, p := range missing[:min(3, len(missing))] {
 		q := s.Peers[nearest[p.Index]]
-		protos, _ := p.Host.Peerstore().GetProtocols(q.Host.ID())
+		protos, _ := p.Host.Peerstore().GetProtocols(q.ID)
 		held := 0
 		for _, i := range s.Live() {
-			if s.Peers[i].Node.RoutingTable().Find(q.Host.ID()) != "" {
+			if s.Peers[i].Node.RoutingTable().Find(q.ID) != "" {
 				held++
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		got, err := p.Node.Closest(cctx, q.Node.Key(), 1)
+		got, err := p.Node.Closest(cctx, q.Key, 1)
 		cancel()
 		direct := fmt.Sprint(err)
 		if err == nil {
 			direct = fmt.Sprintf("lookup of its key found %d (want %d)", s.Index(got[0]), q.Index)
 		}
-		out = append(out, fmt.Sprintf("peer %d lacks %d: connected %v, %d protocols known, it holds us %v, %d tables hold it, routing table %d peers, cpl %d; %s",
-			p.Index, q.Index, p.Host.Network().Connectedness(q.Host.ID()), len(protos),
-			q.Node.RoutingTable().Find(p.Host.ID()) != "", held, p.Node.RoutingTable().Size(),
-			p.Node.Key().CommonPrefixLen(q.Node.Key()), direct))
+		holdsUs := "remote"
+		if !q.Remote {
+			holdsUs = fmt.Sprint(q.Node.RoutingTable().Find(p.ID) != "")
+		}
+		out = append(out, fmt.Sprintf("peer %d lacks %d: connected %v, %d protocols known, it holds us %s, %d tables hold it, routing table %d peers, cpl %d; %s",
+			p.Index, q.Index, p.Host.Network().Connectedness(q.ID), len(protos),
+			holdsUs, held, p.Node.RoutingTable().Size(),
+			p.Key.CommonPrefixLen(q.Key), direct))
 	}
 	return strings.Join(out, "; ")
 }
@@ -583,7 +689,7 @@ func (s *Swarm) CheckLookups(ctx context.Context, tries int, raw bool, rng *rand
 				got, err = from.Node.LookupName(ctx, j.name)
 				want = s.ClosestTo(target, func(i int) bool { return i == j.from })
 			}
-			if err == nil && len(got) > 0 && got[0] == s.Peers[want].Host.ID() {
+			if err == nil && len(got) > 0 && got[0] == s.Peers[want].ID {
 				exact.Add(1)
 			}
 		}(j)
@@ -621,7 +727,7 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 			nearest := s.Nearest()
 			for _, p := range missing {
 				if lh, ok := p.Host.(*lazyHost); ok && nearest[p.Index] >= 0 {
-					lh.unstick(s.Peers[nearest[p.Index]].Host.ID())
+					lh.unstick(s.Peers[nearest[p.Index]].ID)
 				}
 			}
 			select {
@@ -646,7 +752,7 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 				in[p.Index] = true
 			}
 			for _, p := range missing {
-				if q := nearest[p.Index]; q >= 0 && !in[q] && !s.dead[q].Load() {
+				if q := nearest[p.Index]; q >= 0 && !in[q] && !s.dead[q].Load() && !s.Peers[q].Remote {
 					in[q] = true
 					look = append(look, s.Peers[q])
 				}
@@ -665,7 +771,7 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 // KadMessages is the number of kad-dht requests all peers have sent.
 func (s *Swarm) KadMessages() uint64 {
 	var total uint64
-	for _, p := range s.Peers {
+	for _, p := range s.Local() {
 		total += p.Node.Stats().KadSent.Load()
 	}
 	return total
@@ -676,7 +782,7 @@ func (s *Swarm) Close() {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for _, p := range s.Peers {
-		if s.dead[p.Index].Load() {
+		if p.Remote || p.Host == nil || s.dead[p.Index].Load() {
 			continue
 		}
 		sem <- struct{}{}

@@ -512,10 +512,10 @@ func (v *View) Snapshot() Snapshot {
 	}
 	snap.Peers = make([]PeerView, 0, len(s.Peers))
 	for i, p := range s.Peers {
-		if s.held[i].Load() {
+		if s.held[i].Load() || p.Remote {
 			continue
 		}
-		id := p.Host.ID().String()
+		id := p.ID.String()
 		pv := PeerView{I: i, ID: id[max(0, len(id)-6):], K: round(keyFraction(p.Key), 1e6), SP: -1, G: -1, Role: "unknown"}
 		if c, ok := xy[i], has[i]; ok {
 			pv.Pos, pv.X, pv.Y, pv.H = true, round(c[0], 10), round(c[1], 10), round(c[2], 10)

@@ -188,7 +188,7 @@ func (v *VivaldiRun) newService(i int, live []int, rng *rand.Rand, interval time
 	for k := 0; k < opts.Random && len(live) > 1; k++ {
 		j := live[rng.Intn(len(live))]
 		if j != i {
-			random = append(random, s.Peers[j].Host.ID())
+			random = append(random, s.Peers[j].ID)
 		}
 	}
 	node := p.Node
