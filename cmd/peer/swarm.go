@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,6 +37,9 @@ type swarmReport struct {
 	Seed      int64  `json:"seed"`
 	Latency   string `json:"latency"`
 	Transport string `json:"transport"`
+	// Range is set when this process ran a range of the overlay's peers
+	// (--peers, --join): which, and how to join them.
+	Range *rangeReport `json:"range,omitempty"`
 	// Args are the command-line arguments of the run, to rerun it.
 	Args      []string `json:"args"`
 	GCPercent int      `json:"gc_percent"`
@@ -118,9 +122,10 @@ type holdReport struct {
 }
 
 type peerReport struct {
-	ID   string `json:"id"`
-	Key  string `json:"key"`
-	Host int    `json:"host"`
+	Index int    `json:"index"`
+	ID    string `json:"id"`
+	Key   string `json:"key"`
+	Host  int    `json:"host"`
 	// Dead is set for a peer killed by --kill.
 	Dead bool `json:"dead,omitempty"`
 	// Role (with one method) is client or superpeer at the end of the
@@ -183,6 +188,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	dilate := fs.Float64("dilate", 1, "repel and Vivaldi: stretch time by this factor once the DHT has converged: link latencies and the protocols' timers this many times longer, measured RTTs divided by it, so that the machine's own delays shrink by it in what the peers measure (the run takes that much longer; every figure is in the network's time)")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub (a GossipSub mesh on every peer)")
+	transportFlag := fs.String("transport", "mocknet", "what the hosts speak: mocknet (in-process links with the matrix's latencies), tcp or quic (real sockets on --listen: the kernel's latencies, the matrix only places the peers for the figures; --method prefix or none)")
+	listenIP := fs.String("listen", "127.0.0.1", "tcp, quic: the IP address the hosts listen on, a port each")
+	peersRange := fs.String("peers", "", "tcp, quic: FROM:TO, the peers of the n this process runs (default all); other processes with the same --n, --seed and --latency run the rest, one overlay, and `peer merge` joins their reports")
+	joinFlag := fs.String("join", "", "tcp, quic: multiaddrs (/ip4/…/tcp/…/p2p/…, separated by commas) of peers of another swarm process for this one's first peer to join through")
+	addrFile := fs.String("addr-file", "", "tcp, quic: once joined, write the first peer's multiaddrs here, one a line (what another process's --join takes)")
+	linger := fs.Duration("linger", 0, "after the report keep the peers up this long, or until interrupted; with --peers or --join only while peers of the other processes are connected (they may still be converging through these)")
 	webAddr := fs.String("web", "", "serve a live map of the swarm on this address (e.g. 127.0.0.1:8080), with buttons to kill a superpeer or a fraction of the peers; the swarm then runs on after its report until interrupted")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -287,6 +298,41 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	case (*kill > 0 || *killSP) && len(methods) != 1:
 		return fmt.Errorf("%w: --kill and --kill-superpeers need one --method (a kill is for good: the next method would start on fewer peers)", errUsage)
 	}
+	where, err := parseWhere(*transportFlag, *listenIP, *peersRange, *joinFlag, *n)
+	if err != nil {
+		return err
+	}
+	if where.transport.Real() {
+		// Real sockets carry the kernel's latencies, not the matrix's: a
+		// method that places by measured RTTs would place by loopback's.
+		if !flagSet(fs, "method") {
+			methods, _ = parseMethods("prefix")
+		}
+		if !flagSet(fs, "vivaldi") {
+			*viv = false
+		}
+		switch {
+		case len(methods) > 1 || len(methods) == 1 && methods[0].Name != "prefix":
+			return fmt.Errorf("%w: --transport %s runs --method prefix or none (the kernel's loopback latencies are not the matrix's: use mocknet, or peer testbed, for a method that measures)", errUsage, where.transport)
+		case *viv:
+			return fmt.Errorf("%w: --transport %s: --vivaldi would embed loopback's RTTs, not the matrix's", errUsage, where.transport)
+		case *dilate != 1:
+			return fmt.Errorf("%w: --dilate needs --transport mocknet (the kernel's links do not stretch)", errUsage)
+		}
+		repelRuns = false
+		// Two descriptors a connection held in this process, up to the
+		// high watermark's connections a peer, and room to spare.
+		want := uint64(where.to-where.from) * uint64(max(connHigh, 64)) * 3
+		if got := raiseFileLimit(want); got < want {
+			fmt.Fprintf(stderr, "warning: open files limited to %d (want %d for %d peers on real sockets): connections may fail\n", got, want, where.to-where.from)
+		}
+	}
+	if where.ranged() {
+		switch {
+		case *kill > 0 || *killSP || *hold > 0 || *fraction > 0 || *webAddr != "":
+			return fmt.Errorf("%w: --peers and --join run one range of the overlay: --kill, --kill-superpeers, --hold, --fraction and --web need the whole swarm in one process", errUsage)
+		}
+	}
 	capacityGiven := flagSet(fs, "capacity")
 	pl, latName, err := placePeers(*lat, *n, *superpeers, capacity, seed, stdout)
 	if err != nil {
@@ -312,7 +358,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		// The connection manager's clock is not dilated: with its grace and
 		// check periods stretched too, a dilated swarm trims (and redials,
 		// and kad-dht re-checks) no more often per second of network time.
-		ConnGrace: time.Duration(float64(swarm.DefaultConnGrace) * *dilate), ConnSilence: time.Duration(float64(swarm.DefaultConnSilence) * *dilate)})
+		ConnGrace: time.Duration(float64(swarm.DefaultConnGrace) * *dilate), ConnSilence: time.Duration(float64(swarm.DefaultConnSilence) * *dilate),
+		Transport: where.transport, ListenIP: where.ip, From: where.from, To: where.to, Bootstrap: where.join})
 	if err != nil {
 		return err
 	}
@@ -326,11 +373,15 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if err := s.Join(ctx); err != nil {
 		return err
 	}
+	here, err := announceRange(s, where, *lat, *addrFile, stderr)
+	if err != nil {
+		return err
+	}
 	if err := s.WaitConverged(ctx, *rounds); err != nil {
 		return err
 	}
 	rep := swarmReport{
-		N: *n, Seed: *seed, Latency: latName, Transport: "mocknet", Args: args,
+		N: *n, Seed: *seed, Latency: latName, Transport: string(where.transport), Args: args, Range: here,
 		GCPercent:          gcPercent(),
 		MemLimit:           debug.SetMemoryLimit(-1),
 		BuildSeconds:       s.BuildTime.Seconds(),
@@ -389,7 +440,11 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	for k, m := range methods {
 		f.keep = web.keeper(k == len(methods)-1)
 		bar.log(fmt.Sprintf("method %s", m.Name))
-		mr, err := runMethod(ctx, s, vr, gossip, m, f)
+		run := runMethod
+		if here != nil {
+			run = runRangeMethod(here)
+		}
+		mr, err := run(ctx, s, vr, gossip, m, f)
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)
 		}
@@ -414,8 +469,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	for _, i := range s.Live() {
 		live[i] = true
 	}
-	for _, p := range s.Peers {
-		pr := peerReport{ID: p.Host.ID().String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index), Dead: !live[p.Index]}
+	for _, p := range s.Local() {
+		pr := peerReport{Index: p.Index, ID: p.ID.String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index), Dead: !live[p.Index]}
 		if len(rep.Methods) == 1 {
 			switch j := rep.Methods[0].SuperpeerOf[p.Index]; {
 			case pr.Dead:
@@ -423,7 +478,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			case j == p.Index:
 				pr.Role, pr.Superpeer = superpeer.Superpeer.String(), pr.ID
 			case j >= 0:
-				pr.Role, pr.Superpeer = superpeer.Client.String(), s.Peers[j].Host.ID().String()
+				pr.Role, pr.Superpeer = superpeer.Client.String(), s.Peers[j].ID.String()
 			default:
 				pr.Role = superpeer.Client.String()
 			}
@@ -436,13 +491,18 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		rep.Peers = append(rep.Peers, pr)
 	}
 	rep.StuckIdentifies = s.StuckIdentifies()
-	fmt.Fprintf(stdout, "peers            %d over %s (mocknet, %d links, %d closed for a stuck identify)\n", rep.N, rep.Latency, rep.Links, rep.StuckIdentifies)
+	ran := len(s.Local())
+	if where.transport.Real() {
+		fmt.Fprintf(stdout, "peers            %d of %d (%d–%d) over %s, on %s sockets at %s\n", ran, rep.N, where.from, where.to-1, rep.Latency, where.transport, where.ip)
+	} else {
+		fmt.Fprintf(stdout, "peers            %d over %s (mocknet, %d links, %d closed for a stuck identify)\n", rep.N, rep.Latency, rep.Links, rep.StuckIdentifies)
+	}
 	fmt.Fprintf(stdout, "build + join     %.1f s (%d joins tried again, %d left to convergence)\n", rep.BuildSeconds, rep.JoinRetries, rep.JoinLookupFailures)
 	fmt.Fprintf(stdout, "converge         %.1f s\n", rep.ConvergeSeconds)
-	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(rep.N))
-	fmt.Fprintf(stdout, "goroutines       %d, %.1f per peer\n", rep.Goroutines, float64(rep.Goroutines)/float64(rep.N))
+	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(ran))
+	fmt.Fprintf(stdout, "goroutines       %d, %.1f per peer\n", rep.Goroutines, float64(rep.Goroutines)/float64(ran))
 	fmt.Fprintf(stdout, "connections      mean %.1f, max %d per peer (watermarks %s)\n", rep.ConnsMean, rep.ConnsMax, *conns)
-	fmt.Fprintf(stdout, "kad requests     %d, %.0f per peer\n", s.KadMessages(), float64(s.KadMessages())/float64(rep.N))
+	fmt.Fprintf(stdout, "kad requests     %d, %.0f per peer\n", s.KadMessages(), float64(s.KadMessages())/float64(ran))
 	fmt.Fprintf(stdout, "kad lookups      %d of %d exact\n", rep.Lookup.Exact, rep.Lookup.Tried)
 	fmt.Fprintf(stdout, "raw-key lookups  %d of %d exact\n", rep.RawLookup.Exact, rep.RawLookup.Tried)
 	if rep.Vivaldi != nil {
@@ -451,6 +511,9 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, mr := range rep.Methods {
 		printMethod(stdout, mr)
+	}
+	if r := rep.Range; r != nil && r.Superpeers > 0 {
+		fmt.Fprintf(stdout, "range            peers %d–%d converged in %.1f s as far as this process can tell: %d wrong, %d unserved\n", r.From, r.To-1, r.SelectSeconds, r.Wrong, r.Unserved)
 	}
 	if len(rep.Methods) > 1 {
 		printMethods(stdout, rep.Methods)
@@ -466,12 +529,48 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		web.serve(stderr)
 		web.Close()
 	}
+	if *linger > 0 {
+		lingerFor(ctx, s, *linger, here != nil && where.ranged(), stderr)
+	}
 	return nil
+}
+
+// lingerFor keeps the swarm up for d after its report, or until
+// interrupted; a range of an overlay only while peers of the other
+// processes are still connected (they may still be converging through its
+// peers), so that the first process of an overlay ends with the last.
+func lingerFor(ctx context.Context, s *swarm.Swarm, d time.Duration, ranged bool, stderr io.Writer) {
+	if ranged {
+		fmt.Fprintf(stderr, "peers up for up to %v more (--linger) while other processes' peers are connected, or until interrupted\n", d)
+	} else {
+		fmt.Fprintf(stderr, "peers up for %v more (--linger), or until interrupted\n", d)
+	}
+	end := time.After(d)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end:
+			return
+		case <-tick.C:
+			if ranged && !s.ConnectedAcross() {
+				fmt.Fprintln(stderr, "no peer of another process connected: done")
+				return
+			}
+		}
+	}
 }
 
 // printMethod prints one method's run.
 func printMethod(w io.Writer, mr *methodReport) {
 	fmt.Fprintln(w)
+	if mr.Superpeers == nil {
+		// A range of an overlay: its figures are `peer merge`'s.
+		fmt.Fprintf(w, "  selection        %s on this range's peers; the overlay's figures: peer merge REPORT.json…\n", mr.Method)
+		return
+	}
 	printSelection(w, "selection", mr.Superpeers)
 	if a := mr.VivaldiAfter; a != nil {
 		fmt.Fprintf(w, "  vivaldi          median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])

@@ -340,6 +340,21 @@ func (s *Swarm) host(i int, sk crypto.PrivKey) (host.Host, error) {
 	return &lazyHost{Host: h, l: s.link, cm: cm}, nil
 }
 
+// ranged reports whether other processes run some of the peers.
+func (s *Swarm) ranged() bool { return s.cfg.From > 0 || s.cfg.To < len(s.Peers) }
+
+// ConnectedAcross reports whether a peer here is connected to a remote one.
+func (s *Swarm) ConnectedAcross() bool {
+	for _, i := range s.Live() {
+		for _, q := range s.Peers[i].Host.Network().Peers() {
+			if j := s.Index(q); j >= 0 && s.Peers[j].Remote {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Local lists the peers this process runs (Config.From, To), dead or held
 // ones too.
 func (s *Swarm) Local() []*Peer { return s.Peers[s.cfg.From:s.cfg.To] }
@@ -420,15 +435,8 @@ func (s *Swarm) Join(ctx context.Context) error {
 			}
 		}
 	}
-	if len(s.cfg.Bootstrap) > 0 {
-		first := local[0].Index
-		boot[first] = make([][]peer.AddrInfo, joinTries)
-		for t := range joinTries {
-			boot[first][t] = s.cfg.Bootstrap
-		}
-	}
 	var done atomic.Int64
-	return s.forEach(ctx, func(ctx context.Context, p *Peer) error {
+	join := func(ctx context.Context, p *Peer) error {
 		defer func() { s.progress("join", int(done.Add(1)), len(local)) }()
 		if boot[p.Index] == nil || s.held[p.Index].Load() {
 			return nil
@@ -454,8 +462,41 @@ func (s *Swarm) Join(ctx context.Context) error {
 			return fmt.Errorf("swarm: peer %d join (%d tries): %w", p.Index, joinTries, err)
 		}
 		return nil
-	}, local)
+	}
+	bs := s.cfg.Bootstrap
+	if len(bs) == 0 {
+		return s.forEach(ctx, join, local)
+	}
+	// A range joins a live overlay: a first wave through the peers outside
+	// it (Config.Bootstrap), the rest through random peers of that wave,
+	// which by then hold the overlay's peers in their routing tables.
+	// Joined through its own peers alone the range would be an island that
+	// one link ties to the rest, and kad-dht's self-lookups (which start
+	// from the routing table) would cross it too rarely for every peer to
+	// find its nearest; all through the bootstrap peers at once, a few
+	// hundred joins overrun them.
+	wave := min(len(local), joinWave)
+	for k, p := range local {
+		boot[p.Index] = make([][]peer.AddrInfo, joinTries)
+		for t := range joinTries {
+			if k < wave {
+				boot[p.Index][t] = []peer.AddrInfo{bs[spare.Intn(len(bs))]}
+				continue
+			}
+			for b := 0; b < s.cfg.BootstrapPeers; b++ {
+				boot[p.Index][t] = append(boot[p.Index][t], s.info(local[spare.Intn(wave)].Index))
+			}
+		}
+	}
+	if err := s.forEach(ctx, join, local[:wave]); err != nil {
+		return err
+	}
+	return s.forEach(ctx, join, local[wave:])
 }
+
+// joinWave is how many peers of a range join through the peers outside
+// it before the rest join through them (Join).
+const joinWave = 16
 
 // joinTries bounds the attempts of one peer's join in Join (one per
 // bootstrap set Join draws).
@@ -706,6 +747,17 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 	defer func() { s.ConvergeTime += time.Since(start) }()
 	rng := rand.New(rand.NewSource(s.cfg.Seed + 1))
 	for round := 0; ; round++ {
+		if s.ranged() && !s.ConnectedAcross() {
+			// The other ranges' processes have not joined yet: wait for
+			// them without spending the rounds.
+			round = 0
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("swarm: no peer of another process connected: %w", ctx.Err())
+			case <-time.After(time.Second):
+			}
+			continue
+		}
 		missing := s.missingNearest()
 		s.progress("converge", len(s.Live())-len(missing), len(s.Live()))
 		if len(missing) == 0 {

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSwarm_RangesAcrossProcessesMerge: two `peer swarm` runs on TCP
+// loopback, each running half of one overlay's peers, the second joining
+// through the address the first wrote, select the prefix superpeers all
+// keys call for, and `peer merge` joins their reports into the overlay's;
+// the first run ends once the second's peers have left.
+func TestSwarm_RangesAcrossProcessesMerge(t *testing.T) {
+	dir := t.TempDir()
+	addrFile, ra, rb, merged := filepath.Join(dir, "a.addr"), filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json"), filepath.Join(dir, "m.json")
+	common := []string{"swarm", "--transport", "tcp", "--n", "40", "--seed", "5", "--superpeers", "4", "--latency", "synthetic", "--lookups", "10"}
+	type result struct {
+		code      int
+		out, errb string
+	}
+	first := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := run(append(append([]string(nil), common...), "--peers", "0:20", "--addr-file", addrFile, "--linger", "2m", "--json", ra), &out, &errb)
+		first <- result{code, out.String(), errb.String()}
+	}()
+	var join string
+	for deadline := time.Now().Add(time.Minute); join == "" && time.Now().Before(deadline); {
+		select {
+		case r := <-first:
+			t.Fatalf("the first run ended (exit %d) before writing its address: %s", r.code, r.errb)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if b, err := os.ReadFile(addrFile); err == nil && strings.HasSuffix(string(b), "\n") {
+			join = strings.Fields(string(b))[0]
+		}
+	}
+	if !strings.HasPrefix(join, "/ip4/127.0.0.1/tcp/") || !strings.Contains(join, "/p2p/") {
+		t.Fatalf("address to join %q", join)
+	}
+	var out, errb bytes.Buffer
+	if code := run(append(append([]string(nil), common...), "--peers", "20:40", "--join", join, "--json", rb), &out, &errb); code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, errb.String())
+	}
+	select {
+	case r := <-first:
+		if r.code != 0 {
+			t.Fatalf("first run: exit %d: %s", r.code, r.errb)
+		}
+		if !strings.Contains(r.errb, "no peer of another process connected") {
+			t.Errorf("the first run did not end with the second: %q", lastLine(r.errb))
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the first run lingers after the second ended")
+	}
+	var rep swarmReport
+	if b, err := os.ReadFile(rb); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Transport != "tcp" || rep.Range == nil || rep.Range.From != 20 || rep.Range.To != 40 || len(rep.Peers) != 20 || rep.Peers[0].Index != 20 || len(rep.Range.Joined) != 1 {
+		t.Fatalf("second report: transport %q, range %+v, %d peers", rep.Transport, rep.Range, len(rep.Peers))
+	}
+
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"merge", "--json", merged, rb, ra}, &out, &errb); code != 0 {
+		t.Fatalf("merge: exit %d: %s %s", code, out.String(), errb.String())
+	}
+	var m mergedReport
+	if b, err := os.ReadFile(merged); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.N != 40 || len(m.Parts) != 2 || m.Parts[0].From != 0 || len(m.Peers) != 40 || !m.Exact || m.Superpeers.Count != 4 || m.Superpeers.Unserved != 0 {
+		t.Fatalf("merged: n %d, %d parts, %d peers, exact %v, %d superpeers, %d unserved", m.N, len(m.Parts), len(m.Peers), m.Exact, m.Superpeers.Count, m.Superpeers.Unserved)
+	}
+	if !(m.Superpeers.ClientRTT.Mean > 0) || !(m.Superpeers.KMedianClientRTT.Mean > 0) {
+		t.Errorf("merged client RTTs: %+v", m.Superpeers)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"merge", ra}, "the reports hold 20 peers"},
+		{[]string{"merge", ra, ra}, "overlap or miss"},
+		{[]string{"merge"}, "usage"},
+	} {
+		errb.Reset()
+		if code := run(c.args, &out, &errb); code == 0 || !strings.Contains(lastLine(errb.String()), c.want) {
+			t.Errorf("%v: exit %d, %q; want an error containing %q", c.args, code, lastLine(errb.String()), c.want)
+		}
+	}
+}
+
+func TestSwarm_RangeFlagsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"swarm", "--peers", "0:10"}, "need --transport tcp or quic"},
+		{[]string{"swarm", "--transport", "tcp", "--peers", "5:3"}, "--peers"},
+		{[]string{"swarm", "--transport", "tcp", "--peers", "0:300"}, "--peers"},
+		{[]string{"swarm", "--transport", "tcp", "--join", "/ip4/127.0.0.1/tcp/1"}, "--join"},
+		{[]string{"swarm", "--transport", "udp"}, "--transport"},
+		{[]string{"swarm", "--transport", "quic", "--method", "repel"}, "--method prefix or none"},
+		{[]string{"swarm", "--transport", "tcp", "--vivaldi"}, "--vivaldi"},
+		{[]string{"swarm", "--transport", "tcp", "--method", "prefix", "--peers", "0:100", "--kill", "0.1"}, "whole swarm"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(lastLine(errb.String()), c.want) {
+			t.Errorf("%v: exit %d, %q; want a usage error containing %q", c.args, code, lastLine(errb.String()), c.want)
+		}
+	}
+}
