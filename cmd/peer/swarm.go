@@ -465,31 +465,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	bar.done()
 	rep.RSSBytes, rep.Goroutines = swarm.RSS(), swarm.Goroutines()
 	rep.ConnsMean, rep.ConnsMax = s.Connections()
-	live := map[int]bool{}
-	for _, i := range s.Live() {
-		live[i] = true
-	}
-	for _, p := range s.Local() {
-		pr := peerReport{Index: p.Index, ID: p.ID.String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index), Dead: !live[p.Index]}
-		if len(rep.Methods) == 1 {
-			switch j := rep.Methods[0].SuperpeerOf[p.Index]; {
-			case pr.Dead:
-				pr.Role = "dead"
-			case j == p.Index:
-				pr.Role, pr.Superpeer = superpeer.Superpeer.String(), pr.ID
-			case j >= 0:
-				pr.Role, pr.Superpeer = superpeer.Client.String(), s.Peers[j].ID.String()
-			default:
-				pr.Role = superpeer.Client.String()
-			}
-		}
-		if vr != nil && live[p.Index] {
-			if c := vr.Coord(p.Index); len(c.Vec) > 0 {
-				pr.Coord = &coordReport{Vec: c.Vec, Height: c.Height, Error: c.Error}
-			}
-		}
-		rep.Peers = append(rep.Peers, pr)
-	}
+	fillPeers(&rep, s, vr)
 	rep.StuckIdentifies = s.StuckIdentifies()
 	ran := len(s.Local())
 	if where.transport.Real() {
@@ -532,7 +508,52 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if *linger > 0 {
 		lingerFor(ctx, s, *linger, here != nil && where.ranged(), stderr)
 	}
+	if here != nil && where.ranged() && len(rep.Methods) == 1 {
+		// The other processes' reports are of later moments than this
+		// one's (they converged later, through these peers): the roles
+		// again, now, for `peer merge` to join states of about one time.
+		rangeSnapshot(s, here, rep.Methods[0])
+		s.StopMethod()
+		rep.Peers = nil
+		fillPeers(&rep, s, vr)
+		if *jsonOut != "" {
+			if err := writeJSON(*jsonOut, rep); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "report again     %s (the roles as the other processes left: %d wrong, %d unserved)\n", *jsonOut, here.Wrong, here.Unserved)
+		}
+	}
 	return nil
+}
+
+// fillPeers adds every peer this process runs to the report: ID, key, host,
+// and with one method its role and superpeer, with Vivaldi its coordinate.
+func fillPeers(rep *swarmReport, s *swarm.Swarm, vr *swarm.VivaldiRun) {
+	live := map[int]bool{}
+	for _, i := range s.Live() {
+		live[i] = true
+	}
+	for _, p := range s.Local() {
+		pr := peerReport{Index: p.Index, ID: p.ID.String(), Key: p.Key.Hex(), Host: s.HostOf(p.Index), Dead: !live[p.Index]}
+		if len(rep.Methods) == 1 {
+			switch j := rep.Methods[0].SuperpeerOf[p.Index]; {
+			case pr.Dead:
+				pr.Role = "dead"
+			case j == p.Index:
+				pr.Role, pr.Superpeer = superpeer.Superpeer.String(), pr.ID
+			case j >= 0:
+				pr.Role, pr.Superpeer = superpeer.Client.String(), s.Peers[j].ID.String()
+			default:
+				pr.Role = superpeer.Client.String()
+			}
+		}
+		if vr != nil && live[p.Index] {
+			if c := vr.Coord(p.Index); len(c.Vec) > 0 {
+				pr.Coord = &coordReport{Vec: c.Vec, Height: c.Height, Error: c.Error}
+			}
+		}
+		rep.Peers = append(rep.Peers, pr)
+	}
 }
 
 // lingerFor keeps the swarm up for d after its report, or until

@@ -106,6 +106,10 @@ type rangeReport struct {
 	SelectSeconds float64 `json:"select_seconds,omitempty"`
 	Wrong         int     `json:"wrong"`
 	Unserved      int     `json:"unserved"`
+	// Clients lists the clients of each superpeer this process runs (by
+	// peer ID), for `peer merge` to check that a client's superpeer in
+	// another process lists it.
+	Clients map[string][]string `json:"clients,omitempty"`
 }
 
 // announceRange prints (and with file writes) how to join this process's
@@ -146,20 +150,38 @@ func runRangeMethod(r *rangeReport) func(context.Context, *swarm.Swarm, *swarm.V
 		if err := s.StartPrefix(ctx, p.PrefixOptions()...); err != nil {
 			return nil, err
 		}
-		defer s.StopMethod()
+		// The selectors stay up past the report, while other processes
+		// converge through them; runSwarm stops them after --linger.
 		took, err := s.WaitPrefix(ctx, s.SelectionStart())
 		if err != nil {
+			s.StopMethod()
 			return nil, err
 		}
-		st := s.PrefixState()
 		r.Superpeers, r.Pow2, r.Capacity = p.Superpeers, p.Pow2, s.Selector(s.Live()[0]).Attach().Capacity()
-		r.SelectSeconds, r.Wrong, r.Unserved = took.Seconds(), st.Wrong, st.Unserved
+		r.SelectSeconds = took.Seconds()
 		mr := &methodReport{Method: m.Name, RSSBytes: swarm.RSS(), Goroutines: swarm.Goroutines()}
-		mr.SuperpeerOf = make([]int, len(st.Assignment))
-		for i, j := range st.Assignment {
-			mr.SuperpeerOf[i] = max(j, -1)
-		}
+		rangeSnapshot(s, r, mr)
 		return mr, nil
+	}
+}
+
+// rangeSnapshot reads this range's selection now: every peer's superpeer,
+// what this process finds wrong, and its superpeers' clients.
+func rangeSnapshot(s *swarm.Swarm, r *rangeReport, mr *methodReport) {
+	st := s.PrefixState()
+	r.Wrong, r.Unserved = st.Wrong, st.Unserved
+	mr.SuperpeerOf = make([]int, len(st.Assignment))
+	for i, j := range st.Assignment {
+		mr.SuperpeerOf[i] = max(j, -1)
+	}
+	r.Clients = map[string][]string{}
+	for _, i := range st.Superpeers {
+		var cs []string
+		for _, c := range s.Selector(i).Attach().Clients() {
+			cs = append(cs, c.String())
+		}
+		slices.Sort(cs)
+		r.Clients[s.Peers[i].ID.String()] = cs
 	}
 }
 
@@ -175,6 +197,10 @@ type mergedReport struct {
 	// superpeers are those.
 	Expected   []int                   `json:"expected"`
 	Exact      bool                    `json:"exact"`
+	// ListedNot counts clients whose superpeer's report does not list them
+	// (reports of different moments, or a stale attachment); they count
+	// as wrong.
+	ListedNot int `json:"listed_not"`
 	Superpeers *swarm.SelectionSummary `json:"superpeers"`
 	Peers      []peerReport            `json:"peers"`
 }
@@ -234,16 +260,16 @@ func runMerge(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "superpeers       %d (all keys call for %d: exact %v), capacity %d, clients per superpeer max %d mean %.1f\n",
 		sum.Count, len(m.Expected), m.Exact, sum.Capacity, sum.ClientsPerSuperpeer.Max, sum.ClientsPerSuperpeer.Mean)
-	fmt.Fprintf(stdout, "client RTT       mean %.1f ms, p50 %.1f, p90 %.1f (matrix); random %.1f, k-median %.1f; %d unserved\n",
-		sum.ClientRTT.Mean, sum.ClientRTT.P50, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.KMedianClientRTT.Mean, sum.Unserved)
+	fmt.Fprintf(stdout, "client RTT       mean %.1f ms, p50 %.1f, p90 %.1f (matrix); random %.1f, k-median %.1f; %d unserved, %d wrong (%d attached to a superpeer whose report does not list them)\n",
+		sum.ClientRTT.Mean, sum.ClientRTT.P50, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.KMedianClientRTT.Mean, sum.Unserved, sum.Wrong, m.ListedNot)
 	if *jsonOut != "" {
 		if err := writeJSON(*jsonOut, m); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "report           %s\n", *jsonOut)
 	}
-	if !m.Exact || sum.Unserved > 0 {
-		return fmt.Errorf("%w: the overlay's selection is not the one all keys call for, or a client is unserved", errMerge)
+	if !m.Exact || sum.Unserved > 0 || sum.Wrong > 0 {
+		return fmt.Errorf("%w: the overlay's selection is not the one all keys call for, or a client is unserved or wrong", errMerge)
 	}
 	return nil
 }
@@ -291,14 +317,32 @@ func merge(parts []swarmReport, files []string) (*mergedReport, error) {
 		}
 		keys[k], byID[p.ID] = dht.KeyOf(id), k
 	}
+	lists := map[string]map[string]bool{}
+	for _, r := range parts {
+		for sp, cs := range r.Range.Clients {
+			set := map[string]bool{}
+			for _, c := range cs {
+				set[c] = true
+			}
+			lists[sp] = set
+		}
+	}
 	a := make(metrics.Assignment, m.N)
 	var sps []int
 	for k, p := range m.Peers {
 		a[k] = metrics.Unassigned
-		if j, ok := byID[p.Superpeer]; ok {
-			a[k] = j
+		j, ok := byID[p.Superpeer]
+		if !ok {
+			continue
 		}
-		if a[k] == k {
+		if j != k && !lists[p.Superpeer][p.ID] {
+			// Attached, by the client's report, to a superpeer whose
+			// report does not list it: counted wrong, not served.
+			m.ListedNot++
+			continue
+		}
+		a[k] = j
+		if j == k {
 			sps = append(sps, k)
 		}
 	}
@@ -328,12 +372,13 @@ func merge(parts []swarmReport, files []string) (*mergedReport, error) {
 	}
 	sum := swarm.SelectionSummary{Method: "prefix", Target: S, Groups: scheme.Groups(), Bits: scheme.Bits(), Count: len(sps), Capacity: capacity,
 		Expected: scheme.ExpectedCount(m.N)}
+	sum.Wrong = m.ListedNot
 	for _, p := range m.Parts {
 		sum.Wrong += p.Wrong
 		sum.ConvergeSeconds = max(sum.ConvergeSeconds, p.SelectSeconds)
 	}
-	for _, j := range a {
-		if j < 0 {
+	for k, j := range a {
+		if j < 0 && m.Peers[k].Superpeer == "" {
 			sum.Unserved++
 		}
 	}

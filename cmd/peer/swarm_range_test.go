@@ -82,8 +82,36 @@ func TestSwarm_RangesAcrossProcessesMerge(t *testing.T) {
 	if m.N != 40 || len(m.Parts) != 2 || m.Parts[0].From != 0 || len(m.Peers) != 40 || !m.Exact || m.Superpeers.Count != 4 || m.Superpeers.Unserved != 0 {
 		t.Fatalf("merged: n %d, %d parts, %d peers, exact %v, %d superpeers, %d unserved", m.N, len(m.Parts), len(m.Peers), m.Exact, m.Superpeers.Count, m.Superpeers.Unserved)
 	}
-	if !(m.Superpeers.ClientRTT.Mean > 0) || !(m.Superpeers.KMedianClientRTT.Mean > 0) {
-		t.Errorf("merged client RTTs: %+v", m.Superpeers)
+	if !(m.Superpeers.ClientRTT.Mean > 0) || !(m.Superpeers.KMedianClientRTT.Mean > 0) || m.ListedNot != 0 || m.Superpeers.ClientsPerSuperpeer.Max > m.Superpeers.Capacity {
+		t.Errorf("merged: %d listed by nobody, %+v", m.ListedNot, m.Superpeers)
+	}
+
+	// A superpeer whose report does not list a client that names it: the
+	// merge counts the client wrong and fails.
+	var doctored swarmReport
+	if b, err := os.ReadFile(ra); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &doctored); err != nil {
+		t.Fatal(err)
+	}
+	dropped := false
+	for sp, cs := range doctored.Range.Clients {
+		if len(cs) > 0 {
+			doctored.Range.Clients[sp], dropped = cs[1:], true
+			break
+		}
+	}
+	if !dropped {
+		t.Fatal("no superpeer of the first run lists a client")
+	}
+	bad := filepath.Join(dir, "doctored.json")
+	if err := writeJSON(bad, doctored); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"merge", bad, rb}, &out, &errb); code != 1 || !strings.Contains(out.String(), "1 wrong (1 attached to a superpeer whose report does not list them)") {
+		t.Errorf("doctored merge: exit %d, %q", code, out.String())
 	}
 
 	for _, c := range []struct {
