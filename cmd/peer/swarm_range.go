@@ -195,12 +195,12 @@ type mergedReport struct {
 	Parts []mergedPart `json:"parts"`
 	// Expected is the superpeers all keys call for; Exact says the peers'
 	// superpeers are those.
-	Expected   []int                   `json:"expected"`
-	Exact      bool                    `json:"exact"`
+	Expected []int `json:"expected"`
+	Exact    bool  `json:"exact"`
 	// ListedNot counts clients whose superpeer's report does not list them
 	// (reports of different moments, or a stale attachment); they count
 	// as wrong.
-	ListedNot int `json:"listed_not"`
+	ListedNot  int                     `json:"listed_not"`
 	Superpeers *swarm.SelectionSummary `json:"superpeers"`
 	Peers      []peerReport            `json:"peers"`
 }
