@@ -193,7 +193,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	peersRange := fs.String("peers", "", "tcp, quic: FROM:TO, the peers of the n this process runs (default all); other processes with the same --n, --seed and --latency run the rest, one overlay, and `peer merge` joins their reports")
 	joinFlag := fs.String("join", "", "tcp, quic: multiaddrs (/ip4/…/tcp/…/p2p/…, separated by commas) of peers of another swarm process for this one's first peer to join through")
 	addrFile := fs.String("addr-file", "", "tcp, quic: once joined, write the first peer's multiaddrs here, one a line (what another process's --join takes)")
-	linger := fs.Duration("linger", 0, "after the report keep the peers up this long, or until interrupted; with --peers or --join only while peers of the other processes are connected (they may still be converging through these)")
+	linger := fs.Duration("linger", 0, "after the report keep the peers up this long, or until interrupted; with --peers, a range before the last only while peers of later ranges are connected (they may still be converging through these: start the ranges in order), and the report is the roles as they last were then (give the last range a few seconds, for the overlay to settle before every report)")
 	webAddr := fs.String("web", "", "serve a live map of the swarm on this address (e.g. 127.0.0.1:8080), with buttons to kill a superpeer or a fraction of the peers; the swarm then runs on after its report until interrupted")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -505,14 +505,19 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		web.serve(stderr)
 		web.Close()
 	}
-	if *linger > 0 {
-		lingerFor(ctx, s, *linger, here != nil && where.ranged(), stderr)
+	ranged := here != nil && where.ranged() && len(rep.Methods) == 1
+	var snap func()
+	if ranged {
+		// The processes of later ranges converged after this one,
+		// through these peers: the roles are read again every second
+		// while they are up, and the last reading is the report's, so
+		// that `peer merge` joins states of about one moment.
+		snap = func() { rangeSnapshot(s, here, rep.Methods[0]) }
 	}
-	if here != nil && where.ranged() && len(rep.Methods) == 1 {
-		// The other processes' reports are of later moments than this
-		// one's (they converged later, through these peers): the roles
-		// again, now, for `peer merge` to join states of about one time.
-		rangeSnapshot(s, here, rep.Methods[0])
+	if *linger > 0 {
+		lingerFor(ctx, s, *linger, here != nil && where.ranged(), where.to == where.n, snap, stderr)
+	}
+	if ranged {
 		s.StopMethod()
 		rep.Peers = nil
 		fillPeers(&rep, s, vr)
@@ -520,10 +525,50 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			if err := writeJSON(*jsonOut, rep); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "report again     %s (the roles as the other processes left: %d wrong, %d unserved)\n", *jsonOut, here.Wrong, here.Unserved)
+			fmt.Fprintf(stdout, "report again     %s (the roles as the later processes left: %d wrong, %d unserved)\n", *jsonOut, here.Wrong, here.Unserved)
 		}
 	}
 	return nil
+}
+
+// lingerFor keeps the swarm up for d after its report, or until
+// interrupted; a range of an overlay only while peers of the processes of
+// later ranges are connected (they may still be converging through its
+// peers), reading its roles (snap) every second meanwhile, so that the
+// processes of an overlay started in the order of their ranges end from
+// the last one back; the last range (last) lingers the whole d, leaving
+// the overlay that long to settle before every process's final reading.
+func lingerFor(ctx context.Context, s *swarm.Swarm, d time.Duration, ranged, last bool, snap func(), stderr io.Writer) {
+	switch {
+	case ranged && last:
+		fmt.Fprintf(stderr, "peers up for %v more (--linger; the last range: the others end after it), or until interrupted\n", d)
+	case ranged:
+		fmt.Fprintf(stderr, "peers up for up to %v more (--linger) while peers of later ranges are connected, or until interrupted\n", d)
+	default:
+		fmt.Fprintf(stderr, "peers up for %v more (--linger), or until interrupted\n", d)
+	}
+	end := time.After(d)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end:
+			return
+		case <-tick.C:
+			if !ranged {
+				continue
+			}
+			if !last && !s.ConnectedBeyond() {
+				fmt.Fprintln(stderr, "no peer of a later range connected: done")
+				return
+			}
+			if snap != nil {
+				snap()
+			}
+		}
+	}
 }
 
 // fillPeers adds every peer this process runs to the report: ID, key, host,
@@ -553,34 +598,6 @@ func fillPeers(rep *swarmReport, s *swarm.Swarm, vr *swarm.VivaldiRun) {
 			}
 		}
 		rep.Peers = append(rep.Peers, pr)
-	}
-}
-
-// lingerFor keeps the swarm up for d after its report, or until
-// interrupted; a range of an overlay only while peers of the other
-// processes are still connected (they may still be converging through its
-// peers), so that the first process of an overlay ends with the last.
-func lingerFor(ctx context.Context, s *swarm.Swarm, d time.Duration, ranged bool, stderr io.Writer) {
-	if ranged {
-		fmt.Fprintf(stderr, "peers up for up to %v more (--linger) while other processes' peers are connected, or until interrupted\n", d)
-	} else {
-		fmt.Fprintf(stderr, "peers up for %v more (--linger), or until interrupted\n", d)
-	}
-	end := time.After(d)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-end:
-			return
-		case <-tick.C:
-			if ranged && !s.ConnectedAcross() {
-				fmt.Fprintln(stderr, "no peer of another process connected: done")
-				return
-			}
-		}
 	}
 }
 

@@ -344,10 +344,17 @@ func (s *Swarm) host(i int, sk crypto.PrivKey) (host.Host, error) {
 func (s *Swarm) ranged() bool { return s.cfg.From > 0 || s.cfg.To < len(s.Peers) }
 
 // ConnectedAcross reports whether a peer here is connected to a remote one.
-func (s *Swarm) ConnectedAcross() bool {
+func (s *Swarm) ConnectedAcross() bool { return s.connectedTo(0) }
+
+// ConnectedBeyond reports whether a peer here is connected to a remote
+// peer above this process's range (one of a process started after it, when
+// the ranges start in order).
+func (s *Swarm) ConnectedBeyond() bool { return s.connectedTo(s.cfg.To) }
+
+func (s *Swarm) connectedTo(from int) bool {
 	for _, i := range s.Live() {
 		for _, q := range s.Peers[i].Host.Network().Peers() {
-			if j := s.Index(q); j >= 0 && s.Peers[j].Remote {
+			if j := s.Index(q); j >= from && s.Peers[j].Remote {
 				return true
 			}
 		}
