@@ -61,6 +61,10 @@ func realHost(t Transport, ip string, sk crypto.PrivKey, cm connmgr.ConnManager)
 	opts := []libp2p.Option{
 		libp2p.Identity(sk), libp2p.NoTransports, libp2p.ResourceManager(mgr),
 		libp2p.DisableRelay(), libp2p.DisableMetrics(), libp2p.ConnectionManager(cm),
+		// No AutoNAT probing: every peer is reachable at its listen
+		// address, and a host's ambient AutoNAT could hold up its Close
+		// for ever (seen in a swarm process that never exited).
+		libp2p.ForceReachabilityPublic(),
 	}
 	switch t {
 	case TCP:
