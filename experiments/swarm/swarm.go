@@ -82,8 +82,9 @@ type Config struct {
 	// and key (identities follow from the seed), counted in what all keys
 	// say (Nearest, ExpectedSuperpeers, CheckLookups), never run here.
 	From, To int
-	// Bootstrap is peers outside this process that the first peer of the
-	// range joins through (real sockets only).
+	// Bootstrap is peers outside this process that the range joins
+	// through: its first joinWave peers through them, the rest through
+	// those (real sockets only).
 	Bootstrap []peer.AddrInfo
 }
 
