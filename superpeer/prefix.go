@@ -126,6 +126,21 @@ func (p Prefix) depth(g int) int {
 	return p.k - 1
 }
 
+// Superpeers is, over the peers idx whose keys key gives, the superpeer of
+// every occupied group: group → the peer whose key is XOR-closest to the
+// group key.
+func (p Prefix) Superpeers(idx []int, key func(i int) dht.Key) map[int]int {
+	best := map[int]int{}
+	for _, i := range idx {
+		k := key(i)
+		g := p.Group(k)
+		if b, ok := best[g]; !ok || p.GroupKey(g).Closer(k, key(b)) {
+			best[g] = i
+		}
+	}
+	return best
+}
+
 // GroupKey is group g's prefix followed by zeros (by the salt's bits,
 // Salted): the key whose XOR-closest live peer is the group's superpeer.
 func (p Prefix) GroupKey(g int) dht.Key {

@@ -59,13 +59,7 @@ func runSim(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// The yardsticks, over the same peers for every method.
-	rnd := metrics.RandomSuperpeers(*n, *superpeers, rand.New(rand.NewSource(*seed+3)))
-	rndEv, err := metrics.Evaluate(pl, metrics.AssignWithCapacity(pl, rnd, *capacity), rnd, *capacity)
-	if err != nil {
-		return err
-	}
-	km := metrics.GreedyKMedian(pl, *superpeers)
-	kmEv, err := metrics.Evaluate(pl, metrics.AssignWithCapacity(pl, km, *capacity), km, *capacity)
+	rndEv, kmEv, err := yardsticks(pl, *superpeers, *capacity, *seed)
 	if err != nil {
 		return err
 	}
@@ -124,6 +118,18 @@ func placePeers(lat string, n, S int, capacity *int, seed *int64, stdout io.Writ
 	}
 	fmt.Fprintf(stdout, "seed %d (rerun with --seed %d)\n", *seed, *seed)
 	return openLatency(lat, n, *seed)
+}
+
+// yardsticks scores S random superpeers (drawn with the seed) and a greedy
+// k-median over the RTTs, every client with its nearest that has room.
+func yardsticks(rtt latency.RTTs, S, capacity int, seed int64) (random, kmedian metrics.Evaluation, err error) {
+	rnd := metrics.RandomSuperpeers(rtt.Len(), S, rand.New(rand.NewSource(seed+3)))
+	if random, err = metrics.Evaluate(rtt, metrics.AssignWithCapacity(rtt, rnd, capacity), rnd, capacity); err != nil {
+		return
+	}
+	km := metrics.GreedyKMedian(rtt, S)
+	kmedian, err = metrics.Evaluate(rtt, metrics.AssignWithCapacity(rtt, km, capacity), km, capacity)
+	return
 }
 
 func rttSummary(ev metrics.Evaluation) swarm.RTTSummary {

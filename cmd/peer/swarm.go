@@ -441,7 +441,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		f.keep = web.keeper(k == len(methods)-1)
 		bar.log(fmt.Sprintf("method %s", m.Name))
 		run := runMethod
-		if here != nil {
+		if where.ranged() {
 			run = runRangeMethod(here)
 		}
 		mr, err := run(ctx, s, vr, gossip, m, f)

@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/bits"
-	"math/rand"
 	"os"
 	"slices"
 	"strconv"
@@ -139,13 +137,9 @@ func announceRange(s *swarm.Swarm, w where, spec, file string, stderr io.Writer)
 
 // runRangeMethod runs the prefix method on this process's peers until they
 // have converged as far as this process can tell, and reports their
-// superpeers; the overlay's figures are `peer merge`'s. On the whole swarm
-// (real sockets, one process) it is runMethod.
+// superpeers; the overlay's figures are `peer merge`'s.
 func runRangeMethod(r *rangeReport) func(context.Context, *swarm.Swarm, *swarm.VivaldiRun, *swarm.GossipCounter, superpeer.Method, methodFlags) (*methodReport, error) {
 	return func(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, g *swarm.GossipCounter, m superpeer.Method, f methodFlags) (*methodReport, error) {
-		if len(s.Local()) == len(s.Peers) {
-			return runMethod(ctx, s, vr, g, m, f)
-		}
 		p := f.params()
 		if err := s.StartPrefix(ctx, p.PrefixOptions()...); err != nil {
 			return nil, err
@@ -347,21 +341,15 @@ func merge(parts []swarmReport, files []string) (*mergedReport, error) {
 		}
 	}
 	S, capacity := first.Range.Superpeers, first.Range.Capacity
-	scheme, err := superpeer.Exact(S)
-	if first.Range.Pow2 {
-		scheme, err = superpeer.Pow2(bits.Len(uint(max(S, 1) - 1)))
-	}
+	scheme, err := prefixScheme(S, first.Range.Pow2)
 	if err != nil {
 		return nil, fmt.Errorf("%w: S %d: %v", errMerge, S, err)
 	}
-	best := map[int]int{}
-	for k, key := range keys {
-		g := scheme.Group(key)
-		if b, ok := best[g]; !ok || scheme.GroupKey(g).Closer(key, keys[b]) {
-			best[g] = k
-		}
+	all := make([]int, m.N)
+	for k := range all {
+		all[k] = k
 	}
-	for _, k := range best {
+	for _, k := range scheme.Superpeers(all, func(i int) dht.Key { return keys[i] }) {
 		m.Expected = append(m.Expected, k)
 	}
 	slices.Sort(m.Expected)
@@ -388,14 +376,11 @@ func merge(parts []swarmReport, files []string) (*mergedReport, error) {
 	}
 	sum.ClientsPerSuperpeer = swarm.LoadSummary{Max: ev.Load.Max, Mean: ev.Load.Mean, Gini: ev.Load.Gini}
 	sum.ClientRTT = rttSummary(ev)
-	rsp := metrics.RandomSuperpeers(m.N, S, rand.New(rand.NewSource(m.Seed+3)))
-	if rev, err := metrics.Evaluate(pl, metrics.AssignWithCapacity(pl, rsp, capacity), rsp, capacity); err == nil {
-		sum.RandomClientRTT = rttSummary(rev)
+	rev, kev, err := yardsticks(pl, S, capacity, m.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errMerge, err)
 	}
-	km := metrics.GreedyKMedian(pl, S)
-	if kev, err := metrics.Evaluate(pl, metrics.AssignWithCapacity(pl, km, capacity), km, capacity); err == nil {
-		sum.KMedianClientRTT = rttSummary(kev)
-	}
+	sum.RandomClientRTT, sum.KMedianClientRTT = rttSummary(rev), rttSummary(kev)
 	m.Superpeers = &sum
 	return m, nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	mrand "math/rand"
 	"os"
 	"os/exec"
@@ -597,16 +598,17 @@ func (tb *bedRun) wait(ctx context.Context, what string, cond func(testbed.View)
 
 // scheme is the prefix method's groups.
 func (tb *bedRun) scheme() superpeer.Prefix {
-	if tb.f.pow2 {
-		k := 0
-		for 1<<k < tb.f.S {
-			k++
-		}
-		s, _ := superpeer.Pow2(k)
-		return s
-	}
-	s, _ := superpeer.Exact(tb.f.S)
+	s, _ := prefixScheme(tb.f.S, tb.f.pow2)
 	return s
+}
+
+// prefixScheme is the prefix method's groups for S superpeers: exactly S,
+// or with pow2 Lo et al.'s 2^⌈log2 S⌉.
+func prefixScheme(S int, pow2 bool) (superpeer.Prefix, error) {
+	if pow2 {
+		return superpeer.Pow2(bits.Len(uint(max(S, 1) - 1)))
+	}
+	return superpeer.Exact(S)
 }
 
 // converged is the method's own convergence condition over the live peers

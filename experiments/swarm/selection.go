@@ -86,15 +86,7 @@ func (s *Swarm) Everyone() []int {
 // ExpectedSuperpeers is, from all live peers' keys, the superpeer of every
 // occupied group: the member XOR-closest to the group key.
 func (s *Swarm) ExpectedSuperpeers(scheme superpeer.Prefix) map[int]int {
-	best := map[int]int{}
-	for _, i := range s.Everyone() {
-		g := scheme.Group(s.Peers[i].Key)
-		b, ok := best[g]
-		if !ok || scheme.GroupKey(g).Closer(s.Peers[i].Key, s.Peers[b].Key) {
-			best[g] = i
-		}
-	}
-	return best
+	return scheme.Superpeers(s.Everyone(), func(i int) dht.Key { return s.Peers[i].Key })
 }
 
 // PrefixState is the swarm's selection as its peers see it, checked against

@@ -235,15 +235,7 @@ func (st PrefixState) Exact() bool {
 // ExpectedSuperpeers is, for the live peers' keys, the superpeer of every
 // occupied group.
 func (v View) ExpectedSuperpeers(scheme superpeer.Prefix) map[int]int {
-	best := map[int]int{}
-	for _, i := range v.LiveIndices() {
-		g := scheme.Group(v.Keys[i])
-		b, ok := best[g]
-		if !ok || scheme.GroupKey(g).Closer(v.Keys[i], v.Keys[b]) {
-			best[g] = i
-		}
-	}
-	return best
+	return scheme.Superpeers(v.LiveIndices(), func(i int) dht.Key { return v.Keys[i] })
 }
 
 // Prefix checks the selection against the scheme (as `peer swarm` does).
