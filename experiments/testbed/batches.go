@@ -12,7 +12,8 @@ import (
 
 // RootBatch makes, in the root namespace, every namespace, the bridge with
 // its address, and every veth with its root end a bridge port and the
-// other end (InnerDev) in its namespace.
+// other end (InnerDev) in its namespace; for a NAT'd peer, also its inner
+// namespace and the veth between that and Namespace(i), made in place.
 func (p *Plan) RootBatch() string {
 	var b strings.Builder
 	for i := 0; i < p.N; i++ {
@@ -21,6 +22,7 @@ func (p *Plan) RootBatch() string {
 	if p.Shaper == TUN {
 		fmt.Fprintf(&b, "netns add %s\n", p.RouterNamespace())
 	}
+	p.natRootLines(&b)
 	fmt.Fprintf(&b, "link add %s type bridge\n", p.Bridge())
 	fmt.Fprintf(&b, "addr add %s/16 dev %s\n", p.BridgeAddr(), p.Bridge())
 	fmt.Fprintf(&b, "link set %s up\n", p.Bridge())
@@ -40,7 +42,8 @@ func (p *Plan) RootBatch() string {
 // NamespaceBatch configures peer i's namespace (run with `ip -n NS`): its
 // address and, with the tun shaper, routes that send the subnet through
 // the router while the bridge's address (the status reader) is reached
-// directly.
+// directly; for a NAT'd peer, also the gateway address on the veth to its
+// inner namespace (the rest of the router: NATSysctls, NATRuleset).
 func (p *Plan) NamespaceBatch(i int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "link set lo up\n")
@@ -54,6 +57,9 @@ func (p *Plan) NamespaceBatch(i int) string {
 		fmt.Fprintf(&b, "route add %s/32 dev %s\n", p.BridgeAddr(), InnerDev)
 		fmt.Fprintf(&b, "route add %s/32 dev %s\n", p.RouterAddr(), InnerDev)
 		fmt.Fprintf(&b, "route add %s via %s dev %s\n", p.Subnet(), p.RouterAddr(), InnerDev)
+	}
+	if p.NATed(i) {
+		p.natRouterLines(&b, i)
 	}
 	return b.String()
 }

@@ -104,6 +104,11 @@ func Up(ctx context.Context, p *Plan, seed int64, logf func(string, ...any)) (b 
 			b = nil
 		}
 	}()
+	if p.NATCount() > 0 {
+		if _, err := exec.LookPath("nft"); err != nil {
+			return b, errors.New("testbed: NAT'd peers need nft (nftables)")
+		}
+	}
 	t0 := time.Now()
 	if err := run(p.RootBatch(), "ip", "-batch", "-"); err != nil {
 		return b, err
@@ -112,6 +117,11 @@ func Up(ctx context.Context, p *Plan, seed int64, logf func(string, ...any)) (b 
 	err = parallel(ctx, p.N, 4, func(i int) error {
 		if err := run(p.NamespaceBatch(i), "ip", "-n", p.Namespace(i), "-batch", "-"); err != nil {
 			return err
+		}
+		if p.NATed(i) {
+			if err := upNAT(p, i); err != nil {
+				return err
+			}
 		}
 		if p.Shaper == Netem {
 			return run(p.NetemBatch(i), "tc", "-n", p.Namespace(i), "-batch", "-")
@@ -132,6 +142,9 @@ func Up(ctx context.Context, p *Plan, seed int64, logf func(string, ...any)) (b 
 		dctx, cancel := context.WithCancel(context.Background())
 		b.stopDelay, b.delayDone = cancel, make(chan error, 1)
 		go func() { b.delayDone <- b.Delay.Run(dctx, b.tun) }()
+	}
+	if n := p.NATCount(); n > 0 {
+		logf("%d of %d peers behind a NAT", n, p.N)
 	}
 	logf("addresses and %s shaping in %.1f s", p.Shaper, time.Since(t0).Seconds())
 	return b, nil
@@ -170,12 +183,27 @@ func parallel(ctx context.Context, n, width int, f func(i int) error) error {
 	return first
 }
 
-// Exec is the command that runs argv inside peer i's namespace.
-func (b *Bed) Exec(i int, argv ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", b.Plan.Namespace(i)}, argv...)...)
+// upNAT makes NAT'd peer i's namespace its home router once RootBatch and
+// NamespaceBatch(i) made the veth between them: the inner namespace's
+// address and route, forwarding, and the NAT's rules.
+func upNAT(p *Plan, i int) error {
+	if err := run(p.InnerBatch(i), "ip", "-n", p.InnerNamespace(i), "-batch", "-"); err != nil {
+		return err
+	}
+	if err := setSysctlsIn(p.Namespace(i), NATSysctls); err != nil {
+		return err
+	}
+	return run(p.NATRuleset(i), "ip", "netns", "exec", p.Namespace(i), "nft", "-f", "-")
 }
 
-// Cut takes peer i's bridge port down: nothing reaches it, nor leaves it.
+// Exec is the command that runs argv inside peer i's namespace
+// (PeerNamespace: behind its NAT if it has one).
+func (b *Bed) Exec(i int, argv ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", b.Plan.PeerNamespace(i)}, argv...)...)
+}
+
+// Cut takes peer i's bridge port down: nothing reaches it, nor leaves it
+// (a NAT'd peer is cut with its router).
 func (b *Bed) Cut(i int) error {
 	b.cut[i] = true
 	return run("", "ip", "link", "set", b.Plan.HostVeth(i), "down")
@@ -220,8 +248,9 @@ func (b *Bed) Heal() error {
 }
 
 // Down removes everything of the bed: kills what still runs in its
-// namespaces, stops the delay line, deletes the veths, the bridge and the
-// namespaces, and checks that nothing of the run is left.
+// namespaces (NAT'd peers' inner ones too: all are named for the run),
+// stops the delay line, deletes the veths, the bridge and the namespaces,
+// and checks that nothing of the run is left.
 func (b *Bed) Down() error {
 	if b.stopDelay != nil {
 		b.stopDelay()

@@ -22,8 +22,20 @@
 //     back, and the router forwards it to its destination. A partition is
 //     a drop in the delay line.
 //
+// Peers can sit behind a masquerading NAT (Config.NAT). A NAT'd peer's
+// namespace keeps its bridge veth, address and shaping and becomes its
+// home router; the peer runs in an inner namespace (PeerNamespace, named
+// with "-n") at NATInnerAddr, 192.168.0.2 on the same private /24 behind
+// every NAT, on a veth to the router. The router's nftables rules
+// (NATRuleset) masquerade what the peer sends, so the others and the delay
+// line see it as the router's address; forward the status port to the
+// peer, so /status is read at every peer's address alike; and silently
+// drop whatever else comes in unasked, as a home router does (a dial to a
+// NAT'd peer times out). A cut or a partition takes the router with it.
+//
 // The planning — names, addresses, delays, the tc batches, partitions, and
 // the convergence checks over the peers' /status — is pure and tested
-// without root; the rest runs `ip` and `tc` (exec, no cgo) and a few
-// system calls to open the TUN device inside the router namespace.
+// without root; the rest runs `ip`, `tc` and for NATs `nft` (exec, no
+// cgo) and a few system calls to open the TUN device inside the router
+// namespace.
 package testbed

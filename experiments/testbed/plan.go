@@ -48,6 +48,9 @@ type Config struct {
 	// Jitter is the most a packet's delay varies either way (uniform in
 	// ±Jitter with tun, netem's normal-ish default with netem).
 	Jitter time.Duration
+	// NAT puts peer i behind a masquerading NAT if NAT[i] (nil: no peer
+	// is; else one entry a peer). See NATed.
+	NAT []bool
 }
 
 // Plan is a bed's names, addresses and delays. It is pure: nothing is made
@@ -77,6 +80,8 @@ func NewPlan(cfg Config) (*Plan, error) {
 		return nil, fmt.Errorf("%w: loss %v (want [0, 1))", ErrConfig, cfg.Loss)
 	case cfg.Jitter < 0:
 		return nil, fmt.Errorf("%w: negative jitter %v", ErrConfig, cfg.Jitter)
+	case cfg.NAT != nil && len(cfg.NAT) != cfg.N:
+		return nil, fmt.Errorf("%w: NAT for %d peers, not %d", ErrConfig, len(cfg.NAT), cfg.N)
 	}
 	for i := 0; i < cfg.N; i++ {
 		for j := 0; j < cfg.N; j++ {
@@ -86,6 +91,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 		}
 	}
 	p := &Plan{Config: cfg}
+	p.NAT = append([]bool(nil), cfg.NAT...) // the plan's own, nil if none
 	p.subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(cfg.Octet), 0, 0}), 16)
 	return p, nil
 }

@@ -34,7 +34,26 @@ type Status struct {
 		Settled  bool   `json:"settled"`
 		Surveyed bool   `json:"surveyed"`
 	} `json:"token"`
-	KnownTokens *int `json:"known_tokens"`
+	KnownTokens *int     `json:"known_tokens"`
+	Addrs       []string `json:"addrs"`
+	// Relay is the peer's circuit relays (`peer run --relay`).
+	Relay *RelayStatus `json:"relay"`
+}
+
+// RelayStatus is /status's relay block: the relays a peer holds
+// reservations with, and its own relay's load.
+type RelayStatus struct {
+	Mode    string   `json:"mode"`
+	Held    []string `json:"held"`
+	Serving *struct {
+		Running             bool   `json:"running"`
+		Capacity            int    `json:"capacity"`
+		Reservations        int    `json:"reservations"`
+		ReservationsAllowed uint64 `json:"reservations_allowed"`
+		ReservationsRefused uint64 `json:"reservations_refused"`
+		Circuits            int    `json:"circuits"`
+		CircuitsTotal       uint64 `json:"circuits_total"`
+	} `json:"serving"`
 }
 
 // View is the bed's peers as their last statuses show them.
@@ -47,6 +66,9 @@ type View struct {
 	// Status is peer i's last answer (nil: none since it started, or since
 	// it was cut off and brought back).
 	Status []*Status
+	// Eligible is whether peer i may be a superpeer (nil: every peer):
+	// peers behind NAT are not (their identities fail the ID puzzle).
+	Eligible []bool
 }
 
 func (v View) index() map[string]int {
@@ -78,13 +100,26 @@ func (s DHTState) Converged() bool { return s.Missing == 0 && s.Unanswered == 0 
 
 // DHT checks every live peer's routing table for its XOR-nearest live peer
 // (the condition `peer swarm` waits for).
+//
+// With Eligible set, only eligible peers serve the DHT (the others, behind
+// NAT, are kad-dht clients in nobody's table): every live peer's table
+// must hold its XOR-nearest live eligible peer.
 func (v View) DHT() DHTState {
 	live := v.LiveIndices()
-	keys := make([]dht.Key, len(live))
-	for k, i := range live {
-		keys[k] = v.Keys[i]
+	var servers []int
+	for _, i := range live {
+		if v.Eligible == nil || v.Eligible[i] {
+			servers = append(servers, i)
+		}
 	}
-	nearest := swarm.NearestKeys(keys)
+	var nearest []int // with every peer a server: by position in live
+	if v.Eligible == nil {
+		keys := make([]dht.Key, len(live))
+		for k, i := range live {
+			keys[k] = v.Keys[i]
+		}
+		nearest = swarm.NearestKeys(keys)
+	}
 	var st DHTState
 	for k, i := range live {
 		s := v.Status[i]
@@ -92,10 +127,22 @@ func (v View) DHT() DHTState {
 			st.Unanswered++
 			continue
 		}
-		if nearest[k] < 0 {
+		near := -1
+		if nearest != nil {
+			if nearest[k] >= 0 {
+				near = live[nearest[k]]
+			}
+		} else {
+			for _, j := range servers {
+				if j != i && (near < 0 || v.Keys[i].Closer(v.Keys[j], v.Keys[near])) {
+					near = j
+				}
+			}
+		}
+		if near < 0 {
 			continue
 		}
-		want := v.IDs[live[nearest[k]]]
+		want := v.IDs[near]
 		found := false
 		for _, p := range s.RoutingTable {
 			if p == want {
@@ -232,10 +279,37 @@ func (st PrefixState) Exact() bool {
 	return st.Unanswered == 0 && st.Undecided == 0 && st.Wrong == 0 && (st.Unserved == 0 || st.Room == 0)
 }
 
-// ExpectedSuperpeers is, for the live peers' keys, the superpeer of every
-// occupied group.
+// ExpectedSuperpeers is, for the live eligible peers' keys, the superpeer
+// of every group a live peer is in: the eligible peer XOR-closest to the
+// group key (within the group when it has an eligible peer, as the
+// selector's lookup finds it).
 func (v View) ExpectedSuperpeers(scheme superpeer.Prefix) map[int]int {
-	return scheme.Superpeers(v.LiveIndices(), func(i int) dht.Key { return v.Keys[i] })
+	var elig []int
+	for _, i := range v.LiveIndices() {
+		if v.Eligible == nil || v.Eligible[i] {
+			elig = append(elig, i)
+		}
+	}
+	key := func(i int) dht.Key { return v.Keys[i] }
+	best := scheme.Superpeers(elig, key)
+	if len(elig) == 0 {
+		return best
+	}
+	for _, i := range v.LiveIndices() {
+		g := scheme.Group(v.Keys[i])
+		if _, ok := best[g]; ok {
+			continue
+		}
+		gk := scheme.GroupKey(g)
+		b := elig[0]
+		for _, j := range elig[1:] {
+			if gk.Closer(v.Keys[j], v.Keys[b]) {
+				b = j
+			}
+		}
+		best[g] = b
+	}
+	return best
 }
 
 // Prefix checks the selection against the scheme (as `peer swarm` does).
@@ -244,8 +318,10 @@ func (v View) Prefix(scheme superpeer.Prefix, capacity int) PrefixState {
 	expected := v.ExpectedSuperpeers(scheme)
 	isExpected := map[int]bool{}
 	for _, i := range expected {
+		if !isExpected[i] {
+			st.Expected = append(st.Expected, i)
+		}
 		isExpected[i] = true
-		st.Expected = append(st.Expected, i)
 	}
 	sort.Ints(st.Expected)
 	isSP := map[int]bool{}

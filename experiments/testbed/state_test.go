@@ -237,3 +237,57 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("summary %+v", sum)
 	}
 }
+
+// TestView_EligibleOnly: with NAT'd peers ineligible, the expected
+// superpeers are the eligible peers nearest their group keys (one outside
+// its group for a group of NAT'd peers only), and the overlay is converged
+// when every table holds its nearest eligible peer.
+func TestView_EligibleOnly(t *testing.T) {
+	v := view(t, 12)
+	sc, err := superpeer.Exact(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := v.ExpectedSuperpeers(sc)
+	// Make every peer of group 0 but none of the others ineligible, and
+	// one more peer: the superpeer of group 1.
+	v.Eligible = make([]bool, len(v.IDs))
+	for i := range v.IDs {
+		v.Eligible[i] = sc.Group(v.Keys[i]) != 0 && i != all[1]
+	}
+	exp := v.ExpectedSuperpeers(sc)
+	for g, j := range exp {
+		if !v.Eligible[j] {
+			t.Errorf("group %d: superpeer %d is not eligible", g, j)
+		}
+		gk := sc.GroupKey(g)
+		for i := range v.IDs {
+			if v.Eligible[i] && gk.Closer(v.Keys[i], v.Keys[j]) {
+				t.Errorf("group %d: %d is nearer its key than the expected %d", g, i, j)
+			}
+		}
+	}
+	if exp[1] == all[1] || exp[2] != all[2] {
+		t.Errorf("group 1 keeps %d (was %d, ineligible now), group 2 %d (was %d)", exp[1], all[1], exp[2], all[2])
+	}
+	if sc.Group(v.Keys[exp[0]]) == 0 {
+		t.Errorf("group 0 has no eligible peer, yet its superpeer %d is in it", exp[0])
+	}
+	// The DHT: every table holding its nearest eligible peer is converged.
+	for i := range v.IDs {
+		near := -1
+		for j := range v.IDs {
+			if j != i && v.Eligible[j] && (near < 0 || v.Keys[i].Closer(v.Keys[j], v.Keys[near])) {
+				near = j
+			}
+		}
+		v.Status[i] = &Status{ID: v.IDs[i], RoutingTable: []string{v.IDs[near]}}
+	}
+	if st := v.DHT(); !st.Converged() {
+		t.Errorf("%+v, want converged over the eligible peers", st)
+	}
+	v.Eligible = nil
+	if st := v.DHT(); st.Converged() {
+		t.Errorf("with every peer a server, tables lacking an ineligible nearest peer still count as converged")
+	}
+}

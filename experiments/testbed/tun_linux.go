@@ -21,57 +21,75 @@ var routerSysctls = [][2]string{
 	{"net/ipv4/conf/all/send_redirects", "0"},
 }
 
-// openTUNIn sets the router namespace's sysctls and opens a TUN device
-// (IFF_TUN | IFF_NO_PI) named name inside it. The device lives in the
-// namespace, is read and written through the returned file from any
-// thread, and goes away when the file is closed. The work runs on an OS
-// thread of its own that enters the namespace and is never handed back to
-// the runtime (the goroutine ends locked, so the thread exits).
-func openTUNIn(netns, name string) (*os.File, error) {
-	type result struct {
-		f   *os.File
-		err error
-	}
-	ch := make(chan result, 1)
+// onThreadIn runs f on an OS thread of its own that has entered network
+// namespace netns, and is never handed back to the runtime (the goroutine
+// ends locked, so the thread exits).
+func onThreadIn(netns string, f func() error) error {
+	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: this thread leaves the root namespace
-		f, err := func() (*os.File, error) {
+		ch <- func() error {
 			ns, err := os.Open(filepath.Join("/run/netns", netns))
 			if err != nil {
-				return nil, err
+				return err
 			}
 			defer ns.Close()
 			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-				return nil, fmt.Errorf("setns %s: %w", netns, err)
+				return fmt.Errorf("setns %s: %w", netns, err)
 			}
-			for _, kv := range routerSysctls {
-				// /proc/sys/net is the namespace of the thread that opens it.
-				if err := os.WriteFile(filepath.Join("/proc/sys", kv[0]), []byte(kv[1]), 0o644); err != nil {
-					return nil, fmt.Errorf("sysctl %s in %s: %w", kv[0], netns, err)
-				}
-			}
-			fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return nil, fmt.Errorf("/dev/net/tun: %w", err)
-			}
-			ifr, err := unix.NewIfreq(name)
-			if err != nil {
-				unix.Close(fd)
-				return nil, err
-			}
-			ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
-			if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-				unix.Close(fd)
-				return nil, fmt.Errorf("TUNSETIFF %s: %w", name, err)
-			}
-			if err := unix.SetNonblock(fd, true); err != nil {
-				unix.Close(fd)
-				return nil, err
-			}
-			return os.NewFile(uintptr(fd), "/dev/net/tun:"+name), nil
+			return f()
 		}()
-		ch <- result{f, err}
 	}()
-	r := <-ch
-	return r.f, r.err
+	return <-ch
+}
+
+// writeSysctls sets sysctls (paths under /proc/sys) in the namespace of the
+// calling thread: /proc/sys/net is the namespace of the thread that opens
+// it.
+func writeSysctls(netns string, kvs [][2]string) error {
+	for _, kv := range kvs {
+		if err := os.WriteFile(filepath.Join("/proc/sys", kv[0]), []byte(kv[1]), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s in %s: %w", kv[0], netns, err)
+		}
+	}
+	return nil
+}
+
+// setSysctlsIn sets sysctls (paths under /proc/sys) in namespace netns.
+func setSysctlsIn(netns string, kvs [][2]string) error {
+	return onThreadIn(netns, func() error { return writeSysctls(netns, kvs) })
+}
+
+// openTUNIn sets the router namespace's sysctls and opens a TUN device
+// (IFF_TUN | IFF_NO_PI) named name inside it. The device lives in the
+// namespace, is read and written through the returned file from any
+// thread, and goes away when the file is closed.
+func openTUNIn(netns, name string) (*os.File, error) {
+	var f *os.File
+	err := onThreadIn(netns, func() error {
+		if err := writeSysctls(netns, routerSysctls); err != nil {
+			return err
+		}
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("/dev/net/tun: %w", err)
+		}
+		ifr, err := unix.NewIfreq(name)
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("TUNSETIFF %s: %w", name, err)
+		}
+		if err := unix.SetNonblock(fd, true); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		f = os.NewFile(uintptr(fd), "/dev/net/tun:"+name)
+		return nil
+	})
+	return f, err
 }
