@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,7 +146,10 @@ func Up(ctx context.Context, p *Plan, seed int64, logf func(string, ...any)) (b 
 		go func() { b.delayDone <- b.Delay.Run(dctx, b.tun) }()
 	}
 	if n := p.NATCount(); n > 0 {
-		logf("%d of %d peers behind a NAT", n, p.N)
+		if err := writeHosts(p); err != nil {
+			return b, fmt.Errorf("testbed: hosts files: %w", err)
+		}
+		logf("%d of %d peers behind a NAT; the public ones named in every namespace's /etc/hosts", n, p.N)
 	}
 	logf("addresses and %s shaping in %.1f s", p.Shaper, time.Since(t0).Seconds())
 	return b, nil
@@ -194,6 +199,26 @@ func upNAT(p *Plan, i int) error {
 		return err
 	}
 	return run(p.NATRuleset(i), "ip", "netns", "exec", p.Namespace(i), "nft", "-f", "-")
+}
+
+// EtcNetns is where `ip netns exec NAME` finds files it bind-mounts over
+// /etc's for that namespace's processes.
+const EtcNetns = "/etc/netns"
+
+// writeHosts gives every peer's namespace an /etc/hosts (bind-mounted by
+// `ip netns exec`) that names the public peers (Plan.Hosts).
+func writeHosts(p *Plan) error {
+	hosts := p.Hosts()
+	for i := 0; i < p.N; i++ {
+		dir := filepath.Join(EtcNetns, p.PeerNamespace(i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte(hosts), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Exec is the command that runs argv inside peer i's namespace
@@ -300,6 +325,9 @@ func removeAll(prefix string, logf func(string, ...any)) error {
 		}
 		// -force: go on past a name already gone.
 		_ = run(TeardownBatch(links, nss), "ip", "-force", "-batch", "-")
+		for _, ns := range nss {
+			_ = os.RemoveAll(filepath.Join(EtcNetns, ns))
+		}
 		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
 }
@@ -331,6 +359,15 @@ func Leftovers(prefix string) (namespaces, links []string, err error) {
 	for _, ns := range ParseNetnsList(string(out)) {
 		if strings.HasPrefix(ns, prefix) {
 			namespaces = append(namespaces, ns)
+		}
+	}
+	// A namespace's files (WriteHosts) outlive it: they count as the
+	// namespace left behind.
+	if ents, err := os.ReadDir(EtcNetns); err == nil {
+		for _, e := range ents {
+			if name := e.Name(); strings.HasPrefix(name, prefix) && !slices.Contains(namespaces, name) {
+				namespaces = append(namespaces, name)
+			}
 		}
 	}
 	out, err = exec.Command("ip", "-o", "link", "show").Output()

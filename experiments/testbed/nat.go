@@ -143,3 +143,24 @@ func (p *Plan) NATRuleset(i int) string {
 	fmt.Fprintf(&b, "}\n")
 	return b.String()
 }
+
+// HostName is peer i's DNS name in the bed, under .example (RFC 2606):
+// a name go-libp2p counts as public, where it counts the bed's 10.x
+// addresses as private. AutoRelay makes a NAT'd peer's /p2p-circuit
+// addresses only from its relays' public addresses, so a public peer
+// announces /dns4/HostName(i) (`peer run --announce`) beside its address,
+// and every namespace resolves it (Hosts).
+func (p *Plan) HostName(i int) string { return fmt.Sprintf("p%d.%s%s.example", i, Prefix, p.RunID) }
+
+// Hosts is the /etc/hosts of every peer's namespace in a bed with NAT'd
+// peers: localhost and every public peer's HostName at its address.
+func (p *Plan) Hosts() string {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n")
+	for i := 0; i < p.N; i++ {
+		if !p.NATed(i) {
+			fmt.Fprintf(&b, "%s\t%s\n", p.Addr(i), p.HostName(i))
+		}
+	}
+	return b.String()
+}

@@ -131,6 +131,17 @@ func TestBed_NAT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every peer's namespace names the public peers (the NAT'd one's
+	// inner namespace too), not the NAT'd one.
+	for _, c := range []struct {
+		in, name int
+		want     string
+	}{{2, 0, p.Addr(0).String()}, {0, 1, p.Addr(1).String()}, {1, 2, ""}} {
+		out, _ := b.Exec(c.in, "getent", "hosts", p.HostName(c.name)).Output()
+		if f := strings.Fields(string(out)); c.want == "" && len(f) > 0 || c.want != "" && (len(f) == 0 || f[0] != c.want) {
+			t.Errorf("peer %d resolves %s to %q, want %q", c.in, p.HostName(c.name), out, c.want)
+		}
+	}
 	down := false
 	defer func() {
 		if !down {
@@ -326,5 +337,10 @@ func TestBed_NAT(t *testing.T) {
 	nss, links, err := Leftovers(Prefix + id)
 	if err != nil || len(nss)+len(links) > 0 {
 		t.Errorf("left behind: %v %v %v", nss, links, err)
+	}
+	for i := 0; i < p.N; i++ {
+		if _, err := os.Stat(filepath.Join(EtcNetns, p.PeerNamespace(i))); !os.IsNotExist(err) {
+			t.Errorf("%s of peer %d left behind (%v)", EtcNetns, i, err)
+		}
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 func natPlan(t *testing.T, sh Shaper) *Plan {
@@ -140,5 +143,25 @@ func TestPlan_NATRuleset(t *testing.T) {
 	}
 	if strings.Count(r, "{") != strings.Count(r, "}") {
 		t.Errorf("unbalanced braces:\n%s", r)
+	}
+}
+
+// TestPlan_Hosts: the bed's hosts file names every public peer at its
+// address and no NAT'd one, under a name go-libp2p counts as public.
+func TestPlan_Hosts(t *testing.T) {
+	p := natPlan(t, TUN)
+	h := p.Hosts()
+	for i := 0; i < p.N; i++ {
+		line := p.Addr(i).String() + "\t" + p.HostName(i) + "\n"
+		if got := strings.Contains(h, line); got == p.NATed(i) {
+			t.Errorf("peer %d (NAT'd %v): line %q in the hosts file: %v\n%s", i, p.NATed(i), line, got, h)
+		}
+		a, err := ma.NewMultiaddr("/dns4/" + p.HostName(i) + "/tcp/4001")
+		if err != nil || !manet.IsPublicAddr(a) {
+			t.Errorf("peer %d: %s is not a public address to go-libp2p (%v)", i, a, err)
+		}
+	}
+	if !strings.HasPrefix(h, "127.0.0.1\tlocalhost\n") {
+		t.Errorf("hosts file without localhost:\n%s", h)
 	}
 }
