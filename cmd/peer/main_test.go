@@ -258,6 +258,15 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"run", "--method", "none", "--fraction", "0.1"}, 2, "--fraction needs --method prefix"},
 		{[]string{"run", "--method", "prefix", "--pow2", "--fraction", "0.1"}, 2, "--fraction needs --method prefix (without --pow2)"},
 		{[]string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, 2, "/p2p/"},
+		{[]string{"run", "--relay", "everyone"}, 2, "--relay"},
+		{[]string{"run", "--relay", "superpeer"}, 2, "--relay superpeer needs a selection --method"},
+		{[]string{"run", "--reachability", "maybe"}, 2, "--reachability"},
+		{[]string{"run", "--advertise", "nowhere"}, 2, "--advertise"},
+		{[]string{"testbed", "--nat", "1"}, 2, "--nat"},
+		{[]string{"testbed", "--nat", "0.3", "--method", "repel"}, 2, "--nat needs --method prefix"},
+		{[]string{"testbed", "--nat", "0.3", "--relay", "nearest"}, 2, "--relay"},
+		{[]string{"testbed", "--nat", "0.3", "--relay-pairs", "0"}, 2, "--relay-pairs"},
+		{[]string{"testbed", "--n", "9", "--nat", "0.01"}, 2, "puts no peer behind NAT"},
 		{[]string{"run", "--key", garbageKey, "--listen", "/ip4/127.0.0.1/tcp/0"}, 1, "identity key"},
 	}
 	for _, c := range cases {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	kaddht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -87,6 +88,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	var listen, boot listFlag
 	fs.Var(&listen, "listen", "multiaddr to listen on (repeatable; default TCP and QUIC on all interfaces, port 4001)")
 	fs.Var(&boot, "bootstrap", "multiaddr with /p2p/ID of a peer to join through (repeatable)")
+	var advertise listFlag
+	fs.Var(&advertise, "advertise", "multiaddr to advertise besides the listen addresses (repeatable), e.g. /dns4/relay.example.org/tcp/4001: a name or public address others reach this peer at (AutoRelay builds a NAT'd client's relayed addresses from its relays' public addresses only)")
 	keyPath := fs.String("key", "peer.key", "file holding this peer's identity key (made if missing)")
 	identitySeed := fs.String("identity-seed", "", "derive the identity from this `text` instead of --key, so that its peer ID is known ahead ('peer id --identity-seed TEXT' prints it): for test beds and clusters, as whoever knows the text holds the key")
 	httpAddr := fs.String("http", "", "serve status as JSON on this address, e.g. 127.0.0.1:8080")
@@ -110,6 +113,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	puzzle := fs.Int("id-puzzle", 0, "prefix: only identities with this many leading zero bits of SHA-256(key) are superpeers (S/Kademlia's static puzzle: about 2^c key derivations once for an honest peer, for every try of an attacker grinding for a group); a new identity is made to solve it; every peer of one network needs the same")
 	saltHex := fs.String("salt", "", "prefix: salt the group keys with these 32 bytes (64 hex digits) drawn when the network starts and given to every peer, so that an identity made before it is no nearer its group's key than any other (every peer of one network needs the same)")
 	webAddr := fs.String("web", "", "serve a live map of this peer's own view on this address (e.g. 127.0.0.1:8080): its neighbours, the tokens it knows, its superpeer or its clients")
+	relayMode := fs.String("relay", "off", "circuit relays for peers behind NAT: superpeer (superpeers run a relay bounded by --capacity, and a NAT'd peer's AutoRelay takes its own superpeer first, then the other superpeers it knows, nearest first), random (go-libp2p's relay service on every public peer, AutoRelay choosing among routing-table peers at random: the baseline), or off")
+	reach := fs.String("reachability", "auto", "public, private (behind a NAT or firewall: find relays at once) or auto (go-libp2p decides; with no AutoNAT server around it stays unknown)")
 	if err := parseFlagsEnv(fs, args); err != nil {
 		return err
 	}
@@ -127,6 +132,14 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --listen %q: %v", errUsage, s, err)
 		}
 		listenAddrs = append(listenAddrs, a)
+	}
+	var advertiseAddrs []ma.Multiaddr
+	for _, s := range advertise {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return fmt.Errorf("%w: --advertise %q: %v", errUsage, s, err)
+		}
+		advertiseAddrs = append(advertiseAddrs, a)
 	}
 	var bootInfos []peer.AddrInfo
 	for _, s := range boot {
@@ -169,6 +182,12 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --dead %v must exceed 2 × --announce (%v), or one lost announcement gets a live token minted again", errUsage, *dead, *announce)
 	case *vivInterval < time.Millisecond:
 		return fmt.Errorf("%w: --vivaldi-interval %v is below 1ms", errUsage, *vivInterval)
+	case *relayMode != "off" && *relayMode != "superpeer" && *relayMode != "random":
+		return fmt.Errorf("%w: --relay %q: want superpeer, random or off", errUsage, *relayMode)
+	case *relayMode == "superpeer" && *method == "none":
+		return fmt.Errorf("%w: --relay superpeer needs a selection --method", errUsage)
+	case *reach != "auto" && *reach != "public" && *reach != "private":
+		return fmt.Errorf("%w: --reachability %q: want auto, public or private", errUsage, *reach)
 	case *method == "repel" && *ttl < 2*def.MoveInterval:
 		// A repel client renews at most once a move interval; the
 		// attachment must outlive a lost renewal.
@@ -213,6 +232,16 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("resource manager: %w", err)
 	}
 	hostOpts = append(hostOpts, libp2p.ResourceManager(mgr))
+	relays, err := newRelaying(*relayMode, *reach)
+	if err != nil {
+		return err
+	}
+	hostOpts = append(hostOpts, relays.hostOptions()...)
+	if len(advertiseAddrs) > 0 {
+		hostOpts = append(hostOpts, libp2p.AddrsFactory(func(addrs []ma.Multiaddr) []ma.Multiaddr {
+			return append(addrs, advertiseAddrs...)
+		}))
+	}
 	h, err := libp2p.New(hostOpts...)
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
@@ -237,6 +266,11 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	nodeOpts := []dht.Option{dht.WithBootstrap(bootInfos...), dht.WithRoutingTableRefresh(*refresh)}
+	if *reach == "private" {
+		// A peer others cannot dial serves no part of the DHT: as a
+		// kad-dht client it is in nobody's routing table.
+		nodeOpts = append(nodeOpts, dht.WithKadOptions(kaddht.Mode(kaddht.ModeClient)))
+	}
 	if *method == "repel" && dissemination == repel.GossipSub {
 		// GossipSub's defaults: a real deployment has no swarm's hundreds
 		// of peers per process.
@@ -322,12 +356,19 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		}
 		rsel, _ = sel.(*repel.Selector)
 	}
+	if err := relays.bind(h, node, sel); err != nil {
+		return err
+	}
+	defer relays.Close()
+	if relays.mode != "off" {
+		logger.Printf("relays: %s, reachability %s", relays.mode, relays.reach)
+	}
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
 			return fmt.Errorf("--http %s: %w", *httpAddr, err)
 		}
-		srv := &http.Server{Handler: statusHandler(node, sel, rsel, refused), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: statusHandler(node, sel, rsel, refused, relays), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		logger.Printf("status on http://%s/status", ln.Addr())
@@ -521,6 +562,9 @@ type status struct {
 	RoutingTable []string          `json:"routing_table"`
 	NetworkSize  int               `json:"network_size"`
 	Drops        map[string]uint64 `json:"drops"`
+	// Relay is the peer's circuit relays (with --relay): the relays it
+	// holds reservations with, and as a superpeer its own relay's load.
+	Relay *relayStatus `json:"relay,omitempty"`
 }
 
 // countStatus is the superpeer count a peer holds.
@@ -552,8 +596,11 @@ type surveyStatus struct {
 // statusHandler serves /status; sel is nil without a selection method,
 // rsel non-nil (and sel too) with the repel method; refused (if not nil)
 // counts what the host's resource manager refused, shown as rcmgr/….
-func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector, refused *limits.Refusals) http.Handler {
+func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector, refused *limits.Refusals, relays *relaying) http.Handler {
 	mux := http.NewServeMux()
+	if relays != nil {
+		mux.Handle("/ping", relays.pingHandler(node.Host()))
+	}
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		st := status{ID: node.ID().String(), Key: node.Key().Hex(), NetworkSize: node.NetworkSize(), Drops: node.Stats().Drops()}
 		for _, a := range node.Host().Addrs() {
@@ -602,6 +649,7 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector,
 				st.Drops["rcmgr/"+k] = v
 			}
 		}
+		st.Relay = relays.status(node.Host())
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(st)
 	})

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/bits"
 	mrand "math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -78,6 +79,8 @@ type testbedBlock struct {
 	Loss      float64                 `json:"loss"`
 	JitterMs  float64                 `json:"jitter_ms"`
 	Final     *swarm.SelectionSummary `json:"superpeers_final,omitempty"`
+	// Relay is the NAT'd peers' relays (--nat).
+	Relay *relayReport `json:"relay,omitempty"`
 	// LeftBehind is what teardown could not remove (empty: nothing).
 	LeftBehind string `json:"left_behind,omitempty"`
 }
@@ -124,6 +127,11 @@ type tbFlags struct {
 	kill                    float64
 	cut, partition, timeout time.Duration
 	startRate               float64
+	// nat marks the peers behind NAT (nil: none); relay is their relays'
+	// mode, relayPairs how many NAT'd pairs are pinged.
+	nat        []bool
+	relay      string
+	relayPairs int
 }
 
 func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
@@ -156,6 +164,9 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: announcement interval (`peer run --announce`)")
 	survey := fs.Duration("survey", def.SurveyInterval, "repel: survey delay after settling (`peer run --survey`; 0: no surveys)")
 	vivInterval := fs.Duration("vivaldi-interval", time.Second, "repel: Vivaldi sampling interval (`peer run --vivaldi-interval`)")
+	natFrac := fs.Float64("nat", 0, fmt.Sprintf("put this fraction of the peers (never the first %d, everyone's way in) each behind a masquerading NAT of its own; they run `--reachability private` and cannot be superpeers (prefix, with an ID puzzle of %d bits their identities fail)", natBoot, natPuzzle))
+	relayMode := fs.String("relay", "superpeer", "with --nat: the NAT'd peers' relays (`peer run --relay`): superpeer (their superpeers' relays, bounded by the capacity) or random (go-libp2p's relay on every public peer, AutoRelay's random choice)")
+	relayPairs := fs.Int("relay-pairs", 40, "with --nat: how many pairs of NAT'd peers ping each other over their relays")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -189,6 +200,17 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%w: --shaper %q: want auto, netem or tun", errUsage, *shaper)
 	case !(*startRate > 0):
 		return fmt.Errorf("%w: --start-rate %v must be positive", errUsage, *startRate)
+	case !(*natFrac >= 0 && *natFrac < 1):
+		return fmt.Errorf("%w: --nat %v must be in [0, 1)", errUsage, *natFrac)
+	case *natFrac > 0 && m.Name != "prefix":
+		return fmt.Errorf("%w: --nat needs --method prefix (its ID puzzle keeps NAT'd peers from being superpeers; repel has no such rule)", errUsage)
+	case *relayMode != "superpeer" && *relayMode != "random":
+		return fmt.Errorf("%w: --relay %q: want superpeer or random", errUsage, *relayMode)
+	case *relayPairs < 1:
+		return fmt.Errorf("%w: --relay-pairs %d must be positive", errUsage, *relayPairs)
+	}
+	if *natFrac > 0 && natPeers(*n, *natFrac, mrand.New(mrand.NewSource(0))) == nil {
+		return fmt.Errorf("%w: --nat %v puts no peer behind NAT at n = %d (the first %d stay public)", errUsage, *natFrac, *n, natBoot)
 	}
 	if err := testbed.Available(); err != nil {
 		return err
@@ -197,9 +219,15 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	var nat []bool
+	if *natFrac > 0 {
+		// After placePeers, which prints the seed (and draws one for 0).
+		nat = natPeers(*n, *natFrac, mrand.New(mrand.NewSource(*seed+1000*8)))
+	}
 	f := tbFlags{n: *n, S: *superpeers, capacity: *capacity, method: m.Name, pow2: *pow2, killSP: *killSP,
 		ttl: *ttl, refresh: *refresh, settle: *settle, dead: *dead, announce: *announce, survey: *survey,
-		vivInterval: *vivInterval, force: *force, kill: *kill, cut: *cut, partition: *partition, timeout: *timeout, startRate: *startRate}
+		vivInterval: *vivInterval, force: *force, kill: *kill, cut: *cut, partition: *partition, timeout: *timeout, startRate: *startRate,
+		relay: *relayMode, relayPairs: *relayPairs, nat: nat}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -219,7 +247,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	plan, err := testbed.NewPlan(testbed.Config{N: *n, RunID: runID, Octet: octet, RTT: pl, Shaper: sh, Loss: *loss, Jitter: *jitter})
+	plan, err := testbed.NewPlan(testbed.Config{N: *n, RunID: runID, Octet: octet, RTT: pl, Shaper: sh, Loss: *loss, Jitter: *jitter, NAT: f.nat})
 	if err != nil {
 		return err
 	}
@@ -310,11 +338,25 @@ func pickOctet(runID string) (int, error) {
 }
 
 // testbedIdentity is peer i's key, derived from the seed as `peer swarm`'s
-// are, so that the same seed gives the same peer IDs.
-func testbedIdentity(seed int64, i int) (crypto.PrivKey, error) {
+// are, so that the same seed gives the same peer IDs: the first key of
+// peer i's seeded sequence whose ID passes want (nil: the first; a bed
+// with NAT'd peers skips keys to give only public peers an ID that solves
+// the puzzle).
+func testbedIdentity(seed int64, i int, want func(peer.ID) bool) (crypto.PrivKey, error) {
 	r := mrand.New(mrand.NewSource(seed*1_000_003 + int64(i)))
-	sk, _, err := crypto.GenerateEd25519Key(r)
-	return sk, err
+	for {
+		sk, _, err := crypto.GenerateEd25519Key(r)
+		if err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromPrivateKey(sk)
+		if err != nil {
+			return nil, err
+		}
+		if want == nil || want(id) {
+			return sk, nil
+		}
+	}
 }
 
 // bedRun is one bed's peers and what is known of them.
@@ -340,11 +382,11 @@ func (tb *bedRun) rng(k int64) *mrand.Rand { return mrand.New(mrand.NewSource(tb
 // peerArgs is peer i's `peer run` command line.
 func (tb *bedRun) peerArgs(i int, boot []int) []string {
 	f, p := tb.f, tb.plan
-	a := p.Addr(i).String()
+	a := p.PeerAddr(i).String()
 	args := []string{"run",
 		"--listen", "/ip4/" + a + "/tcp/4001", "--listen", "/ip4/" + a + "/udp/4001/quic-v1",
 		"--key", filepath.Join(tb.logDir, fmt.Sprintf("peer-%d.key", i)),
-		"--http", tb.bed.StatusAddr(i),
+		"--http", net.JoinHostPort(a, strconv.Itoa(testbed.StatusPort)),
 		"--method", f.method, "--superpeers", strconv.Itoa(f.S), "--capacity", strconv.Itoa(f.capacity),
 		"--ttl", f.ttl.String(), "--refresh", f.refresh.String(),
 	}
@@ -354,6 +396,20 @@ func (tb *bedRun) peerArgs(i int, boot []int) []string {
 	if f.method == "repel" {
 		args = append(args, "--settle", f.settle.String(), "--dead", f.dead.String(), "--announce", f.announce.String(),
 			"--survey", f.survey.String(), "--vivaldi-interval", f.vivInterval.String(), "--force", f.force)
+	}
+	if f.nat != nil {
+		reach := "public"
+		if f.nat[i] {
+			reach = "private"
+		}
+		args = append(args, "--id-puzzle", strconv.Itoa(natPuzzle), "--relay", f.relay, "--reachability", reach)
+		if !f.nat[i] {
+			// The relays' names (the bed's addresses are private to
+			// go-libp2p, which builds relayed addresses from public
+			// ones only).
+			name := p.HostName(i)
+			args = append(args, "--advertise", "/dns4/"+name+"/tcp/4001", "--advertise", "/dns4/"+name+"/udp/4001/quic-v1")
+		}
 	}
 	for _, j := range boot {
 		args = append(args, "--bootstrap", fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", p.Addr(j), tb.view.IDs[j]))
@@ -388,8 +444,17 @@ func (tb *bedRun) run(ctx context.Context, rep *testbedReport) error {
 	}
 	tb.view = testbed.View{IDs: make([]string, f.n), Keys: make([]dht.Key, f.n), Live: make([]bool, f.n), Status: make([]*testbed.Status, f.n)}
 	tb.dead = make([]bool, f.n)
+	if f.nat != nil {
+		tb.view.Eligible = make([]bool, f.n)
+	}
 	for i := 0; i < f.n; i++ {
-		sk, err := testbedIdentity(tb.seed, i)
+		var want func(peer.ID) bool
+		if f.nat != nil {
+			nat := f.nat[i]
+			want = func(id peer.ID) bool { return superpeer.SolvesPuzzle(id, natPuzzle) != nat }
+			tb.view.Eligible[i] = !nat
+		}
+		sk, err := testbedIdentity(tb.seed, i, want)
 		if err != nil {
 			return err
 		}
@@ -481,6 +546,11 @@ func (tb *bedRun) run(ctx context.Context, rep *testbedReport) error {
 	if tb.method.Coordinates {
 		med, p90 := tb.view.VivaldiError(tb.pl)
 		rep.Testbed.Vivaldi = &[2]float64{med, p90}
+	}
+	if f.nat != nil {
+		if rep.Testbed.Relay, err = tb.relayPhase(ctx, tb.begun.Add(conv)); err != nil {
+			return err
+		}
 	}
 	if f.cut > 0 {
 		if rep.Testbed.Cut, err = tb.cutOne(ctx); err != nil {
@@ -839,6 +909,12 @@ func (tb *bedRun) print(w io.Writer, rep *testbedReport) {
 	fmt.Fprintf(w, "memory           %.1f MiB RSS per peer process (max %.1f), %.1f MiB in all\n", mib(t.PeerRSSMean), mib(t.PeerRSSMax), mib(rep.RSSBytes))
 	if t.Vivaldi != nil {
 		fmt.Fprintf(w, "vivaldi          median %.3f  p90 %.3f relative error when the selection converged\n", t.Vivaldi[0], t.Vivaldi[1])
+	}
+	if r := t.Relay; r != nil {
+		fmt.Fprintf(w, "relays (%s)  %d NAT'd peers each hold a relay %.1f s after the selection (%.1f relays each, %d with their own superpeer)\n", r.Mode, r.NATPeers, r.HeldSeconds, r.RelaysPerPeer, r.WithOwnSuperpeer)
+		fmt.Fprintf(w, "relayed RTT      %d of %d NAT'd pairs: median %.1f ms measured, %.1f ms by the matrix through the relay used, %.1f through the best relay, %.1f direct; %.2f× the best relay (p90 %.2f×); %d through the target's superpeer\n",
+			r.Pinged, len(r.Pairs), r.MeasuredMs, r.ViaMatrixMs, r.BestMs, r.DirectMs, r.RatioBest[0], r.RatioBest[1], r.ViaSuperpeer)
+		fmt.Fprintf(w, "relay load       %d relays held, at most %d NAT'd peers on one, %d over the capacity %d\n", len(r.Load), r.LoadMax, r.Over, rep.Superpeers.Capacity)
 	}
 	fmt.Fprintln(w)
 	printBedSelection(w, "selection", rep.Superpeers)

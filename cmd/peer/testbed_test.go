@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/superpeer-overlay/superpeer/experiments/testbed"
+	"github.com/superpeer-overlay/superpeer/relay"
 )
 
 // testbedChild makes this test binary act as the peer command when the
@@ -41,7 +42,9 @@ func TestTestbed_StatusShape(t *testing.T) {
 	in := status{ID: "12D3KooWA", Role: "client", Superpeer: "12D3KooWB", Clients: []string{"12D3KooWC"}, Key: "ab",
 		RoutingTable: []string{"12D3KooWB"}, NetworkSize: 7,
 		Coord: &coordReport{Vec: []float64{0.01, 0.02}, Height: 0.001, Error: 0.2},
-		Token: &tokenStatus{ID: 2, Epoch: 5, Settled: true, Surveyed: true}, KnownTokens: &known}
+		Token: &tokenStatus{ID: 2, Epoch: 5, Settled: true, Surveyed: true}, KnownTokens: &known,
+		Addrs: []string{"/dns4/p1.example/tcp/4001/p2p/12D3KooWB/p2p-circuit"},
+		Relay: &relayStatus{Mode: "superpeer", Held: []string{"12D3KooWB"}, Serving: &relay.ServiceStats{Running: true, Capacity: 9, Reservations: 4}}}
 	b, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +55,9 @@ func TestTestbed_StatusShape(t *testing.T) {
 	}
 	if out.ID != in.ID || out.Role != in.Role || out.Superpeer != in.Superpeer || len(out.Clients) != 1 || out.Key != in.Key ||
 		len(out.RoutingTable) != 1 || out.NetworkSize != 7 || out.Coord == nil || out.Coord.Vec[1] != 0.02 || out.Coord.Height != 0.001 ||
-		out.Token == nil || out.Token.ID != 2 || out.Token.Epoch != 5 || !out.Token.Settled || !out.Token.Surveyed || out.KnownTokens == nil || *out.KnownTokens != 3 {
+		out.Token == nil || out.Token.ID != 2 || out.Token.Epoch != 5 || !out.Token.Settled || !out.Token.Surveyed || out.KnownTokens == nil || *out.KnownTokens != 3 ||
+		len(out.Addrs) != 1 || out.Relay == nil || out.Relay.Mode != "superpeer" || len(out.Relay.Held) != 1 || out.Relay.Serving == nil ||
+		!out.Relay.Serving.Running || out.Relay.Serving.Capacity != 9 || out.Relay.Serving.Reservations != 4 {
 		t.Errorf("decoded %+v from %s", out, b)
 	}
 }
@@ -211,5 +216,75 @@ func TestBootstrapped(t *testing.T) {
 		if got := bootstrapped(c.err, c.rt); got != c.want {
 			t.Errorf("bootstrapped(%v, %d) = %v, want %v", c.err, c.rt, got, c.want)
 		}
+	}
+}
+
+// TestTestbed_LiveNATRelays runs 16 prefix peers, 6 of them each behind a
+// masquerading NAT of its own, with --relay superpeer: no NAT'd peer is a
+// superpeer, every NAT'd peer holds a reservation with its own superpeer,
+// every pair of NAT'd peers pings across its relayed path at about the
+// matrix's RTT through that relay, no relay holds more than the capacity,
+// and nothing is left.
+func TestTestbed_LiveNATRelays(t *testing.T) {
+	liveBed(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("no nft here")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbedExe, testbedEnv = exe, []string{testbedChild + "=1"}
+	defer func() { testbedExe, testbedEnv = "", nil }()
+	report := filepath.Join(t.TempDir(), "bed.json")
+	var out, errb bytes.Buffer
+	t0 := time.Now()
+	err = runTestbed([]string{"--n", "16", "--nat", "0.4", "--superpeers", "3", "--seed", "1", "--timeout", "2m",
+		"--start-rate", "50", "--json", report}, &out, &errb)
+	t.Logf("%.1f s\n%s\n%s", time.Since(t0).Seconds(), out.String(), errb.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep testbedReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Testbed.Relay
+	if r == nil || rep.Superpeers == nil {
+		t.Fatalf("report lacks the relay or selection block: %s", b)
+	}
+	nat := map[int]bool{}
+	for _, pr := range r.Pairs {
+		nat[pr.From], nat[pr.To] = true, true
+	}
+	for i, p := range rep.Peers {
+		if nat[i] && p.Role == "superpeer" {
+			t.Errorf("NAT'd peer %d is a superpeer", i)
+		}
+	}
+	if r.Mode != "superpeer" || r.NATPeers != 6 || r.WithOwnSuperpeer != r.NATPeers || len(r.Pairs) != 15 || r.Pinged != len(r.Pairs) {
+		t.Errorf("relays: mode %s, %d NAT'd, %d with their own superpeer, %d of %d pairs pinged", r.Mode, r.NATPeers, r.WithOwnSuperpeer, r.Pinged, len(r.Pairs))
+	}
+	for _, pr := range r.Pairs {
+		// The bed's own delay: a few ms, and the relay's hop.
+		if pr.Error != "" || pr.Measured < pr.ViaMatrix*0.9 || pr.Measured > pr.ViaMatrix*1.1+15 || pr.Best > pr.ViaMatrix+1e-9 {
+			t.Errorf("pair %d→%d: measured %.1f ms, %.1f through relay %d by the matrix, best %.1f (%s)", pr.From, pr.To, pr.Measured, pr.ViaMatrix, pr.Via, pr.Best, pr.Error)
+		}
+	}
+	for _, l := range r.Load {
+		if !l.Superpeer || l.Reservations < 0 || l.Reservations > l.Capacity || l.Clients > l.Capacity {
+			t.Errorf("relay %+v: want a superpeer within its capacity", l)
+		}
+	}
+	if r.Over != 0 || rep.Testbed.LeftBehind != "" {
+		t.Errorf("%d relays over capacity; left behind: %q", r.Over, rep.Testbed.LeftBehind)
+	}
+	nss, links, err := testbed.Leftovers(testbed.Prefix + rep.Testbed.RunID)
+	if err != nil || len(nss)+len(links) > 0 {
+		t.Errorf("left behind: namespaces %v, links %v (%v)", nss, links, err)
 	}
 }
