@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 
@@ -81,6 +82,11 @@ type ServiceStats struct {
 	// status other than OK (full, too many from one IP, over a relayed
 	// connection, the service closing, the answer not delivered).
 	ReservationsRefused uint64 `json:"reservations_refused"`
+	// RefusedOthers counts the peers other than this superpeer's clients
+	// refused to keep room for its clients (among ReservationsRefused):
+	// an attached client is always admitted, another peer only while the
+	// other peers held and the clients leave a slot free.
+	RefusedOthers uint64 `json:"refused_others"`
 	// Circuits are the relayed connections open now (they outlive a stop:
 	// go-libp2p's Close does not cut them).
 	Circuits      int    `json:"circuits"`
@@ -104,8 +110,11 @@ type Service struct {
 	closed   bool
 
 	starts atomic.Uint64
-	cancel func()
-	done   chan struct{}
+	// refusedOthers counts the non-clients refused to keep room for the
+	// superpeer's own clients (admission).
+	refusedOthers atomic.Uint64
+	cancel        func()
+	done          chan struct{}
 }
 
 // defaultReservations is go-libp2p's MaxReservations, taken when the
@@ -210,7 +219,14 @@ func (s *Service) capacityNow() int {
 
 func (s *Service) startLocked() error {
 	capacity := s.capacityNow()
-	r, err := relayv2.New(s.h, relayv2.WithResources(s.resources(capacity)), relayv2.WithMetricsTracer(s.tr))
+	clients := func() []peer.ID {
+		if a := s.sel.Attach(); a != nil {
+			return a.Clients()
+		}
+		return nil
+	}
+	adm := newAdmission(s.h, clients, capacity, &s.refusedOthers)
+	r, err := relayv2.New(s.h, relayv2.WithResources(s.resources(capacity)), relayv2.WithMetricsTracer(s.tr), relayv2.WithACL(adm))
 	if err != nil {
 		s.err = fmt.Errorf("relay: start: %w", err)
 		return s.err
@@ -255,6 +271,7 @@ func (s *Service) Stats() ServiceStats {
 		ReservationsAllowed: s.tr.allowed.Load(),
 		Renewals:            s.tr.renewals.Load(),
 		ReservationsRefused: s.tr.refused.Load(),
+		RefusedOthers:       s.refusedOthers.Load(),
 		Circuits:            int(max(0, s.tr.circuits.Load())),
 		CircuitsTotal:       s.tr.circuitsTotal.Load(),
 		Starts:              s.starts.Load(),
