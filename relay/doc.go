@@ -9,7 +9,10 @@
 // role becomes Superpeer and stops (relayv2.Relay.Close) when it becomes
 // anything else. It holds at most the attach capacity of reservations, the
 // bound that keeps a well-connected superpeer from being flooded (the
-// maintainers' concern in #523), and lifts go-libp2p's per-IP and per-ASN
+// maintainers' concern in #523), its own clients first: an attached client
+// is always admitted, another peer (a client of another superpeer taking
+// this one as its second relay) only while the other peers it holds and
+// its clients leave a slot free. It lifts go-libp2p's per-IP and per-ASN
 // bounds (8 and 32) to that capacity so that clients behind one NAT
 // address are not refused below it. Stats counts the relay's events with
 // a relayv2.MetricsTracer of the service's own: reservations allowed,
