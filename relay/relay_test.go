@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"slices"
 	"strings"
@@ -13,10 +14,12 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -701,3 +704,45 @@ func TestPing_Errors(t *testing.T) {
 }
 
 func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// TestSource_ProbesUnknownRTTs: a paced source with the peerstore's RTTs
+// pings the relays it does not know an RTT to after its first offer, and
+// offers them nearest first: here the one behind a slower link second.
+func TestSource_ProbesUnknownRTTs(t *testing.T) {
+	h := newHost(t)
+	near, slow := tcpHost(t), tcpHost(t)
+	// slow answers its pings 60 ms late.
+	slow.SetStreamHandler(ping.ID, func(s network.Stream) {
+		defer s.Close()
+		buf := make([]byte, 32)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				return
+			}
+			time.Sleep(60 * time.Millisecond)
+			if _, err := s.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	ps := h.Peerstore()
+	for _, r := range []host.Host{near, slow} {
+		ps.AddAddrs(r.ID(), r.Addrs(), peerstore.PermanentAddrTTL)
+		if err := ps.SetProtocols(r.ID(), proto.ProtoIDv2Hop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := ids(t, 1, 1)[0]
+	ps.AddAddrs(own, []ma.Multiaddr{addr(0)}, peerstore.PermanentAddrTTL)
+	sel := &stub{}
+	sel.set(superpeer.Client, own)
+	src := NewSource(WithPace(time.Millisecond))
+	src.Bind(h, sel)
+	// By ID order slow may come first; measured, near does.
+	if got, want := drain(src.PeerSource(context.Background(), 10)), []peer.ID{own, near.ID(), slow.ID()}; !slices.Equal(got, want) {
+		t.Fatalf("offered %v, want %v", got, want)
+	}
+	if dn, ds := ps.LatencyEWMA(near.ID()), ps.LatencyEWMA(slow.ID()); dn == 0 || ds < 60*time.Millisecond || dn >= ds {
+		t.Errorf("probed RTTs: near %v, slow %v", dn, ds)
+	}
+}

@@ -12,9 +12,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
@@ -79,7 +81,9 @@ type SourceOption func(*Source)
 
 // WithRTT sets how the source measures a peer's RTT (ok false: unknown,
 // after the measured ones). Default: the peerstore's LatencyEWMA, unknown
-// when 0.
+// when 0; a paced source then pings the relays it offers whose RTT is
+// unknown (up to eight, once) after its first offer, and offers the rest
+// nearest first.
 func WithRTT(f func(peer.ID) (time.Duration, bool)) SourceOption {
 	return func(s *Source) { s.rtt, s.rttSet = f, f != nil }
 }
@@ -97,6 +101,12 @@ func WithPace(d time.Duration) SourceOption {
 func WithNumRelays(n int) SourceOption {
 	return func(s *Source) { s.want = max(1, n) }
 }
+
+// The probes of a paced source (probeRTTs).
+const (
+	maxProbes    = 8
+	probeTimeout = 3 * time.Second
+)
 
 // NewSource makes an unbound source.
 func NewSource(opts ...SourceOption) *Source {
@@ -206,7 +216,16 @@ func (s *Source) PeerSource(ctx context.Context, num int) <-chan peer.AddrInfo {
 		timer := time.NewTimer(s.pace)
 		timer.Stop()
 		defer timer.Stop()
-		for _, ai := range offers {
+		for k := 0; k < len(offers); k++ {
+			ai := offers[k]
+			if k == 1 && !s.rttSet {
+				// The first offer (the own superpeer) is out: measure the
+				// relays whose RTT is unknown, then offer the rest
+				// nearest first.
+				probeRTTs(ctx, h, offers[1:], rtt)
+				slices.SortStableFunc(offers[1:], nearestFirst(rtt))
+				ai = offers[k]
+			}
 			if len(holding) >= s.want {
 				return
 			}
@@ -286,6 +305,52 @@ func (s *Source) order(h host.Host, sel superpeer.Selector, rtt func(peer.ID) (t
 		out = append(out, c.ai)
 	}
 	return out[:min(len(out), num)]
+}
+
+// nearestFirst orders offers by RTT, known before unknown, then by ID.
+func nearestFirst(rtt func(peer.ID) (time.Duration, bool)) func(a, b peer.AddrInfo) int {
+	return func(a, b peer.AddrInfo) int {
+		da, ka := rtt(a.ID)
+		db, kb := rtt(b.ID)
+		switch {
+		case ka != kb:
+			if ka {
+				return -1
+			}
+			return 1
+		case ka && da != db:
+			return cmp.Compare(da, db)
+		}
+		return cmp.Compare(a.ID, b.ID)
+	}
+}
+
+// probeRTTs pings, at once, the offered relays whose RTT is unknown (at
+// most maxProbes, each once, within probeTimeout); go-libp2p's ping
+// records each RTT in the peerstore, which the default RTT reads. A client
+// of a method without coordinates (prefix) knows no RTT to the relays
+// otherwise, and "nearest first" would be ID order.
+func probeRTTs(ctx context.Context, h host.Host, offers []peer.AddrInfo, rtt func(peer.ID) (time.Duration, bool)) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	n := 0
+	for _, ai := range offers {
+		if _, ok := rtt(ai.ID); ok || n == maxProbes {
+			continue
+		}
+		n++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+			select {
+			case <-ping.Ping(ctx, h, ai.ID):
+			case <-ctx.Done():
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // prune disconnects the held relays that no longer speak the hop protocol
