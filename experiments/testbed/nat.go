@@ -148,7 +148,7 @@ func (p *Plan) NATRuleset(i int) string {
 // a name go-libp2p counts as public, where it counts the bed's 10.x
 // addresses as private. AutoRelay makes a NAT'd peer's /p2p-circuit
 // addresses only from its relays' public addresses, so a public peer
-// announces /dns4/HostName(i) (`peer run --announce`) beside its address,
+// advertises /dns4/HostName(i) (`peer run --advertise`) beside its address,
 // and every namespace resolves it (Hosts).
 func (p *Plan) HostName(i int) string { return fmt.Sprintf("p%d.%s%s.example", i, Prefix, p.RunID) }
 
