@@ -62,6 +62,8 @@ type testbedBlock struct {
 	Subnet string `json:"subnet"`
 	// Processes is how many `peer run` processes ran (one per namespace).
 	Processes int `json:"processes"`
+	// PeerNice is how much nicer than the bed the peers ran.
+	PeerNice int `json:"peer_nice"`
 	// UpSeconds is making the namespaces, veths and shaping;
 	// StartSeconds, from then until every peer answered /status.
 	UpSeconds    float64 `json:"up_seconds"`
@@ -154,6 +156,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	loss := fs.Float64("loss", 0, "chance a packet is dropped on its way out of a namespace, [0, 1)")
 	jitter := fs.Duration("jitter", 0, "the most a packet's one-way delay varies either way")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on any one wait (start, convergence, recovery) after this long")
+	peerNice := fs.Int("peer-nice", testbed.PeerNice, "run the peer processes this much nicer than the bed (0 to 19): the bed's delay line is the network and must not wait for their CPU")
 	startRate := fs.Float64("start-rate", 20, "peer processes started per second")
 	cleanup := fs.Bool("cleanup", false, "remove every namespace and link named "+testbed.Prefix+"* (leftovers of an interrupted bed, killing what runs in them) and exit")
 	logs := fs.String("logs", "", "keep every peer's log in this directory (default: a temporary one, removed unless the run fails)")
@@ -198,6 +201,8 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%w: --loss %v must be in [0, 1)", errUsage, *loss)
 	case *shaper != "auto" && *shaper != string(testbed.Netem) && *shaper != string(testbed.TUN):
 		return fmt.Errorf("%w: --shaper %q: want auto, netem or tun", errUsage, *shaper)
+	case *peerNice < 0 || *peerNice > 19:
+		return fmt.Errorf("%w: --peer-nice %d must be 0 to 19", errUsage, *peerNice)
 	case !(*startRate > 0):
 		return fmt.Errorf("%w: --start-rate %v must be positive", errUsage, *startRate)
 	case !(*natFrac >= 0 && *natFrac < 1):
@@ -277,10 +282,11 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	bed.PeerNice = *peerNice
 	tb.bed = bed
 	rep := &testbedReport{
 		swarmReport: swarmReport{N: *n, Seed: *seed, Latency: latName, Transport: "netns (tcp, quic)", Args: args, Dilation: 1, Method: m.Name},
-		Testbed:     &testbedBlock{RunID: runID, Shaper: string(sh), Subnet: plan.Subnet().String(), Processes: *n, Loss: *loss, JitterMs: float64(*jitter) / float64(time.Millisecond)},
+		Testbed:     &testbedBlock{RunID: runID, Shaper: string(sh), Subnet: plan.Subnet().String(), Processes: *n, PeerNice: *peerNice, Loss: *loss, JitterMs: float64(*jitter) / float64(time.Millisecond)},
 	}
 	rep.Testbed.UpSeconds = time.Since(t0).Seconds()
 	defer func() {

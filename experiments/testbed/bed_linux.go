@@ -22,6 +22,9 @@ type Bed struct {
 	Plan *Plan
 	// Delay is the tun shaper's delay line (nil with netem).
 	Delay *DelayLine
+	// PeerNice is how much nicer than this process Start runs the peers
+	// (0 to 19; Up sets PeerNice).
+	PeerNice int
 
 	logf      func(format string, args ...any)
 	tun       *os.File
@@ -97,7 +100,7 @@ func Up(ctx context.Context, p *Plan, seed int64, logf func(string, ...any)) (b 
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	b = &Bed{Plan: p, logf: logf, cut: map[int]bool{}}
+	b = &Bed{Plan: p, PeerNice: PeerNice, logf: logf, cut: map[int]bool{}}
 	defer func() {
 		if err != nil {
 			if derr := b.Down(); derr != nil {

@@ -32,18 +32,21 @@ func (p *Proc) Exited() <-chan struct{} { return p.done }
 // Err is how the process ended (valid once Exited is closed).
 func (p *Proc) Err() error { return p.err }
 
-// PeerNice is how much nicer than the bed its peers run: the delay line
-// is the network, and a network starved by its hosts' CPU delays every
-// packet past the matrix's RTT.
-const PeerNice = 5
+// PeerNice is how much nicer than the bed its peers run by default
+// (Bed.PeerNice): the delay line is the network, and a network starved by
+// its hosts' CPU delays every packet past the matrix's RTT. The lowest
+// priority there is: with 120 peer processes on two cores the delay
+// line's median packet left 312 ms late at nice 5 and 0.31 ms at 19
+// (experiments/README.md, "peer testbed").
+const PeerNice = 19
 
 // Start runs argv in peer i's namespace (`ip netns exec`, which execs it:
-// the process is argv itself), PeerNice nicer than this process, its
+// the process is argv itself), b.PeerNice nicer than this process, its
 // output appended to logPath, in a process group of its own, killed if
 // this process dies.
 func (b *Bed) Start(i int, argv []string, env []string, logPath string) (*Proc, error) {
-	if nice, err := exec.LookPath("nice"); err == nil {
-		argv = append([]string{nice, "-n", strconv.Itoa(PeerNice)}, argv...)
+	if nice, err := exec.LookPath("nice"); err == nil && b.PeerNice != 0 {
+		argv = append([]string{nice, "-n", strconv.Itoa(b.PeerNice)}, argv...)
 	}
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
