@@ -188,10 +188,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --relay superpeer needs a selection --method", errUsage)
 	case *reach != "auto" && *reach != "public" && *reach != "private":
 		return fmt.Errorf("%w: --reachability %q: want auto, public or private", errUsage, *reach)
-	case *method == "repel" && *ttl < 2*def.MoveInterval:
-		// A repel client renews at most once a move interval; the
-		// attachment must outlive a lost renewal.
-		return fmt.Errorf("%w: --ttl %v: with --method repel it must be at least %v (clients renew at most once per %v move interval)", errUsage, *ttl, 2*def.MoveInterval, def.MoveInterval)
+	case *method == "repel" && *ttl < repelMinTTL:
+		return fmt.Errorf("%w: --ttl %v: with --method repel it must be at least %v (clients renew at most once per %v move interval)", errUsage, *ttl, repelMinTTL, def.MoveInterval)
 	}
 	rcfg := repelConfig(*superpeers, *force, *settle, *dead, *announce)
 	rcfg.SurveyInterval = *survey
@@ -657,6 +655,11 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector,
 }
 
 // flagSet reports whether the flag name was given on the command line.
+// repelMinTTL is the shortest attachment lifetime a repel peer takes: a
+// repel client renews at most once a move interval, and the attachment
+// must outlive a lost renewal.
+var repelMinTTL = 2 * repel.DefaultConfig().MoveInterval
+
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })

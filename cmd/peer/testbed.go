@@ -146,7 +146,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
-	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal (`peer run --ttl`)")
+	ttl := fs.Duration("ttl", 9*time.Second, fmt.Sprintf("attachment lifetime without renewal (`peer run --ttl`; with repel at least and by default %v)", repelMinTTL))
 	refresh := fs.Duration("refresh", time.Minute, "routing-table refresh interval (`peer run --refresh`)")
 	kill := fs.Float64("kill", 0, "last fault: kill -9 this fraction of the peers at random and measure recovery")
 	killSP := fs.Bool("kill-superpeers", false, "with the kill, also kill every superpeer (and token holder)")
@@ -173,6 +173,9 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *method == "repel" && !flagSet(fs, "ttl") {
+		*ttl = repelMinTTL
+	}
 	if *cleanup {
 		if err := testbed.Available(); err != nil {
 			return err
@@ -191,6 +194,8 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%w: --n %d: want 2 … %d", errUsage, *n, testbed.MaxPeers)
 	case *superpeers < 1 || *superpeers >= *n:
 		return fmt.Errorf("%w: --superpeers %d must be in [1, n)", errUsage, *superpeers)
+	case *method == "repel" && *ttl < repelMinTTL:
+		return fmt.Errorf("%w: --ttl %v: with --method repel it must be at least %v (`peer run`'s rule)", errUsage, *ttl, repelMinTTL)
 	case *capacity < 0:
 		return fmt.Errorf("%w: --capacity %d is negative", errUsage, *capacity)
 	case !(*kill >= 0 && *kill < 1):
