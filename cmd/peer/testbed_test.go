@@ -137,6 +137,54 @@ func TestTestbed_Live(t *testing.T) {
 	}
 }
 
+// TestTestbed_LiveRepel runs an 8-peer repel bed through a half/half
+// partition: the tokens settle, the heal leaves every token held once
+// (none duplicated, none missing) with every client attached, the report
+// carries the live coordinates' error, and nothing is left.
+func TestTestbed_LiveRepel(t *testing.T) {
+	liveBed(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbedExe, testbedEnv = exe, []string{testbedChild + "=1"}
+	defer func() { testbedExe, testbedEnv = "", nil }()
+	report := filepath.Join(t.TempDir(), "bed.json")
+	var out, errb bytes.Buffer
+	t0 := time.Now()
+	err = runTestbed([]string{"--n", "8", "--superpeers", "2", "--method", "repel", "--seed", "3",
+		"--partition", "10s", "--timeout", "120s", "--start-rate", "50", "--json", report}, &out, &errb)
+	t.Logf("%.1f s\n%s\n%s", time.Since(t0).Seconds(), out.String(), errb.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep testbedReport
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	tb := rep.Testbed
+	if tb == nil || rep.Superpeers == nil || tb.Partition == nil || tb.Vivaldi == nil {
+		t.Fatalf("report lacks blocks: %s", b)
+	}
+	if rep.Method != "repel" || rep.Superpeers.Count != 2 || rep.Superpeers.Wrong != 0 || rep.Superpeers.Unserved != 0 {
+		t.Errorf("selection: method %q, %d superpeers (want 2), wrong %d, unserved %d", rep.Method, rep.Superpeers.Count, rep.Superpeers.Wrong, rep.Superpeers.Unserved)
+	}
+	if p := tb.Partition; !p.Healed || p.After == nil || p.After.Count != 2 || p.After.Unserved != 0 || p.After.Wrong != 0 {
+		t.Errorf("partition: %+v, after %+v", p, p.After)
+	}
+	if v := tb.Vivaldi; !(v[0] >= 0 && v[1] >= v[0]) {
+		t.Errorf("vivaldi error %v", v)
+	}
+	nss, links, err := testbed.Leftovers(testbed.Prefix + tb.RunID)
+	if err != nil || len(nss)+len(links) > 0 {
+		t.Errorf("left behind: namespaces %v, links %v (%v)", nss, links, err)
+	}
+}
+
 // TestTestbed_LiveInterrupted sends SIGTERM to a bed while its peers run
 // and checks that it removes everything it made.
 func TestTestbed_LiveInterrupted(t *testing.T) {
