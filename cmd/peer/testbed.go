@@ -134,6 +134,17 @@ type tbFlags struct {
 	nat        []bool
 	relay      string
 	relayPairs int
+	// transports are what the peers listen on and dial: "tcp", "quic".
+	transports []string
+}
+
+// transportAddr is the multiaddr of transport t ("tcp", "quic") at host
+// (an /ip4 or /dns4 component) on the peers' port.
+func transportAddr(host, t string) string {
+	if t == "quic" {
+		return host + "/udp/4001/quic-v1"
+	}
+	return host + "/tcp/4001"
 }
 
 func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
@@ -170,6 +181,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	natFrac := fs.Float64("nat", 0, fmt.Sprintf("put this fraction of the peers (never the first %d, everyone's way in) each behind a masquerading NAT of its own; they run `--reachability private` and cannot be superpeers (prefix, with an ID puzzle of %d bits their identities fail)", natBoot, natPuzzle))
 	relayMode := fs.String("relay", "superpeer", "with --nat: the NAT'd peers' relays (`peer run --relay`): superpeer (their superpeers' relays, bounded by the capacity) or random (go-libp2p's relay on every public peer, AutoRelay's random choice)")
 	relayPairs := fs.Int("relay-pairs", 40, "with --nat: how many pairs of NAT'd peers ping each other over their relays")
+	transport := fs.String("transport", "tcp,quic", "what the peers listen on and dial: tcp,quic, tcp or quic")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -206,6 +218,8 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%w: --loss %v must be in [0, 1)", errUsage, *loss)
 	case *shaper != "auto" && *shaper != string(testbed.Netem) && *shaper != string(testbed.TUN):
 		return fmt.Errorf("%w: --shaper %q: want auto, netem or tun", errUsage, *shaper)
+	case *transport != "tcp,quic" && *transport != "tcp" && *transport != "quic":
+		return fmt.Errorf("%w: --transport %q: want tcp,quic, tcp or quic", errUsage, *transport)
 	case *peerNice < 0 || *peerNice > 19:
 		return fmt.Errorf("%w: --peer-nice %d must be 0 to 19", errUsage, *peerNice)
 	case !(*startRate > 0):
@@ -237,7 +251,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	f := tbFlags{n: *n, S: *superpeers, capacity: *capacity, method: m.Name, pow2: *pow2, killSP: *killSP,
 		ttl: *ttl, refresh: *refresh, settle: *settle, dead: *dead, announce: *announce, survey: *survey,
 		vivInterval: *vivInterval, force: *force, kill: *kill, cut: *cut, partition: *partition, timeout: *timeout, startRate: *startRate,
-		relay: *relayMode, relayPairs: *relayPairs, nat: nat}
+		relay: *relayMode, relayPairs: *relayPairs, nat: nat, transports: strings.Split(*transport, ",")}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -290,7 +304,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	bed.PeerNice = *peerNice
 	tb.bed = bed
 	rep := &testbedReport{
-		swarmReport: swarmReport{N: *n, Seed: *seed, Latency: latName, Transport: "netns (tcp, quic)", Args: args, Dilation: 1, Method: m.Name},
+		swarmReport: swarmReport{N: *n, Seed: *seed, Latency: latName, Transport: "netns (" + strings.ReplaceAll(*transport, ",", ", ") + ")", Args: args, Dilation: 1, Method: m.Name},
 		Testbed:     &testbedBlock{RunID: runID, Shaper: string(sh), Subnet: plan.Subnet().String(), Processes: *n, PeerNice: *peerNice, Loss: *loss, JitterMs: float64(*jitter) / float64(time.Millisecond)},
 	}
 	rep.Testbed.UpSeconds = time.Since(t0).Seconds()
@@ -394,13 +408,16 @@ func (tb *bedRun) rng(k int64) *mrand.Rand { return mrand.New(mrand.NewSource(tb
 func (tb *bedRun) peerArgs(i int, boot []int) []string {
 	f, p := tb.f, tb.plan
 	a := p.PeerAddr(i).String()
-	args := []string{"run",
-		"--listen", "/ip4/" + a + "/tcp/4001", "--listen", "/ip4/" + a + "/udp/4001/quic-v1",
+	var args []string
+	for _, t := range f.transports {
+		args = append(args, "--listen", transportAddr("/ip4/"+a, t))
+	}
+	args = append([]string{"run"}, append(args,
 		"--key", filepath.Join(tb.logDir, fmt.Sprintf("peer-%d.key", i)),
 		"--http", net.JoinHostPort(a, strconv.Itoa(testbed.StatusPort)),
 		"--method", f.method, "--superpeers", strconv.Itoa(f.S), "--capacity", strconv.Itoa(f.capacity),
 		"--ttl", f.ttl.String(), "--refresh", f.refresh.String(),
-	}
+	)...)
 	if f.pow2 {
 		args = append(args, "--pow2")
 	}
@@ -418,12 +435,13 @@ func (tb *bedRun) peerArgs(i int, boot []int) []string {
 			// The relays' names (the bed's addresses are private to
 			// go-libp2p, which builds relayed addresses from public
 			// ones only).
-			name := p.HostName(i)
-			args = append(args, "--advertise", "/dns4/"+name+"/tcp/4001", "--advertise", "/dns4/"+name+"/udp/4001/quic-v1")
+			for _, t := range f.transports {
+				args = append(args, "--advertise", transportAddr("/dns4/"+p.HostName(i), t))
+			}
 		}
 	}
 	for _, j := range boot {
-		args = append(args, "--bootstrap", fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", p.Addr(j), tb.view.IDs[j]))
+		args = append(args, "--bootstrap", transportAddr("/ip4/"+p.Addr(j).String(), f.transports[0])+"/p2p/"+tb.view.IDs[j])
 	}
 	return args
 }
