@@ -87,22 +87,20 @@ func liveBed(t *testing.T) {
 
 var bedLine = regexp.MustCompile(`^bed ([0-9a-f]{4}): `)
 
-// TestTestbed_Live runs a 10-peer prefix bed with a superpeer cut off and
-// a half/half partition, and checks the report and that nothing is left.
-func TestTestbed_Live(t *testing.T) {
-	liveBed(t)
+// runLiveBed runs `peer testbed ARGS --json F` with this test binary as
+// the peers and returns the decoded report and its bytes.
+func runLiveBed(t *testing.T, args ...string) (testbedReport, []byte) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	testbedExe, testbedEnv = exe, []string{testbedChild + "=1"}
 	defer func() { testbedExe, testbedEnv = "", nil }()
-	dir := t.TempDir()
-	report := filepath.Join(dir, "bed.json")
+	report := filepath.Join(t.TempDir(), "bed.json")
 	var out, errb bytes.Buffer
 	t0 := time.Now()
-	err = runTestbed([]string{"--n", "10", "--superpeers", "3", "--method", "prefix", "--seed", "1",
-		"--cut", "5s", "--partition", "10s", "--timeout", "90s", "--start-rate", "50", "--json", report}, &out, &errb)
+	err = runTestbed(append(args, "--json", report), &out, &errb)
 	t.Logf("%.1f s\n%s\n%s", time.Since(t0).Seconds(), out.String(), errb.String())
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +113,15 @@ func TestTestbed_Live(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
+	return rep, b
+}
+
+// TestTestbed_Live runs a 10-peer prefix bed with a superpeer cut off and
+// a half/half partition, and checks the report and that nothing is left.
+func TestTestbed_Live(t *testing.T) {
+	liveBed(t)
+	rep, b := runLiveBed(t, "--n", "10", "--superpeers", "3", "--method", "prefix", "--seed", "1",
+		"--cut", "5s", "--partition", "10s", "--timeout", "90s", "--start-rate", "50")
 	tb := rep.Testbed
 	if tb == nil || rep.Superpeers == nil || tb.Partition == nil || tb.Cut == nil {
 		t.Fatalf("report lacks blocks: %s", b)
@@ -143,29 +150,8 @@ func TestTestbed_Live(t *testing.T) {
 // carries the live coordinates' error, and nothing is left.
 func TestTestbed_LiveRepel(t *testing.T) {
 	liveBed(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	testbedExe, testbedEnv = exe, []string{testbedChild + "=1"}
-	defer func() { testbedExe, testbedEnv = "", nil }()
-	report := filepath.Join(t.TempDir(), "bed.json")
-	var out, errb bytes.Buffer
-	t0 := time.Now()
-	err = runTestbed([]string{"--n", "8", "--superpeers", "2", "--method", "repel", "--seed", "3",
-		"--partition", "10s", "--timeout", "120s", "--start-rate", "50", "--json", report}, &out, &errb)
-	t.Logf("%.1f s\n%s\n%s", time.Since(t0).Seconds(), out.String(), errb.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep testbedReport
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, b := runLiveBed(t, "--n", "8", "--superpeers", "2", "--method", "repel", "--seed", "3",
+		"--partition", "10s", "--timeout", "120s", "--start-rate", "50")
 	tb := rep.Testbed
 	if tb == nil || rep.Superpeers == nil || tb.Partition == nil || tb.Vivaldi == nil {
 		t.Fatalf("report lacks blocks: %s", b)
@@ -278,29 +264,8 @@ func TestTestbed_LiveNATRelays(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("no nft here")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	testbedExe, testbedEnv = exe, []string{testbedChild + "=1"}
-	defer func() { testbedExe, testbedEnv = "", nil }()
-	report := filepath.Join(t.TempDir(), "bed.json")
-	var out, errb bytes.Buffer
-	t0 := time.Now()
-	err = runTestbed([]string{"--n", "16", "--nat", "0.4", "--superpeers", "3", "--seed", "1", "--timeout", "2m",
-		"--start-rate", "50", "--json", report}, &out, &errb)
-	t.Logf("%.1f s\n%s\n%s", time.Since(t0).Seconds(), out.String(), errb.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep testbedReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, b := runLiveBed(t, "--n", "16", "--nat", "0.4", "--superpeers", "3", "--seed", "1", "--timeout", "2m",
+		"--start-rate", "50")
 	r := rep.Testbed.Relay
 	if r == nil || rep.Superpeers == nil {
 		t.Fatalf("report lacks the relay or selection block: %s", b)
