@@ -269,12 +269,7 @@ func (s *Source) order(h host.Host, sel superpeer.Selector, rtt func(peer.ID) (t
 			out = append(out, peer.AddrInfo{ID: own, Addrs: addrs})
 		}
 	}
-	type cand struct {
-		ai    peer.AddrInfo
-		rtt   time.Duration
-		known bool
-	}
-	var cands []cand
+	var cands []peer.AddrInfo
 	for _, p := range ps.Peers() {
 		if p == self || p == own || slices.Contains(held, p) {
 			continue
@@ -282,28 +277,12 @@ func (s *Source) order(h host.Host, sel superpeer.Selector, rtt func(peer.ID) (t
 		if hop, err := ps.SupportsProtocols(p, proto.ProtoIDv2Hop); err != nil || len(hop) == 0 {
 			continue
 		}
-		addrs := ps.Addrs(p)
-		if len(addrs) == 0 {
-			continue
+		if addrs := ps.Addrs(p); len(addrs) > 0 {
+			cands = append(cands, peer.AddrInfo{ID: p, Addrs: addrs})
 		}
-		d, ok := rtt(p)
-		cands = append(cands, cand{ai: peer.AddrInfo{ID: p, Addrs: addrs}, rtt: d, known: ok})
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		switch {
-		case a.known != b.known:
-			if a.known {
-				return -1
-			}
-			return 1
-		case a.known && a.rtt != b.rtt:
-			return cmp.Compare(a.rtt, b.rtt)
-		}
-		return cmp.Compare(a.ai.ID, b.ai.ID)
-	})
-	for _, c := range cands {
-		out = append(out, c.ai)
-	}
+	slices.SortFunc(cands, nearestFirst(rtt))
+	out = append(out, cands...)
 	return out[:min(len(out), num)]
 }
 

@@ -656,12 +656,12 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector,
 	return mux
 }
 
-// flagSet reports whether the flag name was given on the command line.
 // repelMinTTL is the shortest attachment lifetime a repel peer takes: a
 // repel client renews at most once a move interval, and the attachment
 // must outlive a lost renewal.
 var repelMinTTL = 2 * repel.DefaultConfig().MoveInterval
 
+// flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
