@@ -17,7 +17,7 @@ import (
 func init() {
 	register(Experiment{
 		Name:    "attacks",
-		Summary: "adversaries against superpeer selection: ID grinding against the prefix method (the identities, and CPU time at this machine's derivation rate, an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows); floods of garbage, oversized and useless frames on one peer over TCP loopback, without and with the defences (drops by reason, honest renewals, memory); coordinate liars (inflation, deflation, oscillation, frog-boiling) among Vivaldi peers in the simulator, without and with the Vivaldi defence (honest error and repel's client RTT against a clean run, the liars' share of the tokens); survey and regret liars in the simulator, without and with the holders' checks (the liars' share of the tokens, their RTT gain, the honest clients' RTT and displacements)",
+		Summary: "adversaries against superpeer selection: ID grinding against the prefix method (the identities, and CPU time at this machine's derivation rate, an attacker needs to take a chosen group, and a fraction of all superpeers, as n grows), and what a new salt of the defence costs a live prefix swarm (groups re-selected, clients re-attached and unserved, requests); floods of garbage, oversized and useless frames on one peer over TCP loopback, without and with the defences (drops by reason, honest renewals, memory); coordinate liars (inflation, deflation, oscillation, frog-boiling) among Vivaldi peers in the simulator, without and with the Vivaldi defence (honest error and repel's client RTT against a clean run, the liars' share of the tokens); survey and regret liars in the simulator, without and with the holders' checks (the liars' share of the tokens, their RTT gain, the honest clients' RTT and displacements)",
 		run:     runAttacks,
 	})
 }
@@ -46,6 +46,8 @@ type attacksParams struct {
 	Rate        float64 `json:"identities_per_core_second"`
 	RateSeconds float64 `json:"rate_seconds"`
 	Notes       []string
+	// SaltChanges are the live salt-change part's (attacks_salt.go).
+	SaltChanges saltParams `json:"salt_changes"`
 	// Floods are the flood part's (attacks_flood.go).
 	Floods floodParams `json:"floods"`
 	// Liars are the coordinate-liar part's (attacks_liars.go).
@@ -220,6 +222,11 @@ func runAttacks(o Options, r *report.Run) error {
 	if err != nil {
 		return err
 	}
+	sp, changes, err := runSaltChanges(o, r)
+	if err != nil {
+		return err
+	}
+	p.SaltChanges = sp
 	fp, floods, err := runFloods(o, r)
 	if err != nil {
 		return err
@@ -235,7 +242,7 @@ func runAttacks(o Options, r *report.Run) error {
 		return err
 	}
 	p.Reports = rp
-	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "salted_shares": salted, "floods": floods, "liars": liars,
+	return r.WriteResults(p, map[string]any{"attacks": map[string]any{"grinding": rows, "salted_shares": salted, "salt_changes": changes, "floods": floods, "liars": liars,
 		"survey_liars": surveys, "regret_liars": regrets}})
 }
 

@@ -62,3 +62,37 @@ func TestAttacks_Grinding(t *testing.T) {
 		}
 	}
 }
+
+// attacks measures a new salt live: the swarm settles again on exactly the
+// superpeers the new keys call for, every client with a superpeer; the
+// cost is counted (a changed group re-attaches clients; the change sends
+// requests beyond the settled rate).
+func TestAttacks_SaltChange(t *testing.T) {
+	raw := runTiny(t, "attacks", 3, "salt_changes.csv", "salt_changes.png")
+	var res struct {
+		Results struct {
+			Attacks struct {
+				Changes []saltChange `json:"salt_changes"`
+			} `json:"attacks"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results.Attacks.Changes) != 1 {
+		t.Fatalf("salt changes: %+v", res.Results.Attacks.Changes)
+	}
+	c := res.Results.Attacks.Changes[0]
+	t.Logf("salt change: %+v", c)
+	if !c.Correct || c.Clients != c.N-c.S || c.SettleSeconds <= 0 || c.SteadyRate <= 0 || c.ChangeRate <= 0 {
+		t.Errorf("salt change: %+v", c)
+	}
+	// Each moved group's clients (all but those that land on the new
+	// superpeer being themselves the old one, at most one a group) re-attach.
+	if c.GroupsMoved > 0 && c.Reattached < c.GroupsMoved {
+		t.Errorf("%d groups moved but %d clients re-attached", c.GroupsMoved, c.Reattached)
+	}
+	if c.MaxUnservedSeconds > c.SettleSeconds+0.5 || c.UnservedClientSeconds < c.MaxUnservedSeconds {
+		t.Errorf("unserved: longest %v s, %v client-s, settle %v s", c.MaxUnservedSeconds, c.UnservedClientSeconds, c.SettleSeconds)
+	}
+}

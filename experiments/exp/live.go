@@ -28,6 +28,8 @@ type liveConfig struct {
 	// caller's context alone). On timeout liveSwarm returns the swarm
 	// with errSelectTimeout.
 	SelectTimeout time.Duration
+	// Options are further prefix options (superpeer.WithSalt, ...).
+	Options []superpeer.Option
 }
 
 var errSelectTimeout = errors.New("selection did not converge in time")
@@ -89,7 +91,7 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 	if c.TTL == 0 {
 		c.TTL = 6 * time.Second
 	}
-	err = s.StartPrefix(ctx, superpeer.WithSuperpeers(c.S), superpeer.WithCapacity(c.Capacity), superpeer.WithTTL(c.TTL))
+	err = s.StartPrefix(ctx, append([]superpeer.Option{superpeer.WithSuperpeers(c.S), superpeer.WithCapacity(c.Capacity), superpeer.WithTTL(c.TTL)}, c.Options...)...)
 	if err != nil {
 		return fail(err)
 	}
