@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ type config struct {
 	rng        *rand.Rand
 	now        func() time.Time
 	observe    func(peer.ID, time.Duration)
+	connRTT    func(network.Conn) (time.Duration, bool)
 	timeScale  float64
 	reg        prometheus.Registerer
 	prefix     protocol.ID
@@ -206,6 +208,23 @@ func WithObserver(f func(p peer.ID, rtt time.Duration)) Option {
 			return errors.New("WithObserver: nil function")
 		}
 		cfg.observe = f
+		return nil
+	}
+}
+
+// WithConnRTT takes a sample's RTT from f, the transport's own estimate
+// for the connection the exchange ran on (internal/connrtt reads the
+// kernel's for TCP and quic-go's for QUIC), where f knows one, and times
+// the exchange otherwise. A transport's RTT is taken when ACKs arrive, so
+// a peer that waits to be scheduled — a busy machine, hundreds of peers on
+// two cores — does not add its wait to the sample, as it does to a timed
+// exchange. The scale of WithTimeScale applies to both.
+func WithConnRTT(f func(network.Conn) (time.Duration, bool)) Option {
+	return func(cfg *config) error {
+		if f == nil {
+			return errors.New("WithConnRTT: nil function")
+		}
+		cfg.connRTT = f
 		return nil
 	}
 }

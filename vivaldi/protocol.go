@@ -67,9 +67,11 @@ type Service struct {
 	stopMetrics func()
 	limit       *limits.PerPeer // requests per remote peer (WithRateLimit; nil: none)
 
-	interval  atomic.Int64 // time.Duration
-	inFlight  atomic.Int32
-	piggyback atomic.Pointer[piggybackBox]
+	interval atomic.Int64 // time.Duration
+	inFlight atomic.Int32
+	// transportRTTs counts samples whose RTT came from WithConnRTT.
+	transportRTTs atomic.Uint64
+	piggyback     atomic.Pointer[piggybackBox]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -124,6 +126,9 @@ type ServiceStats struct {
 	Served        uint64 // requests answered
 	Samples       uint64 // exchanges that gave an RTT sample
 	SampleFailure uint64 // exchanges that failed (dial, stream, bad reply)
+	// TransportRTTs counts the samples whose RTT was the transport's own
+	// (WithConnRTT) rather than the timed exchange's.
+	TransportRTTs uint64
 	// NearSamples, Probes and RandomSamples count the peers the service
 	// chose to sample, by why (Kind): a near neighbour, a candidate to
 	// measure, a random peer.
@@ -232,7 +237,7 @@ func (s *Service) Stats() ServiceStats {
 	return ServiceStats{
 		Model: m, Served: s.served, Samples: s.ok, SampleFailure: s.failed,
 		NearSamples: s.picked[kindNear], Probes: s.picked[kindProbe], RandomSamples: s.picked[kindRandom],
-		Skipped: s.skipped, Near: s.near.Stats(),
+		Skipped: s.skipped, Near: s.near.Stats(), TransportRTTs: s.transportRTTs.Load(),
 	}
 }
 
@@ -452,6 +457,12 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, wireF
 	}
 	f, err := readMessage(st, s.cfg.model.Dimensions, s.cfg.near.Share)
 	rtt := time.Since(start)
+	if s.cfg.connRTT != nil && err == nil {
+		if d, ok := s.cfg.connRTT(st.Conn()); ok {
+			rtt = d
+			s.transportRTTs.Add(1)
+		}
+	}
 	if s.cfg.timeScale != 1 {
 		rtt = time.Duration(float64(rtt) / s.cfg.timeScale)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -19,6 +21,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/internal/connrtt"
 	"github.com/superpeer-overlay/superpeer/vivaldi/pb"
 )
 
@@ -80,6 +83,7 @@ func TestNewService_Options(t *testing.T) {
 		"WithMaxInFlight":    WithMaxInFlight(0),
 		"WithClock":          WithClock(nil),
 		"WithObserver":       WithObserver(nil),
+		"WithConnRTT":        WithConnRTT(nil),
 		"WithTimeScale":      WithTimeScale(0.5),
 		"WithProtocolPrefix": WithProtocolPrefix("superpeer"),
 	} {
@@ -606,6 +610,57 @@ func TestService_TimeScale(t *testing.T) {
 	}
 	if rtt < 20*time.Millisecond || rtt >= 40*time.Millisecond {
 		t.Fatalf("scaled RTT %v over an 80 ms link, want 20 ms and a little", rtt)
+	}
+}
+
+// With WithConnRTT a sample over real TCP is the kernel's RTT of the
+// connection, not the timed exchange; over a connection of no transport
+// the function knows (mocknet) the exchange is timed as before.
+func TestService_ConnRTT(t *testing.T) {
+	var hs []host.Host
+	for range 2 {
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		hs = append(hs, h)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs[0].Connect(ctx, peer.AddrInfo{ID: hs[1].ID(), Addrs: hs[1].Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	a := newService(t, hs[0], WithInterval(0), WithSeed(1), WithConnRTT(connrtt.Of))
+	newService(t, hs[1], WithInterval(0), WithSeed(2))
+	rtt, err := a.Sample(ctx, hs[1].ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := hs[0].Network().ConnsToPeer(hs[1].ID())
+	if len(conns) != 1 {
+		t.Fatalf("%d connections", len(conns))
+	}
+	kernel, ok := connrtt.Of(conns[0])
+	if runtime.GOOS != "linux" {
+		if ok || a.Stats().TransportRTTs != 0 {
+			t.Fatalf("a transport RTT off Linux: %v", kernel)
+		}
+		return
+	}
+	// The minimum can only have fallen since the sample read it.
+	if !ok || rtt < kernel || rtt > 2*time.Millisecond || a.Stats().TransportRTTs != 1 {
+		t.Fatalf("sample %v, kernel's minimum RTT %v (%v), %d transport samples", rtt, kernel, ok, a.Stats().TransportRTTs)
+	}
+
+	mn, ms := mockHosts(t, 2)
+	for _, l := range mn.LinksBetweenPeers(ms[0].ID(), ms[1].ID()) {
+		l.SetOptions(mocknet.LinkOptions{Latency: 10 * time.Millisecond})
+	}
+	b := newService(t, ms[0], WithInterval(0), WithSeed(1), WithConnRTT(connrtt.Of))
+	newService(t, ms[1], WithInterval(0), WithSeed(2))
+	if rtt, err := b.Sample(ctx, ms[1].ID()); err != nil || rtt < 20*time.Millisecond || b.Stats().TransportRTTs != 0 {
+		t.Fatalf("mocknet sample %v (%v), %d transport samples", rtt, err, b.Stats().TransportRTTs)
 	}
 }
 
