@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/superpeer-overlay/superpeer/dht"
+	"github.com/superpeer-overlay/superpeer/internal/connrtt"
 	"github.com/superpeer-overlay/superpeer/internal/limits"
 	"github.com/superpeer-overlay/superpeer/internal/peerhost"
 	"github.com/superpeer-overlay/superpeer/repel"
@@ -109,6 +110,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	survey := fs.Duration("survey", def.SurveyInterval, "repel: as a settled holder, survey the place this long after settling (then twice as long after each survey that keeps it): candidates among the clients measure their RTTs to the clients, and the token moves to one measured better (0: no surveys)")
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: how often a settled holder announces its token (a moving one: every "+def.MovingAnnounceInterval.String()+" or this, whichever is shorter)")
 	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
+	rttFlag := fs.String("rtt", "transport", "repel: a Vivaldi sample's RTT: transport (the kernel's minimum RTT of the TCP connection on Linux, quic-go's of a QUIC one; the exchange timed where neither is known) or exchange (the request and reply timed by the peer, which a busy machine stretches)")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub; every peer of one network needs the same")
 	puzzle := fs.Int("id-puzzle", 0, "prefix: only identities with this many leading zero bits of SHA-256(key) are superpeers (S/Kademlia's static puzzle: about 2^c key derivations once for an honest peer, for every try of an attacker grinding for a group); a new identity is made to solve it; every peer of one network needs the same")
 	saltHex := fs.String("salt", "", "prefix: salt the group keys with these 32 bytes (64 hex digits) drawn when the network starts and given to every peer, so that an identity made before it is no nearer its group's key than any other (every peer of one network needs the same)")
@@ -180,6 +182,8 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --announce %v must be positive", errUsage, *announce)
 	case *dead <= 2**announce:
 		return fmt.Errorf("%w: --dead %v must exceed 2 × --announce (%v), or one lost announcement gets a live token minted again", errUsage, *dead, *announce)
+	case *rttFlag != "transport" && *rttFlag != "exchange":
+		return fmt.Errorf("%w: --rtt %q: want transport or exchange", errUsage, *rttFlag)
 	case *vivInterval < time.Millisecond:
 		return fmt.Errorf("%w: --vivaldi-interval %v is below 1ms", errUsage, *vivInterval)
 	case *relayMode != "off" && *relayMode != "superpeer" && *relayMode != "random":
@@ -337,13 +341,16 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 			if metricsReg != nil {
 				vivOpts = append(vivOpts, vivaldi.WithRegisterer(metricsReg))
 			}
+			if *rttFlag == "transport" {
+				vivOpts = append(vivOpts, vivaldi.WithConnRTT(connrtt.Of))
+			}
 			viv, err := vivaldi.NewService(h, vivOpts...)
 			if err != nil {
 				return err
 			}
 			defer viv.Close()
 			env.Vivaldi = viv
-			started += fmt.Sprintf(", Vivaldi sample every %v", *vivInterval)
+			started += fmt.Sprintf(", Vivaldi sample every %v (RTT: %s)", *vivInterval, *rttFlag)
 		}
 		if sel, err = m.New(node, env); err != nil {
 			return err
@@ -562,9 +569,18 @@ type status struct {
 	RoutingTable []string          `json:"routing_table"`
 	NetworkSize  int               `json:"network_size"`
 	Drops        map[string]uint64 `json:"drops"`
+	// Vivaldi counts a repel peer's samples, and those whose RTT was the
+	// transport's (--rtt transport).
+	Vivaldi *vivaldiStatus `json:"vivaldi,omitempty"`
 	// Relay is the peer's circuit relays (with --relay): the relays it
 	// holds reservations with, and as a superpeer its own relay's load.
 	Relay *relayStatus `json:"relay,omitempty"`
+}
+
+// vivaldiStatus counts a peer's Vivaldi samples.
+type vivaldiStatus struct {
+	Samples       uint64 `json:"samples"`
+	TransportRTTs uint64 `json:"transport_rtts"`
 }
 
 // countStatus is the superpeer count a peer holds.
@@ -625,6 +641,8 @@ func statusHandler(node *dht.Node, sel superpeer.Selector, rsel *repel.Selector,
 		if rsel != nil {
 			c := rsel.Vivaldi().Coordinate()
 			st.Coord = &coordReport{Vec: c.Vec, Height: c.Height, Error: c.Error}
+			vs := rsel.Vivaldi().Stats()
+			st.Vivaldi = &vivaldiStatus{Samples: vs.Samples, TransportRTTs: vs.TransportRTTs}
 			if t, ok := rsel.Held(); ok {
 				st.Token = &tokenStatus{ID: t.ID, Epoch: t.Epoch, Settled: rsel.Role() == superpeer.Superpeer, Surveyed: rsel.Surveyed()}
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,11 @@ func TestRun_RepelFivePeersAgreeOnOneSuperpeer(t *testing.T) {
 		if st.Coord == nil || len(st.Coord.Vec) == 0 {
 			t.Errorf("peer %d: no Vivaldi coordinate in status", i)
 		}
+		// --rtt transport (the default) over TCP on Linux: every
+		// sample's RTT is the kernel's.
+		if v := st.Vivaldi; v == nil || v.Samples == 0 || (runtime.GOOS == "linux" && v.TransportRTTs != v.Samples) {
+			t.Errorf("peer %d: vivaldi samples %+v, want every one the kernel's RTT", i, v)
+		}
 		if i != sp && st.Token != nil {
 			t.Errorf("client %d holds token %+v", i, *st.Token)
 		}
@@ -167,6 +173,7 @@ func TestRun_RepelBadFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"--dead", "10s", "--announce", "5s"}, "--dead 10s must exceed 2 × --announce (5s)"},
 		{[]string{"--ttl", "2s"}, "--ttl 2s: with --method repel"},
 		{[]string{"--vivaldi-interval", "0s"}, "--vivaldi-interval"},
+		{[]string{"--rtt", "kernel"}, "--rtt"},
 		{[]string{"--superpeers", "0"}, "--superpeers 0"},
 		{[]string{"--id-puzzle", "4"}, "--id-puzzle and --salt need --method prefix"},
 		{[]string{"--salt", "00"}, "--id-puzzle and --salt need --method prefix"},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	mrand "math/rand"
 	"net"
@@ -74,13 +75,18 @@ type testbedBlock struct {
 	PeerRSSMax  uint64 `json:"peer_rss_max_bytes"`
 	// Vivaldi is the peers' coordinates' median and p90 relative error
 	// against the matrix when the selection converged (coordinate methods).
-	Vivaldi   *[2]float64             `json:"vivaldi_error,omitempty"`
-	Delay     *testbed.DelayStats     `json:"delay_line,omitempty"`
-	Cut       *cutReport              `json:"cut,omitempty"`
-	Partition *partitionReport        `json:"partition,omitempty"`
-	Loss      float64                 `json:"loss"`
-	JitterMs  float64                 `json:"jitter_ms"`
-	Final     *swarm.SelectionSummary `json:"superpeers_final,omitempty"`
+	Vivaldi *[2]float64 `json:"vivaldi_error,omitempty"`
+	// RTT is the peers' `--rtt` (coordinate methods), TransportShare the
+	// share of their samples whose RTT was the transport's when the
+	// selection converged.
+	RTT            string                  `json:"rtt,omitempty"`
+	TransportShare *float64                `json:"vivaldi_transport_share,omitempty"`
+	Delay          *testbed.DelayStats     `json:"delay_line,omitempty"`
+	Cut            *cutReport              `json:"cut,omitempty"`
+	Partition      *partitionReport        `json:"partition,omitempty"`
+	Loss           float64                 `json:"loss"`
+	JitterMs       float64                 `json:"jitter_ms"`
+	Final          *swarm.SelectionSummary `json:"superpeers_final,omitempty"`
 	// Relay is the NAT'd peers' relays (--nat).
 	Relay *relayReport `json:"relay,omitempty"`
 	// LeftBehind is what teardown could not remove (empty: nothing).
@@ -125,6 +131,7 @@ type tbFlags struct {
 	ttl, refresh            time.Duration
 	settle, dead, announce  time.Duration
 	survey, vivInterval     time.Duration
+	rtt                     string
 	force                   string
 	kill                    float64
 	cut, partition, timeout time.Duration
@@ -178,6 +185,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: announcement interval (`peer run --announce`)")
 	survey := fs.Duration("survey", def.SurveyInterval, "repel: survey delay after settling (`peer run --survey`; 0: no surveys)")
 	vivInterval := fs.Duration("vivaldi-interval", time.Second, "repel: Vivaldi sampling interval (`peer run --vivaldi-interval`)")
+	rttFlag := fs.String("rtt", "transport", "repel: a Vivaldi sample's RTT (`peer run --rtt`): transport (the kernel's TCP RTT or quic-go's) or exchange (timed by the peer)")
 	natFrac := fs.Float64("nat", 0, fmt.Sprintf("put this fraction of the peers (never the first %d, everyone's way in) each behind a masquerading NAT of its own; they run `--reachability private` and cannot be superpeers (prefix, with an ID puzzle of %d bits their identities fail)", natBoot, natPuzzle))
 	relayMode := fs.String("relay", "superpeer", "with --nat: the NAT'd peers' relays (`peer run --relay`): superpeer (their superpeers' relays, bounded by the capacity) or random (go-libp2p's relay on every public peer, AutoRelay's random choice)")
 	relayPairs := fs.Int("relay-pairs", 40, "with --nat: how many pairs of NAT'd peers ping each other over their relays")
@@ -220,6 +228,8 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%w: --shaper %q: want auto, netem or tun", errUsage, *shaper)
 	case *transport != "tcp,quic" && *transport != "tcp" && *transport != "quic":
 		return fmt.Errorf("%w: --transport %q: want tcp,quic, tcp or quic", errUsage, *transport)
+	case *rttFlag != "transport" && *rttFlag != "exchange":
+		return fmt.Errorf("%w: --rtt %q: want transport or exchange", errUsage, *rttFlag)
 	case *peerNice < 0 || *peerNice > 19:
 		return fmt.Errorf("%w: --peer-nice %d must be 0 to 19", errUsage, *peerNice)
 	case !(*startRate > 0):
@@ -250,7 +260,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	f := tbFlags{n: *n, S: *superpeers, capacity: *capacity, method: m.Name, pow2: *pow2, killSP: *killSP,
 		ttl: *ttl, refresh: *refresh, settle: *settle, dead: *dead, announce: *announce, survey: *survey,
-		vivInterval: *vivInterval, force: *force, kill: *kill, cut: *cut, partition: *partition, timeout: *timeout, startRate: *startRate,
+		vivInterval: *vivInterval, rtt: *rttFlag, force: *force, kill: *kill, cut: *cut, partition: *partition, timeout: *timeout, startRate: *startRate,
 		relay: *relayMode, relayPairs: *relayPairs, nat: nat, transports: strings.Split(*transport, ",")}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -423,7 +433,7 @@ func (tb *bedRun) peerArgs(i int, boot []int) []string {
 	}
 	if f.method == "repel" {
 		args = append(args, "--settle", f.settle.String(), "--dead", f.dead.String(), "--announce", f.announce.String(),
-			"--survey", f.survey.String(), "--vivaldi-interval", f.vivInterval.String(), "--force", f.force)
+			"--survey", f.survey.String(), "--vivaldi-interval", f.vivInterval.String(), "--force", f.force, "--rtt", f.rtt)
 	}
 	if f.nat != nil {
 		reach := "public"
@@ -575,6 +585,10 @@ func (tb *bedRun) run(ctx context.Context, rep *testbedReport) error {
 	if tb.method.Coordinates {
 		med, p90 := tb.view.VivaldiError(tb.pl)
 		rep.Testbed.Vivaldi = &[2]float64{med, p90}
+		rep.Testbed.RTT = f.rtt
+		if share := tb.view.TransportShare(); !math.IsNaN(share) {
+			rep.Testbed.TransportShare = &share
+		}
 	}
 	if f.nat != nil {
 		if rep.Testbed.Relay, err = tb.relayPhase(ctx, tb.begun.Add(conv)); err != nil {
@@ -938,6 +952,9 @@ func (tb *bedRun) print(w io.Writer, rep *testbedReport) {
 	fmt.Fprintf(w, "memory           %.1f MiB RSS per peer process (max %.1f), %.1f MiB in all\n", mib(t.PeerRSSMean), mib(t.PeerRSSMax), mib(rep.RSSBytes))
 	if t.Vivaldi != nil {
 		fmt.Fprintf(w, "vivaldi          median %.3f  p90 %.3f relative error when the selection converged\n", t.Vivaldi[0], t.Vivaldi[1])
+		if t.TransportShare != nil {
+			fmt.Fprintf(w, "vivaldi rtt      %s: %.0f%% of the samples the transport's own\n", t.RTT, 100**t.TransportShare)
+		}
 	}
 	if r := t.Relay; r != nil {
 		fmt.Fprintf(w, "relays (%s)  %d NAT'd peers each hold a relay %.1f s after the selection (%.1f relays each, %d with their own superpeer)\n", r.Mode, r.NATPeers, r.HeldSeconds, r.RelaysPerPeer, r.WithOwnSuperpeer)

@@ -65,7 +65,7 @@ func TestTestbed_StatusShape(t *testing.T) {
 func TestTestbed_Usage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--method", "nope"}, {"--n", "1"}, {"--superpeers", "0"}, {"--kill", "1"}, {"--shaper", "fq"},
-		{"--loss", "1"}, {"--cut", "-1s"}, {"--start-rate", "0"}, {"--peer-nice", "20"}, {"--peer-nice", "-1"}, {"--method", "repel", "--ttl", "9s"}, {"--transport", "udp"}, {"stray"},
+		{"--loss", "1"}, {"--cut", "-1s"}, {"--start-rate", "0"}, {"--peer-nice", "20"}, {"--peer-nice", "-1"}, {"--method", "repel", "--ttl", "9s"}, {"--transport", "udp"}, {"--rtt", "kernel"}, {"stray"},
 	} {
 		var out, errb bytes.Buffer
 		if err := runTestbed(args, &out, &errb); !errors.Is(err, errUsage) {

@@ -36,6 +36,12 @@ type Status struct {
 	} `json:"token"`
 	KnownTokens *int     `json:"known_tokens"`
 	Addrs       []string `json:"addrs"`
+	// Vivaldi counts a repel peer's samples, and those whose RTT was the
+	// transport's (`peer run --rtt transport`).
+	Vivaldi *struct {
+		Samples       uint64 `json:"samples"`
+		TransportRTTs uint64 `json:"transport_rtts"`
+	} `json:"vivaldi"`
 	// Relay is the peer's circuit relays (`peer run --relay`).
 	Relay *RelayStatus `json:"relay"`
 }
@@ -470,6 +476,22 @@ func Summarize(method string, rtt latency.RTTs, live []int, a metrics.Assignment
 		}
 	}
 	return sum, nil
+}
+
+// TransportShare is the share of the live peers' Vivaldi samples whose
+// RTT was the transport's own (NaN: no samples reported).
+func (v View) TransportShare() float64 {
+	var n, t uint64
+	for _, i := range v.LiveIndices() {
+		if s := v.Status[i]; s != nil && s.Vivaldi != nil {
+			n += s.Vivaldi.Samples
+			t += s.Vivaldi.TransportRTTs
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return float64(t) / float64(n)
 }
 
 // VivaldiError is the live peers' coordinates' median and p90 relative
