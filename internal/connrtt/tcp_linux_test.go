@@ -73,3 +73,21 @@ func TestTCPInfo_MatchesGetsockopt(t *testing.T) {
 		t.Error("a four-tuple of no socket answered")
 	}
 }
+
+// parseReply takes whatever the kernel sends without panicking, and
+// returns attributes only from within the message.
+func FuzzParseReply(f *testing.F) {
+	f.Add([]byte{})
+	msg := make([]byte, nlmsgHdrLen+diagMsgLen+8)
+	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:], unix.SOCK_DIAG_BY_FAMILY)
+	binary.NativeEndian.PutUint16(msg[nlmsgHdrLen+diagMsgLen:], 8)
+	binary.NativeEndian.PutUint16(msg[nlmsgHdrLen+diagMsgLen+2:], inetDiagInfo)
+	f.Add(msg)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		info, err := parseReply(b)
+		if err == nil && len(info) > len(b) {
+			t.Fatalf("%d bytes of info from a %d-byte reply", len(info), len(b))
+		}
+	})
+}
