@@ -49,15 +49,17 @@ type Service struct {
 	proto  protocol.ID // the exchange's, under cfg.prefix
 	client *Client
 
-	mu      sync.Mutex // guards rng, peers, implausible, near, counters
-	rng     *rand.Rand
-	peers   map[peer.ID]Coord // last coordinate heard from each peer
-	near    *neighbors
-	served  uint64
-	ok      uint64
-	failed  uint64
-	picked  [4]uint64 // by Kind
-	skipped uint64
+	mu     sync.Mutex // guards rng, peers, implausible, near, counters
+	rng    *rand.Rand
+	peers  map[peer.ID]Coord // last coordinate heard from each peer
+	near   *neighbors
+	served uint64
+	ok     uint64
+	failed uint64
+	// transportRTTs counts the ok samples whose RTT came from WithConnRTT.
+	transportRTTs uint64
+	picked        [4]uint64 // by Kind
+	skipped       uint64
 	// implausible are the peers whose last sample the model refused as
 	// implausible (ErrImplausible): their coordinates are neither kept
 	// nor shared until a sample of theirs is taken again.
@@ -67,11 +69,9 @@ type Service struct {
 	stopMetrics func()
 	limit       *limits.PerPeer // requests per remote peer (WithRateLimit; nil: none)
 
-	interval atomic.Int64 // time.Duration
-	inFlight atomic.Int32
-	// transportRTTs counts samples whose RTT came from WithConnRTT.
-	transportRTTs atomic.Uint64
-	piggyback     atomic.Pointer[piggybackBox]
+	interval  atomic.Int64 // time.Duration
+	inFlight  atomic.Int32
+	piggyback atomic.Pointer[piggybackBox]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -237,7 +237,7 @@ func (s *Service) Stats() ServiceStats {
 	return ServiceStats{
 		Model: m, Served: s.served, Samples: s.ok, SampleFailure: s.failed,
 		NearSamples: s.picked[kindNear], Probes: s.picked[kindProbe], RandomSamples: s.picked[kindRandom],
-		Skipped: s.skipped, Near: s.near.Stats(), TransportRTTs: s.transportRTTs.Load(),
+		Skipped: s.skipped, Near: s.near.Stats(), TransportRTTs: s.transportRTTs,
 	}
 }
 
@@ -352,27 +352,30 @@ func shareAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 // the neighbour set, takes the neighbours in the reply as candidates, and
 // returns the RTT.
 func (s *Service) Sample(ctx context.Context, p peer.ID) (time.Duration, error) {
-	rtt, err := s.sample(ctx, p)
+	rtt, transport, err := s.sample(ctx, p)
 	s.mu.Lock()
 	if err != nil {
 		s.failed++
 	} else {
 		s.ok++
+		if transport {
+			s.transportRTTs++
+		}
 	}
 	s.mu.Unlock()
 	return rtt, err
 }
 
-func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) {
+func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, bool, error) {
 	if p == s.h.ID() {
-		return 0, errors.New("vivaldi: cannot sample self")
+		return 0, false, errors.New("vivaldi: cannot sample self")
 	}
-	rtt, f, err := s.exchange(ctx, p)
+	rtt, transport, f, err := s.exchange(ctx, p)
 	if err != nil {
 		s.mu.Lock()
 		s.near.Failed(string(p))
 		s.mu.Unlock()
-		return rtt, err
+		return rtt, false, err
 	}
 	s.refused(f, p)
 	if pg := s.piggy(); pg != nil && len(f.Piggyback) > 0 {
@@ -423,7 +426,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 	if implausible {
 		s.drops.Add(dropImplausible, 1)
 	}
-	return rtt, err
+	return rtt, transport, err
 }
 
 // exchange sends our request to p and reads its reply. Only the exchange
@@ -432,7 +435,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, error) 
 // the request: libp2p negotiates lazily once it knows p speaks the
 // protocol; negotiating it first, out of the timed part, changed the sample
 // by 0.02 ms on mocknet, at the cost of a round trip.)
-func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, wireFrame, error) {
+func (s *Service) exchange(ctx context.Context, p peer.ID) (rtt time.Duration, transport bool, f wireFrame, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	req := messageToPB(wireFrame{Coord: s.client.GetCoordinate(), Want: s.cfg.near.Share})
@@ -443,7 +446,7 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, wireF
 	}
 	st, err := s.h.NewStream(ctx, p, s.proto)
 	if err != nil {
-		return 0, wireFrame{}, fmt.Errorf("vivaldi: open stream to %s: %w", p, err)
+		return 0, false, wireFrame{}, fmt.Errorf("vivaldi: open stream to %s: %w", p, err)
 	}
 	defer st.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -453,14 +456,13 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, wireF
 	start := time.Now()
 	if err := w.WriteMsg(req); err != nil {
 		_ = st.Reset()
-		return 0, wireFrame{}, fmt.Errorf("vivaldi: send to %s: %w", p, err)
+		return 0, false, wireFrame{}, fmt.Errorf("vivaldi: send to %s: %w", p, err)
 	}
-	f, err := readMessage(st, s.cfg.model.Dimensions, s.cfg.near.Share)
-	rtt := time.Since(start)
+	f, err = readMessage(st, s.cfg.model.Dimensions, s.cfg.near.Share)
+	rtt = time.Since(start)
 	if s.cfg.connRTT != nil && err == nil {
 		if d, ok := s.cfg.connRTT(st.Conn()); ok {
-			rtt = d
-			s.transportRTTs.Add(1)
+			rtt, transport = d, true
 		}
 	}
 	if s.cfg.timeScale != 1 {
@@ -469,9 +471,9 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (time.Duration, wireF
 	if err != nil {
 		s.drop(reasonOf(err), p, err)
 		_ = st.Reset()
-		return 0, wireFrame{}, fmt.Errorf("vivaldi: reply from %s: %w", p, err)
+		return 0, false, wireFrame{}, fmt.Errorf("vivaldi: reply from %s: %w", p, err)
 	}
-	return rtt, f, nil
+	return rtt, transport, f, nil
 }
 
 // rememberLocked records p's coordinate, forgetting an arbitrary other peer

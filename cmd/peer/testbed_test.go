@@ -165,6 +165,11 @@ func TestTestbed_LiveRepel(t *testing.T) {
 	if v := tb.Vivaldi; !(v[0] >= 0 && v[1] >= v[0]) {
 		t.Errorf("vivaldi error %v", v)
 	}
+	// The peers' Vivaldi RTTs are the transports' own (--rtt transport,
+	// the default): every connection in the bed is TCP or QUIC.
+	if tb.RTT != "transport" || tb.TransportShare == nil || *tb.TransportShare != 1 {
+		t.Errorf("vivaldi rtt %q, transport share %v, want every sample", tb.RTT, tb.TransportShare)
+	}
 	nss, links, err := testbed.Leftovers(testbed.Prefix + tb.RunID)
 	if err != nil || len(nss)+len(links) > 0 {
 		t.Errorf("left behind: namespaces %v, links %v (%v)", nss, links, err)
