@@ -54,6 +54,11 @@ type VivaldiWait struct {
 	// MinImprove is the relative drop of the median that counts as an
 	// improvement (default 0.02).
 	MinImprove float64
+	// PatienceSamples is how many samples a peer must also have taken
+	// since the last improvement before the wait ends on a plateau (0:
+	// polls alone): the error falls with samples, not seconds, and a large
+	// swarm samples less often (VivaldiWarmInterval).
+	PatienceSamples float64
 }
 
 // VivaldiSummary is the `vivaldi` block of the swarm report: the live
@@ -370,7 +375,7 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 	}
 	tick := time.NewTicker(v.s.Wall(w.Poll))
 	defer tick.Stop()
-	best, stale := 0.0, 0
+	best, stale, bestAt := 0.0, 0, 0.0
 	for first := true; ; first = false {
 		med, p90 := v.Error()
 		v.s.progress("vivaldi", int(100*min(1, max(0, 1-med))), 100)
@@ -382,10 +387,10 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 			sum.NearMedian, sum.NearestExcessMs = v.NearError()
 			return sum, nil
 		case first || med < best*(1-w.MinImprove):
-			best, stale = med, 0
+			best, stale, bestAt = med, 0, sum.Samples
 		default:
 			stale++
-			if stale >= w.Patience {
+			if stale >= w.Patience && sum.Samples-bestAt >= w.PatienceSamples {
 				sum.Stopped = "plateau"
 				sum.NearMedian, sum.NearestExcessMs = v.NearError()
 				return sum, nil
@@ -412,16 +417,25 @@ func VivaldiWarmInterval(n int) time.Duration {
 	return max(300*time.Millisecond, time.Duration(n)*1250*time.Microsecond)
 }
 
+// WarmPatienceSamples is how many samples a peer takes without the error
+// improving before WarmUp gives up on the bound: what ten polls gave 490
+// peers at VivaldiWarmInterval (612 ms); at 2 000 peers (2.5 s) ten polls
+// were four samples, and the wait ended at a median error of 0.39 after
+// 10.6 samples a peer (experiments/README.md, "Live repel swarms at 2 000
+// peers").
+const WarmPatienceSamples = 16
+
 // VivaldiSlowInterval is how often each peer samples once the coordinates
 // are good (WarmUp): the selection gets the machine.
 const VivaldiSlowInterval = 2 * time.Second
 
 // WarmUp waits until the live median error is under bound or stops
-// improving (ten polls without), then slows every peer to a sample every
+// improving (ten polls, and WarmPatienceSamples samples a peer, without),
+// then slows every peer to a sample every
 // VivaldiSlowInterval: how `peer swarm` readies the coordinates before a
 // method starts.
 func (v *VivaldiRun) WarmUp(ctx context.Context, bound float64) (VivaldiSummary, error) {
-	vs, err := v.Wait(ctx, VivaldiWait{Bound: bound, Patience: 10})
+	vs, err := v.Wait(ctx, VivaldiWait{Bound: bound, Patience: 10, PatienceSamples: WarmPatienceSamples})
 	if err != nil {
 		return vs, err
 	}

@@ -140,3 +140,36 @@ func TestSwarm_Dilate(t *testing.T) {
 		t.Errorf("Elapsed of 3 s on the clock: %v, want about 1 s", e)
 	}
 }
+
+// A wait that cannot reach its bound ends on a plateau, and not before
+// every peer has sampled PatienceSamples times since the error last fell:
+// the plateau is counted in samples, which a large swarm takes slowly,
+// not only in polls.
+func TestVivaldiRun_PlateauCountsSamples(t *testing.T) {
+	s, _ := planetlabSwarm(t, 20, 6)
+	v, err := s.StartVivaldi(VivaldiOptions{Interval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	quick, err := v.Wait(ctx, VivaldiWait{Bound: 1e-6, Poll: 100 * time.Millisecond, Patience: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := v.Samples()
+	patient, err := v.Wait(ctx, VivaldiWait{Bound: 1e-6, Poll: 100 * time.Millisecond, Patience: 2, PatienceSamples: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quick.Stopped != "plateau" || patient.Stopped != "plateau" {
+		t.Fatalf("stopped by %q and %q", quick.Stopped, patient.Stopped)
+	}
+	// Two polls of 100 ms are under one sample a peer; twelve samples
+	// since the last improvement take at least 12 × 300 ms × ½ (jitter).
+	if patient.Samples-from < 12 {
+		t.Errorf("the patient wait ended after %.1f samples a peer, want at least 12", patient.Samples-from)
+	}
+	t.Logf("plateau after %.1f samples a peer (polls alone) and %.1f more (12 samples of patience)", quick.Samples, patient.Samples-from)
+}
