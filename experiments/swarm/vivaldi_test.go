@@ -154,12 +154,12 @@ func TestVivaldiRun_PlateauCountsSamples(t *testing.T) {
 	defer v.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	quick, err := v.Wait(ctx, VivaldiWait{Bound: 1e-6, Poll: 100 * time.Millisecond, Patience: 2})
+	quick, err := v.Wait(ctx, VivaldiWait{Bound: 1e-6, Poll: 100 * time.Millisecond, Patience: 2, MinImprove: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	from := v.Samples()
-	patient, err := v.Wait(ctx, VivaldiWait{Bound: 1e-6, Poll: 100 * time.Millisecond, Patience: 2, PatienceSamples: 12})
+	patient, err := v.Wait(ctx, VivaldiWait{Bound: 1e-6, Poll: 100 * time.Millisecond, Patience: 2, MinImprove: 0.5, PatienceSamples: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
