@@ -189,7 +189,7 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 	natFrac := fs.Float64("nat", 0, fmt.Sprintf("put this fraction of the peers (never the first %d, everyone's way in) each behind a masquerading NAT of its own; they run `--reachability private` and cannot be superpeers (prefix, with an ID puzzle of %d bits their identities fail)", natBoot, natPuzzle))
 	relayMode := fs.String("relay", "superpeer", "with --nat: the NAT'd peers' relays (`peer run --relay`): superpeer (their superpeers' relays, bounded by the capacity) or random (go-libp2p's relay on every public peer, AutoRelay's random choice)")
 	relayPairs := fs.Int("relay-pairs", 40, "with --nat: how many pairs of NAT'd peers ping each other over their relays")
-	transport := fs.String("transport", "tcp,quic", "what the peers listen on and dial: tcp,quic, tcp or quic")
+	transport := fs.String("transport", "auto", "what the peers listen on and dial: tcp,quic, tcp or quic; auto is tcp for --method repel (its Vivaldi RTTs are then the kernel's, measured when ACKs arrive; quic-go's are measured in the peer's process, which 120 peers on two cores keep waiting) and tcp,quic otherwise")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -205,6 +205,12 @@ func runTestbed(args []string, stdout, stderr io.Writer) (err error) {
 		}
 		fmt.Fprintf(stdout, "no namespace or link named %s* is left\n", testbed.Prefix)
 		return nil
+	}
+	if *transport == "auto" {
+		*transport = "tcp,quic"
+		if *method == "repel" {
+			*transport = "tcp"
+		}
 	}
 	m, lerr := superpeer.Lookup(*method)
 	switch {

@@ -170,6 +170,10 @@ func TestTestbed_LiveRepel(t *testing.T) {
 	if tb.RTT != "transport" || tb.TransportShare == nil || *tb.TransportShare != 1 {
 		t.Errorf("vivaldi rtt %q, transport share %v, want every sample", tb.RTT, tb.TransportShare)
 	}
+	// A repel bed runs on TCP unless told: the kernel measures its RTTs.
+	if rep.Transport != "netns (tcp)" {
+		t.Errorf("transport %q, want TCP alone", rep.Transport)
+	}
 	nss, links, err := testbed.Leftovers(testbed.Prefix + tb.RunID)
 	if err != nil || len(nss)+len(links) > 0 {
 		t.Errorf("left behind: namespaces %v, links %v (%v)", nss, links, err)
