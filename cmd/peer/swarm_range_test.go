@@ -89,17 +89,7 @@ func TestSwarm_RangesAcrossProcessesMerge(t *testing.T) {
 		t.Fatalf("second report: transport %q, range %+v, %d peers", rep.Transport, rep.Range, len(rep.Peers))
 	}
 
-	out.Reset()
-	errb.Reset()
-	if code := run([]string{"merge", "--json", merged, rb, ra}, &out, &errb); code != 0 {
-		t.Fatalf("merge: exit %d: %s %s", code, out.String(), errb.String())
-	}
-	var m mergedReport
-	if b, err := os.ReadFile(merged); err != nil {
-		t.Fatal(err)
-	} else if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
+	m := mergeReports(t, merged, rb, ra)
 	if m.N != 40 || len(m.Parts) != 2 || m.Parts[0].From != 0 || len(m.Peers) != 40 || !m.Exact || m.Superpeers.Count != 4 || m.Superpeers.Unserved != 0 {
 		t.Fatalf("merged: n %d, %d parts, %d peers, exact %v, %d superpeers, %d unserved", m.N, len(m.Parts), len(m.Peers), m.Exact, m.Superpeers.Count, m.Superpeers.Unserved)
 	}
@@ -169,4 +159,21 @@ func TestSwarm_RangeFlagsAreChecked(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want a usage error containing %q", c.args, code, lastLine(errb.String()), c.want)
 		}
 	}
+}
+
+// mergeReports runs `peer merge --json merged REPORT…`, which must succeed
+// (an exact selection), and returns the merged report.
+func mergeReports(t *testing.T, merged string, reports ...string) mergedReport {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(append([]string{"merge", "--json", merged}, reports...), &out, &errb); code != 0 {
+		t.Fatalf("merge: exit %d: %s %s", code, out.String(), errb.String())
+	}
+	var m mergedReport
+	if b, err := os.ReadFile(merged); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

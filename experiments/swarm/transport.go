@@ -54,7 +54,7 @@ func realHost(t Transport, ip string, sk crypto.PrivKey, cm connmgr.ConnManager)
 	if parsed.To4() == nil {
 		family = "ip6"
 	}
-	mgr, err := peerhost.ResourceManager(nil, false, false)
+	mgr, err := peerhost.ResourceManager(nil, false, false, peerhost.WithoutIPLimits())
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"math"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/internal/limits"
@@ -31,7 +32,8 @@ const PeerStreamsInbound = 128
 // method's announce, move and survey) and at most PeerStreamsInbound
 // streams in from one peer. What it refuses is counted in refused (nil:
 // not counted) and, with trace, in go-libp2p's libp2p_rcmgr_* series.
-func ResourceManager(refused *limits.Refusals, trace, defaultsOnly bool) (network.ResourceManager, error) {
+// extra are further rcmgr options (WithoutIPLimits).
+func ResourceManager(refused *limits.Refusals, trace, defaultsOnly bool, extra ...rcmgr.Option) (network.ResourceManager, error) {
 	cfg := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&cfg)
 	if !defaultsOnly {
@@ -49,5 +51,17 @@ func ResourceManager(refused *limits.Refusals, trace, defaultsOnly bool) (networ
 		}
 		opts = append(opts, rcmgr.WithTraceReporter(str))
 	}
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(cfg.AutoScale()), opts...)
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(cfg.AutoScale()), append(opts, extra...)...)
+}
+
+// WithoutIPLimits lifts go-libp2p's limit of concurrent connections from
+// one address (8 per IPv4 address, 64 per IPv6 /48; loopback exempt): a
+// swarm process puts hundreds of peers behind one address, and those of
+// another process reaching it from another address, or another machine,
+// would be refused past the eighth.
+func WithoutIPLimits() rcmgr.Option {
+	return rcmgr.WithLimitPerSubnet(
+		[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: math.MaxInt}},
+		[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: math.MaxInt}},
+	)
 }
