@@ -100,9 +100,6 @@ func TestTCPAddr_OnlyPlainTCP(t *testing.T) {
 			t.Errorf("%s read as a TCP socket", s)
 		}
 	}
-	if _, err := parseReply([]byte{1, 2, 3}); err == nil {
-		t.Error("a short reply parsed")
-	}
 }
 
 // While the process is too busy to answer at once (a CPU hog on every

@@ -66,6 +66,9 @@ func TestTCPInfo_MatchesGetsockopt(t *testing.T) {
 	if info[0] != want.State {
 		t.Errorf("state %d by sock_diag, %d by getsockopt", info[0], want.State)
 	}
+	if _, err := parseReply([]byte{1, 2, 3}); err == nil {
+		t.Error("a short reply parsed")
+	}
 	// Another four-tuple is no socket.
 	other := *c.RemoteAddr().(*net.TCPAddr)
 	other.Port++
