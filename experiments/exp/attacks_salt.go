@@ -9,10 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/report"
-	"github.com/superpeer-overlay/superpeer/experiments/sim"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
@@ -108,6 +106,10 @@ func runSaltChanges(o Options, r *report.Run) (saltParams, []saltChange, error) 
 	}
 	defer s.Close()
 	fmt.Fprintf(o.Stdout, "\nsalted prefix swarm of %d selected %d superpeers in %.1f s\n", p.N, len(s.PrefixState().Superpeers), took.Seconds())
+	scheme, err := superpeer.Exact(p.S)
+	if err != nil {
+		return p, nil, err
+	}
 	t := report.NewTable("n", "S", "change", "all took it s", "groups moved", "clients re-attached", "of clients", "settle s", "correct", "ever unserved", "longest unserved s", "unserved client-s", "requests/peer/s settled", "during", "extra a peer")
 	var rows []saltChange
 	var series []report.Series
@@ -142,28 +144,13 @@ func runSaltChanges(o Options, r *report.Run) (saltParams, []saltChange, error) 
 		row.SettleSeconds = d.Seconds()
 		row.ChangeRate = float64(requests(s.Traffic())-requests(t1)) / float64(len(s.Live())) / d.Seconds()
 		row.ExtraPerPeer = (row.ChangeRate - row.SteadyRate) * d.Seconds()
-		scheme, err := superpeer.Exact(p.S)
-		if err != nil {
-			return p, nil, err
-		}
-		live := s.Live()
-		keys := make([]dht.Key, len(live))
-		for i, idx := range live {
-			keys[i] = s.Peers[idx].Key
-		}
-		want := sim.Prefix(keys, scheme.Salted(v), 0)
-		exp := make([]int, len(want.Superpeers))
-		for i, j := range want.Superpeers {
-			exp[i] = live[j]
-		}
-		slices.Sort(exp)
-		row.Correct = slices.Equal(exp, after.Superpeers)
+		row.Correct = slices.Equal(simSuperpeers(s, scheme.Salted(v)), after.Superpeers)
 		for _, sp := range after.Superpeers {
 			if !slices.Contains(before.Superpeers, sp) {
 				row.GroupsMoved++
 			}
 		}
-		for _, i := range live {
+		for _, i := range s.Live() {
 			if after.Assignment[i] == i {
 				continue
 			}

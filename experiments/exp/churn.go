@@ -8,10 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/report"
-	"github.com/superpeer-overlay/superpeer/experiments/sim"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
 
@@ -130,17 +128,7 @@ func runChurn(o Options, r *report.Run) error {
 		}
 		row.RecoverSeconds = d.Seconds()
 		after := s.PrefixState()
-		live := s.Live()
-		keys := make([]dht.Key, len(live))
-		for i, idx := range live {
-			keys[i] = s.Peers[idx].Key
-		}
-		want := sim.Prefix(keys, scheme, 0)
-		exp := make([]int, len(want.Superpeers))
-		for i, j := range want.Superpeers {
-			exp[i] = live[j]
-		}
-		slices.Sort(exp)
+		exp := simSuperpeers(s, scheme)
 		row.Correct = slices.Equal(exp, after.Superpeers)
 		row.SuperpeersNow, row.Expected, row.Wrong, row.Unserved = len(after.Superpeers), len(exp), after.Wrong, after.Unserved
 		rows = append(rows, row)

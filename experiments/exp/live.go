@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/report"
+	"github.com/superpeer-overlay/superpeer/experiments/sim"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
@@ -114,3 +117,21 @@ func liveSwarm(ctx context.Context, c liveConfig, stderr io.Writer) (*swarm.Swar
 
 // capacityFor is the swarm's default capacity, twice the mean load.
 func capacityFor(n, S int) int { return 2 * ((n + S - 1) / S) }
+
+// simSuperpeers is the superpeer set the simulator (sim.Prefix) picks
+// under scheme among s's live peers, by peer index, sorted: a check of a
+// live selection that does not share the swarm's own.
+func simSuperpeers(s *swarm.Swarm, scheme superpeer.Prefix) []int {
+	live := s.Live()
+	keys := make([]dht.Key, len(live))
+	for i, idx := range live {
+		keys[i] = s.Peers[idx].Key
+	}
+	want := sim.Prefix(keys, scheme, 0)
+	exp := make([]int, len(want.Superpeers))
+	for i, j := range want.Superpeers {
+		exp[i] = live[j]
+	}
+	slices.Sort(exp)
+	return exp
+}
