@@ -368,8 +368,8 @@ func (c *PrefixCore) routing(now time.Time, id peer.ID, key dht.Key, added bool)
 
 // relevant says whether a routing-table change can change who serves us:
 // a peer added closer to our group key than our superpeer (or than us, when
-// we are the superpeer; any peer of our group, when we know none), or our
-// superpeer gone. Everything else is noise: in a large group every lookup
+// we are the superpeer; any peer of our group, when a step has named none),
+// or our superpeer gone. Everything else is noise: in a large group every lookup
 // puts its asker into the tables of the peers near the group key, and
 // rechecking on each of those events makes lookups beget lookups.
 func (c *PrefixCore) relevant(ev routingEvent) bool {
@@ -389,7 +389,13 @@ func (c *PrefixCore) relevant(ev routingEvent) bool {
 		ref, refKey = c.named, c.namedKey
 	}
 	if ref == "" {
-		return true
+		// Nobody named yet: any peer of the group may be the one, once a
+		// step has looked. Before the first step, the step due within
+		// StartSpread will see the table as it is then: taken as a cue,
+		// every peer's first lookup put it into tables of its group and
+		// started their first steps at once, and the spread held for
+		// nobody (at 10 000 peers all of them looked up within seconds).
+		return c.steps > 0
 	}
 	return c.scheme.GroupKey(c.group).Closer(ev.key, refKey)
 }

@@ -455,7 +455,14 @@ func TestPrefixCore_RoutingChanges(t *testing.T) {
 	routing := func(name string, added bool) []PrefixOp {
 		return r.c.routing(r.now, peer.ID(name), coreKey(name), added)
 	}
-	// Before the first answer, any peer of the group counts.
+	// Before the first step, nothing brings it forward: it comes within
+	// StartSpread and sees the table as it is then.
+	if ops := routing("g0.9", true); len(ops) != 0 {
+		t.Fatalf("ops %v before the first step", ops)
+	}
+	// A first step that named nobody: then any peer of the group counts.
+	r.tickUntil().want("lookup 0").look("").want()
+	r.after(2 * coreOpts.MinRecheck)
 	r.ops = routing("g0.9", true)
 	r.want("lookup 0")
 	// During the step: queued, then judged once g0.3 serves us.

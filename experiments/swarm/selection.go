@@ -49,9 +49,11 @@ func (s *Swarm) Selector(i int) *superpeer.PrefixSelector {
 // prefixSelector is any live peer's prefix selector, for the scheme and
 // capacity they share.
 func (s *Swarm) prefixSelector() *superpeer.PrefixSelector {
-	for _, i := range s.Live() {
-		if p := s.Selector(i); p != nil {
-			return p
+	for _, p := range s.Local() {
+		if i := p.Index; !s.dead[i].Load() && !s.held[i].Load() {
+			if sel := s.Selector(i); sel != nil {
+				return sel
+			}
 		}
 	}
 	return nil
@@ -204,16 +206,22 @@ func (s *Swarm) WaitPrefix(ctx context.Context, since time.Time) (time.Duration,
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	logged := time.Now()
+	lookups, requests := s.prefixTraffic()
 	for {
 		st := s.PrefixState()
 		s.progress("select", len(s.Live())-st.Wrong-st.Unserved, len(s.Live()))
 		if st.Converged() {
 			return time.Since(since), nil
 		}
-		if time.Since(logged) >= stateLogEvery {
-			// What keeps it from converging, by kind, as repel's Wait says.
+		if dt := time.Since(logged); dt >= stateLogEvery {
+			// What keeps it from converging, by kind, as repel's Wait
+			// says, and the selectors' traffic since the last line.
 			logged = time.Now()
-			s.logf("prefix at %.0f s: %d wrong %v, %d unserved (room %d)", time.Since(since).Seconds(), st.Wrong, st.Kinds, st.Unserved, st.Room)
+			l, r := s.prefixTraffic()
+			s.logf("prefix at %.0f s: %d wrong %v, %d unserved (room %d); %.0f lookups/s, %.0f attach requests/s",
+				time.Since(since).Seconds(), st.Wrong, st.Kinds, st.Unserved, st.Room,
+				float64(l-lookups)/dt.Seconds(), float64(r-requests)/dt.Seconds())
+			lookups, requests = l, r
 		}
 		select {
 		case <-ctx.Done():
@@ -221,6 +229,18 @@ func (s *Swarm) WaitPrefix(ctx context.Context, since time.Time) (time.Duration,
 		case <-tick.C:
 		}
 	}
+}
+
+// prefixTraffic is the lookups and attach requests (renewals included) the
+// live prefix selectors here have made so far.
+func (s *Swarm) prefixTraffic() (lookups, requests uint64) {
+	for _, i := range s.Live() {
+		if sel := s.Selector(i); sel != nil {
+			lookups += sel.Lookups()
+			requests += sel.Attach().Stats.Sent.Load()
+		}
+	}
+	return lookups, requests
 }
 
 // SelectionStart is when the running method's selectors started.
