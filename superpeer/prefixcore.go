@@ -26,11 +26,12 @@ import (
 // groups a step, the next step going on where the last stopped. A
 // superpeer that answers NOT_SUPERPEER (it has not learned its role yet) is
 // asked again, without a lookup, after 1, 2, 4, … × MinRecheck (at most
-// Recheck) until a step names another.
+// Recheck) until a step names another; so is one whose request got no
+// answer, up to homeFailTries in a row before a step walks.
 //
 // Steps come within StartSpread of the first call (spread by key), then
 // every Recheck (ClientRecheck for a client attached in its group; backing
-// off to it for a peer left unserved or served away from home), on Recheck
+// off to it for a peer left unserved), on Recheck
 // and on a routing-table change that can matter, never two within
 // MinRecheck. The attachment is renewed every TTL/3; a refused renewal, or
 // failed ones until the TTL since the last accepted one would pass before
@@ -67,6 +68,10 @@ type PrefixCore struct {
 	attached    peer.ID // the superpeer that accepted us, as a client
 	attachedKey dht.Key
 	home        bool // attached is our own group's superpeer
+	// homeFails counts the requests in a row to homeFailed, our group's
+	// superpeer, that got no answer.
+	homeFailed peer.ID
+	homeFails  int
 	// named is the superpeer of our group that our last lookup named.
 	named    peer.ID
 	namedKey dht.Key
@@ -646,11 +651,35 @@ func (c *PrefixCore) answered(now time.Time, sp peer.ID, key dht.Key, home bool,
 		c.accept(now, sp, key, home, reason)
 		return true
 	}
-	if ok && st == NotSuperpeer && home {
+	if !home {
+		return false
+	}
+	if ok || c.homeFailed != sp {
+		c.homeFailed, c.homeFails = "", 0
+	}
+	switch {
+	case ok && st == NotSuperpeer:
 		c.notYet(now, sp, key)
+	case !ok:
+		// No answer: on a loaded network a request times out while the
+		// superpeer lives and has room, and walking to other groups on it
+		// cost each such client a lookup a group and left it served away
+		// until its next step (at 10 000 peers, the last clients to
+		// converge). Ask it again as one that has not learned its role;
+		// after homeFailTries in a row without an answer, walk.
+		c.homeFailed = sp
+		if c.homeFails++; c.homeFails < homeFailTries {
+			c.notYet(now, sp, key)
+		} else {
+			c.pending, c.pendingTries, c.retryAt = "", 0, time.Time{}
+		}
 	}
 	return false
 }
+
+// homeFailTries is how many requests in a row to our group's superpeer may
+// fail (no answer) before a step walks to other groups.
+const homeFailTries = 3
 
 // accept records sp as the superpeer serving us and leaves the one before.
 func (c *PrefixCore) accept(now time.Time, sp peer.ID, key dht.Key, home bool, reason string) {
@@ -748,11 +777,15 @@ func (c *PrefixCore) nextRecheck() time.Duration {
 	d := c.recheck
 	if c.role == Client && c.attached != "" && c.home {
 		d = c.clientRecheck
-	} else if c.misses > 1 {
-		// Unserved, or served away from home, after steps in a row: back
-		// off (2, 4, … × Recheck, at most ClientRecheck) so that a crowd
-		// of peers that cannot be served yet does not swamp the peers near
-		// its group key with lookups.
+	} else if c.misses > 1 && c.attached == "" {
+		// Unserved after steps in a row: back off (2, 4, … × Recheck, at
+		// most ClientRecheck) so that a crowd of peers that cannot be
+		// served yet does not swamp the peers near its group key with
+		// lookups. A client served away from home does not back off: it
+		// is one of the few its full superpeer turned away, and once its
+		// superpeer has room it should move home within a Recheck (at
+		// 10 000 peers one client, away after a crowded start, was still
+		// away 80 s after every other had converged).
 		d = min(c.clientRecheck, c.recheck<<min(c.misses-1, 16))
 	}
 	x := splitmix(binary.BigEndian.Uint64(c.key[16:]) + c.steps)

@@ -269,11 +269,12 @@ func TestPrefixCore_OverflowWalk(t *testing.T) {
 	if !strings.Contains(r.c.reason, "group 1's accepted") {
 		t.Fatalf("reason %q", r.c.reason)
 	}
-	// Served away from home: the next step asks home and stays if full.
-	r.within(2 * coreOpts.Recheck)
+	// Served away from home: the next step, a Recheck on (no backoff once
+	// served), asks home and stays if full.
+	r.within(coreOpts.Recheck)
 	r.tickUntil().want("lookup 0").look("g0.0").want("attach g0.0").answer(Full).want().role(Client, "g1.0")
 	// Home has room later: it moves home and leaves group 1's superpeer.
-	r.within(4 * coreOpts.Recheck)
+	r.within(coreOpts.Recheck)
 	r.tickUntil().want("lookup 0").look("g0.0").want("attach g0.0").answer(Accepted).want("leave g1.0").role(Client, "g0.0")
 }
 
@@ -332,6 +333,35 @@ func TestPrefixCore_NotSuperpeerRetries(t *testing.T) {
 	if r.c.pending != "" || !r.c.retryAt.IsZero() {
 		t.Fatal("a pending retry outlived the acceptance")
 	}
+}
+
+// A request to our group's superpeer that gets no answer is asked again
+// (1, 2 × MinRecheck), not answered by walking to other groups; after
+// homeFailTries failures in a row the next step walks.
+func TestPrefixCore_FailedHomeRequestRetries(t *testing.T) {
+	o := coreOpts
+	o.Recheck, o.ClientRecheck = time.Minute, 8*time.Minute
+	r := newRig(t, "g0.5", o)
+	r.tickUntil().want("lookup 0").look("g0.0").want("attach g0.0").fail().want().role(Unknown, "")
+	var gaps []time.Duration
+	for range homeFailTries - 1 {
+		before := r.now
+		r.tickUntil().want("attach g0.0")
+		gaps = append(gaps, r.now.Sub(before))
+		r.fail().want()
+	}
+	if want := []time.Duration{time.Second, 2 * time.Second}; !slices.Equal(gaps, want) {
+		t.Fatalf("retries after %v, want %v", gaps, want)
+	}
+	// No retry is left: the next step looks up, and its failed request
+	// walks to the nearest group.
+	r.tickUntil().want("lookup 0").look("g0.0").want("attach g0.0").fail()
+	r.want("lookup 1").look("g1.0").want("attach g1.0").answer(Accepted).role(Client, "g1.0")
+	// An answer clears the count: home answers, then fails once more, and
+	// is asked again rather than walked away from.
+	r.tickUntil().want("lookup 0").look("g0.0").want("attach g0.0").answer(Full).want().role(Client, "g1.0")
+	r.tickUntil().want("lookup 0").look("g0.0").want("attach g0.0").fail().want()
+	r.tickUntil().want("attach g0.0").answer(Accepted).want("leave g1.0").role(Client, "g0.0")
 }
 
 // renewingClient is a rig whose core is a client of g0.0 that only renews

@@ -48,7 +48,10 @@ type swarmReport struct {
 	MemLimit int64 `json:"mem_limit"`
 	// Dilation is the time dilation of the Vivaldi and selection phases
 	// (--dilate): every figure is in the network's time.
-	Dilation     float64 `json:"dilation"`
+	Dilation float64 `json:"dilation"`
+	// TTLSeconds is the attachment lifetime the selectors ran with
+	// (--ttl, or swarm.TTLFor's for n).
+	TTLSeconds   float64 `json:"ttl_seconds"`
 	BuildSeconds float64 `json:"build_seconds"`
 	// JoinRetries counts joins tried again through other peers;
 	// JoinLookupFailures, joins left to convergence to mend (connected, but
@@ -179,7 +182,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	startSpread := fs.Duration("start-spread", 0, "prefix: spread the peers' first lookups over this long (0: n × "+swarm.PrefixSpreadPerPeer.String()+", at least 1s; all start at once here, which no real network does)")
 	fraction := fs.Float64("fraction", 0, "make S follow this fraction of the swarm, agreed by the peers (the census: superpeer.WithFraction, repel.Config.Fraction); --superpeers is then where they start and the capacity 2⌈1/fraction⌉ unless --capacity is given; with one --method, prefix (without --pow2) or repel (0: S fixed)")
 	capacity := fs.Int("capacity", 0, "C, the most clients a superpeer serves (0: twice the mean load, 2⌈n/S⌉)")
-	ttl := fs.Duration("ttl", 9*time.Second, "attachment lifetime without renewal; renewed every third of it")
+	ttl := fs.Duration("ttl", 0, "attachment lifetime without renewal; renewed every third of it (0: "+swarm.TTLFor(1).String()+", or n × "+swarm.TTLPerPeer.String()+" above "+strconv.Itoa(swarm.TTLScaleAbove)+" peers, so that this process renews at most "+strconv.Itoa(int(math.Round(swarm.TTLScaleAbove*3/swarm.TTLFor(1).Seconds())))+" attachments a second)")
 	displace := fs.Duration("displace", superpeer.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	survey := fs.Duration("survey", swarm.RepelSwarmConfig(1, repel.Attract).SurveyInterval, "repel: a settled holder surveys its place this long after settling (then twice as long after each survey that keeps it): candidates among its clients measure the RTTs to its clients, and the token moves to one measured better (0: no surveys; the swarm converges once every place was kept)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
@@ -279,7 +282,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --displace %v is negative", errUsage, *displace)
 	case *survey < 0:
 		return fmt.Errorf("%w: --survey %v is negative", errUsage, *survey)
-	case *ttl < 100*time.Millisecond:
+	case *ttl != 0 && *ttl < 100*time.Millisecond:
 		return fmt.Errorf("%w: --ttl %v is below 100ms", errUsage, *ttl)
 	case *parallel < 1:
 		return fmt.Errorf("%w: --parallel %d must be at least 1", errUsage, *parallel)
@@ -397,6 +400,10 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		bar.log(fmt.Sprintf("time dilated ×%g from here: links and timers %g times slower, figures in the network's time", *dilate, *dilate))
 	}
 	rep.Dilation = s.Dilation()
+	if *ttl == 0 {
+		*ttl = swarm.TTLFor(*n)
+	}
+	rep.TTLSeconds = ttl.Seconds()
 	var vr *swarm.VivaldiRun
 	if *viv {
 		if *vivInterval == 0 {

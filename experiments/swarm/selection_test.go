@@ -188,3 +188,24 @@ func TestPrefix_LateJoinerNeedsOneLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The swarm's default TTL keeps one process's renewals (n / (TTL/3) a
+// second) at most TTLScaleAbove × 3 / 9 s a second, and stays 9 s up to
+// TTLScaleAbove peers.
+func TestTTLFor_BoundsTheRenewalRate(t *testing.T) {
+	for _, n := range []int{1, 200, 2000, 2001, 5000, 10000, 1000000} {
+		ttl := TTLFor(n)
+		if n <= TTLScaleAbove && ttl != 9*time.Second {
+			t.Errorf("TTLFor(%d) = %v, want 9s", n, ttl)
+		}
+		if ttl < 9*time.Second {
+			t.Errorf("TTLFor(%d) = %v, below 9s", n, ttl)
+		}
+		if rate, most := float64(n)/(ttl.Seconds()/3), float64(TTLScaleAbove)*3/9+1e-6; rate > most {
+			t.Errorf("TTLFor(%d) = %v: %.0f renewals a second, more than %.0f", n, ttl, rate, most)
+		}
+	}
+	if got := TTLFor(10000); got != 45*time.Second {
+		t.Errorf("TTLFor(10000) = %v, want 45s", got)
+	}
+}
