@@ -396,10 +396,11 @@ func (c *PrefixCore) relevant(ev routingEvent) bool {
 	if ref == "" {
 		// Nobody named yet: any peer of the group may be the one, once a
 		// step has looked. Before the first step, the step due within
-		// StartSpread will see the table as it is then: taken as a cue,
-		// every peer's first lookup put it into tables of its group and
-		// started their first steps at once, and the spread held for
-		// nobody (at 10 000 peers all of them looked up within seconds).
+		// StartSpread will see the table as it is then. Taken as a cue,
+		// every early lookup, which puts its asker into tables of its
+		// group, could start those peers' first steps at once, and the
+		// spread did not hold (at 10 000 peers the selection never
+		// converged; with this, the lookups came at the spread's rate).
 		return c.steps > 0
 	}
 	return c.scheme.GroupKey(c.group).Closer(ev.key, refKey)
