@@ -23,8 +23,9 @@ import (
 const PrefixSpreadPerPeer = 10 * time.Millisecond
 
 // The attachment lifetime peer swarm gives its selectors unless told
-// (TTLFor): 9 s up to TTLScaleAbove peers, TTLPerPeer a peer above. A client renews every TTL/3, so one process running n peers
-// renews n/(TTL/3) attachments a second, a stream each: 3 333 a second at
+// (TTLFor): 9 s up to TTLScaleAbove peers, TTLPerPeer a peer above. A
+// client renews every TTL/3, so one process running n peers renews
+// n/(TTL/3) attachments a second, a stream each: 3 333 a second at
 // 10 000 peers and 9 s, more than this project's 2-core machine serves
 // beside the lookups, and the leases that lapsed while it fell behind sent
 // their clients into more lookups and requests (experiments/README.md,
@@ -73,8 +74,8 @@ func (s *Swarm) Selector(i int) *superpeer.PrefixSelector {
 // capacity they share.
 func (s *Swarm) prefixSelector() *superpeer.PrefixSelector {
 	for _, p := range s.Local() {
-		if i := p.Index; !s.dead[i].Load() && !s.held[i].Load() {
-			if sel := s.Selector(i); sel != nil {
+		if s.live(p.Index) {
+			if sel := s.Selector(p.Index); sel != nil {
 				return sel
 			}
 		}
@@ -82,12 +83,15 @@ func (s *Swarm) prefixSelector() *superpeer.PrefixSelector {
 	return nil
 }
 
+// live is whether peer i is neither killed nor held back.
+func (s *Swarm) live(i int) bool { return !s.dead[i].Load() && !s.held[i].Load() }
+
 // Live lists the indices of the peers that have not been killed.
 func (s *Swarm) Live() []int {
 	out := make([]int, 0, s.cfg.To-s.cfg.From)
 	for _, p := range s.Local() {
-		if i := p.Index; !s.dead[i].Load() && !s.held[i].Load() {
-			out = append(out, i)
+		if s.live(p.Index) {
+			out = append(out, p.Index)
 		}
 	}
 	return out
@@ -101,7 +105,7 @@ func (s *Swarm) Everyone() []int {
 	}
 	var out []int
 	for i, p := range s.Peers {
-		if p.Remote || !s.dead[i].Load() && !s.held[i].Load() {
+		if p.Remote || s.live(i) {
 			out = append(out, i)
 		}
 	}

@@ -382,7 +382,7 @@ func (v *View) Kill(idx []int, why string) (superpeers int, err error) {
 		return 0, ErrNotReady
 	}
 	for _, i := range idx {
-		if i < 0 || i >= len(v.s.Peers) || v.s.dead[i].Load() || v.s.held[i].Load() {
+		if i < 0 || i >= len(v.s.Peers) || !v.s.live(i) {
 			return 0, fmt.Errorf("swarm: peer %d is not a live peer", i)
 		}
 	}

@@ -4,10 +4,11 @@
 package peerhost
 
 import (
+	"math"
+
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
-	"math"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/internal/limits"
@@ -55,7 +56,8 @@ func ResourceManager(refused *limits.Refusals, trace, defaultsOnly bool, extra .
 }
 
 // WithoutIPLimits lifts go-libp2p's limit of concurrent connections from
-// one address (8 per IPv4 address, 64 per IPv6 /48; loopback exempt): a
+// one address (8 per IPv4 address; 8 per IPv6 /56 and 64 per /48, both
+// lifted, since the option replaces the list; loopback exempt): a
 // swarm process puts hundreds of peers behind one address, and those of
 // another process reaching it from another address, or another machine,
 // would be refused past the eighth.
