@@ -59,6 +59,7 @@ type swarmReport struct {
 	JoinRetries        int64   `json:"join_retries"`
 	JoinLookupFailures int64   `json:"join_lookup_failures"`
 	ConvergeSeconds    float64 `json:"converge_seconds"`
+	ConvergeMisses     int     `json:"converge_check_misses"`
 	RSSBytes           uint64  `json:"rss_bytes"`
 	Goroutines         int     `json:"goroutines"`
 	ConnsMean          float64 `json:"connections_mean"`
@@ -391,6 +392,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		JoinRetries:        s.JoinRetries.Load(),
 		JoinLookupFailures: s.JoinLookupFailures.Load(),
 		ConvergeSeconds:    s.ConvergeTime.Seconds(),
+		ConvergeMisses:     s.ConvergeMisses,
 		Links:              s.Links(),
 	}
 	if *dilate != 1 {
@@ -481,7 +483,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "peers            %d over %s (mocknet, %d links, %d closed for a stuck identify)\n", rep.N, rep.Latency, rep.Links, rep.StuckIdentifies)
 	}
 	fmt.Fprintf(stdout, "build + join     %.1f s (%d joins tried again, %d left to convergence)\n", rep.BuildSeconds, rep.JoinRetries, rep.JoinLookupFailures)
-	fmt.Fprintf(stdout, "converge         %.1f s\n", rep.ConvergeSeconds)
+	fmt.Fprintf(stdout, "converge         %.1f s (%d check lookups missed and mended)\n", rep.ConvergeSeconds, rep.ConvergeMisses)
 	fmt.Fprintf(stdout, "memory           %.1f MiB RSS, %.2f MiB per peer\n", mib(rep.RSSBytes), mib(rep.RSSBytes)/float64(ran))
 	fmt.Fprintf(stdout, "goroutines       %d, %.1f per peer\n", rep.Goroutines, float64(rep.Goroutines)/float64(ran))
 	fmt.Fprintf(stdout, "connections      mean %.1f, max %d per peer (watermarks %s)\n", rep.ConnsMean, rep.ConnsMax, *conns)

@@ -120,6 +120,9 @@ type Swarm struct {
 
 	BuildTime    time.Duration
 	ConvergeTime time.Duration
+	// ConvergeMisses counts WaitConverged's check lookups that missed
+	// (each mended and tried again).
+	ConvergeMisses int
 	// active is the method running (StartMethod), nil before and after.
 	active *Run
 	// viv is the Vivaldi run (StartVivaldi) until it closes: a peer that
@@ -702,30 +705,60 @@ type LookupCheck struct {
 	Exact int `json:"exact"`
 }
 
+// lookupJob is one check lookup: name's key, looked up from peer from.
+type lookupJob struct {
+	from int
+	name string
+}
+
+// lookupMiss is a check lookup whose first answer was not the true
+// XOR-closest peer: want is that peer, got the one found (-1 for none).
+type lookupMiss struct {
+	job       lookupJob
+	want, got int
+}
+
 // CheckLookups runs tries lookups of random keys from random peers and counts
 // those whose first answer is the true XOR-closest peer over all keys. With
 // raw true they use dht.Node.Closest on random points of the key space (the
 // node itself a candidate); otherwise kad-dht's own GetClosestPeers on random
 // names (the asking node excluded, as kad-dht never returns itself).
 func (s *Swarm) CheckLookups(ctx context.Context, tries int, raw bool, rng *rand.Rand) LookupCheck {
-	type job struct {
-		from int
-		name string
-	}
-	jobs := make([]job, tries)
+	c, _ := s.checkLookups(ctx, s.lookupJobs(tries, rng), raw)
+	return c
+}
+
+// lookupJobs draws tries check lookups: a random live peer and a random name.
+func (s *Swarm) lookupJobs(tries int, rng *rand.Rand) []lookupJob {
+	jobs := make([]lookupJob, tries)
 	live := s.Live()
 	for t := range jobs {
-		jobs[t] = job{from: live[rng.Intn(len(live))], name: "lookup-check/" + strconv.FormatInt(rng.Int63(), 36)}
+		jobs[t] = lookupJob{from: live[rng.Intn(len(live))], name: "lookup-check/" + strconv.FormatInt(rng.Int63(), 36)}
 	}
-	var exact atomic.Int64
+	return jobs
+}
+
+// checkLookups runs the jobs, 16 at once, and returns the count and the
+// misses. A job whose asker has died since it was drawn is not tried.
+func (s *Swarm) checkLookups(ctx context.Context, jobs []lookupJob, raw bool) (LookupCheck, []lookupMiss) {
+	var (
+		exact  atomic.Int64
+		tried  atomic.Int64
+		mu     sync.Mutex
+		misses []lookupMiss
+	)
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for _, j := range jobs {
+		if !s.live(j.from) {
+			continue
+		}
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(j job) {
+		go func(j lookupJob) {
 			defer wg.Done()
 			defer func() { <-sem }()
+			tried.Add(1)
 			target := dht.KeyOfName(j.name)
 			from := s.Peers[j.from]
 			var got []peer.ID
@@ -740,11 +773,19 @@ func (s *Swarm) CheckLookups(ctx context.Context, tries int, raw bool, rng *rand
 			}
 			if err == nil && len(got) > 0 && got[0] == s.Peers[want].ID {
 				exact.Add(1)
+				return
 			}
+			m := lookupMiss{job: j, want: want, got: -1}
+			if err == nil && len(got) > 0 {
+				m.got = s.Index(got[0])
+			}
+			mu.Lock()
+			misses = append(misses, m)
+			mu.Unlock()
 		}(j)
 	}
 	wg.Wait()
-	return LookupCheck{Tried: tries, Exact: int(exact.Load())}
+	return LookupCheck{Tried: int(tried.Load()), Exact: int(exact.Load())}, misses
 }
 
 // WaitConverged repeats self-lookups until the overlay is converged: every peer's
@@ -754,6 +795,10 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 	start := time.Now()
 	defer func() { s.ConvergeTime += time.Since(start) }()
 	rng := rand.New(rand.NewSource(s.cfg.Seed + 1))
+	// retry holds the check lookups that missed, mends the targeted
+	// mends since the last full round.
+	var retry []lookupJob
+	mends := 0
 	for round := 0; ; round++ {
 		if s.ranged() && !s.ConnectedAcross() {
 			// The other ranges' processes have not joined yet: wait for
@@ -769,13 +814,30 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 		missing := s.missingNearest()
 		s.progress("converge", len(s.Live())-len(missing), len(s.Live()))
 		if len(missing) == 0 {
-			if c := s.CheckLookups(ctx, 20, true, rng); c.Exact == c.Tried {
+			// A batch of fresh lookups, and the misses of the last batch
+			// again: every one must be exact.
+			jobs := append(retry, s.lookupJobs(20, rng)...)
+			c, misses := s.checkLookups(ctx, jobs, true)
+			if c.Exact == c.Tried {
 				return nil
 			}
-			// Every peer knows its nearest, yet a lookup missed: all look again.
-			missing = missing[:0]
-			for _, i := range s.Live() {
-				missing = append(missing, s.Peers[i])
+			s.ConvergeMisses += len(misses)
+			retry = retry[:0]
+			for _, m := range misses {
+				retry = append(retry, m.job)
+			}
+			if mends < mendTries {
+				// Every peer knows its nearest, yet a lookup missed: the
+				// peer it should have found and the one it found look
+				// again, which puts each in the tables around the key.
+				mends++
+				missing = s.mendMisses(misses)
+			} else {
+				// Missed again after mending: all look again.
+				mends = 0
+				for _, i := range s.Live() {
+					missing = append(missing, s.Peers[i])
+				}
 			}
 		}
 		if round >= 5 {
@@ -826,6 +888,27 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 			return err
 		}
 	}
+}
+
+// mendTries is how many times in a row WaitConverged mends the peers about
+// missed check lookups before every peer looks again.
+const mendTries = 2
+
+// mendMisses is the local live peers about the missed lookups: each one's
+// true closest peer and the peer its lookup ended at.
+func (s *Swarm) mendMisses(misses []lookupMiss) []*Peer {
+	var out []*Peer
+	in := make(map[int]bool, 2*len(misses))
+	for _, m := range misses {
+		for _, i := range []int{m.want, m.got} {
+			if i < 0 || in[i] || s.Peers[i].Remote || !s.live(i) {
+				continue
+			}
+			in[i] = true
+			out = append(out, s.Peers[i])
+		}
+	}
+	return out
 }
 
 // KadMessages is the number of kad-dht requests all peers have sent.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 )
 
@@ -178,4 +179,71 @@ func pollUntil(ctx context.Context, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// A check lookup that misses names the peer it should have found and the one
+// it found, and their self-lookups mend it: WaitConverged's targeted mend.
+func TestSwarm_MissedLookupIsMended(t *testing.T) {
+	s, _ := planetlabSwarm(t, 40, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewSource(6))
+	job := s.lookupJobs(1, rng)[0]
+	want := s.ClosestTo(dht.KeyOfName(job.name), nil)
+	for want == job.from {
+		job = s.lookupJobs(1, rng)[0]
+		want = s.ClosestTo(dht.KeyOfName(job.name), nil)
+	}
+	// Nobody but want itself knows want, nor is connected to it: no lookup
+	// can end there. (kad-dht takes a peer into its table when a new
+	// connection to it is identified, so the mend's self-lookup, dialling
+	// the peers near it again, puts it back.)
+	w := s.Peers[want].ID
+	for _, p := range s.Peers {
+		if p.Index != want {
+			p.Node.RoutingTable().RemovePeer(w)
+			_ = p.Host.Network().ClosePeer(w)
+		}
+	}
+	c, misses := s.checkLookups(ctx, []lookupJob{job}, true)
+	if c.Tried != 1 || c.Exact != 0 || len(misses) != 1 {
+		t.Fatalf("with the closest peer in no table: %+v, misses %+v", c, misses)
+	}
+	m := misses[0]
+	if m.want != want || m.got < 0 || m.got == want {
+		t.Fatalf("miss %+v: want %d, and the peer found", m, want)
+	}
+	mend := s.mendMisses(misses)
+	if len(mend) != 2 || mend[0].Index != want || mend[1].Index != m.got {
+		t.Fatalf("mend set %v: want peers %d and %d", indices(mend), want, m.got)
+	}
+	for _, p := range mend {
+		if err := p.Node.SelfLookup(ctx); err != nil {
+			t.Fatalf("peer %d self-lookup: %v", p.Index, err)
+		}
+	}
+	// kad-dht adds the newly connected peer once identify and a FIND_NODE
+	// to it have answered, after the self-lookup returns: look until exact.
+	for {
+		c, _ := s.checkLookups(ctx, []lookupJob{job}, true)
+		if c.Exact == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the missed lookup never found peer %d after the mend", want)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := s.WaitConverged(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func indices(ps []*Peer) []int {
+	out := make([]int, len(ps))
+	for k, p := range ps {
+		out[k] = p.Index
+	}
+	return out
 }
