@@ -816,7 +816,7 @@ func (s *Swarm) WaitConverged(ctx context.Context, maxRounds int) error {
 		if len(missing) == 0 {
 			// A batch of fresh lookups, and the misses of the last batch
 			// again: every one must be exact.
-			jobs := append(retry, s.lookupJobs(20, rng)...)
+			jobs := slices.Concat(retry, s.lookupJobs(20, rng))
 			c, misses := s.checkLookups(ctx, jobs, true)
 			if c.Exact == c.Tried {
 				return nil
