@@ -136,6 +136,9 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 	case o.Quick:
 		p.Rounds, p.Fractions, seeds = 300, []float64{p.GoalFraction}, 1
 		settings = []liarSetting{{false, false}, {true, true}}
+	case o.liarSeeds > 0:
+		p.Fractions, seeds = []float64{p.GoalFraction}, o.liarSeeds
+		settings = []liarSetting{{false, false}, {true, true}}
 	}
 	kinds := sim.LiarKinds
 	if o.tiny {

@@ -2,7 +2,11 @@ package exp
 
 import (
 	"encoding/json"
+	"os"
+	"strconv"
 	"testing"
+
+	"github.com/superpeer-overlay/superpeer/experiments/report"
 )
 
 // attacks writes attacks.liars: the clean runs and 30% deflation liars
@@ -58,4 +62,40 @@ func TestAttacks_Liars(t *testing.T) {
 	}
 	t.Logf("30%% deflation: honest error ×%.2f without the defence, ×%.2f with; client RTT ×%.2f, ×%.2f; liar tokens %.2f, %.2f",
 		off.HonestMedianErrorRatio, on.HonestMedianErrorRatio, off.ClientRTTRatio, on.ClientRTTRatio, off.LiarTokenShare, on.LiarTokenShare)
+}
+
+// The coordinate liars' goal rows (20% liars, without and with the full
+// defence, 1000 Vivaldi rounds) over more seeds than the full run's three,
+// alone: ATTACKS_LIARS_SEEDS=8 go test ./experiments/exp -run
+// TestAttacks_LiarsGoalSeeds -v -timeout 30m (seeds from 1; the table on
+// stdout, the run under ATTACKS_LIARS_OUT, default a temporary directory).
+func TestAttacks_LiarsGoalSeeds(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("ATTACKS_LIARS_SEEDS"))
+	if n <= 0 {
+		t.Skip("ATTACKS_LIARS_SEEDS=N runs the coordinate liars' goal rows over seeds 1…N")
+	}
+	out := os.Getenv("ATTACKS_LIARS_OUT")
+	if out == "" {
+		out = t.TempDir()
+	}
+	r, err := report.New(out, "attacks", "liars-goal-seeds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Seed: 1, Stdout: os.Stdout, Stderr: os.Stderr, liarSeeds: n}
+	p, rows, err := runLiars(o, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Seeds) != n || len(rows) != 2*(1+len(p.Kinds)) {
+		t.Fatalf("%d seeds, %d rows", len(p.Seeds), len(rows))
+	}
+	params := struct {
+		common
+		Liars liarsParams `json:"liars"`
+	}{commonOf(o), p}
+	if err := r.WriteResults(params, map[string]any{"attacks": map[string]any{"liars": rows}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("results in %s", r.Dir)
 }

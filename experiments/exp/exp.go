@@ -50,6 +50,10 @@ type Options struct {
 	Phases []int
 	// tiny shrinks an experiment further than Quick, for tests.
 	tiny bool
+	// liarSeeds, if set, runs the coordinate liars' goal rows alone (the
+	// goal's fraction, without and with the full defence, full rounds)
+	// over this many seeds (TestAttacks_LiarsGoalSeeds).
+	liarSeeds int
 }
 
 // Experiment is one named experiment.
