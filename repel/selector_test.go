@@ -640,18 +640,37 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 		}
 		return true
 	})
-	var client *Selector
+	a, b := holders[0], holders[1]
 	for _, s := range ps.sels {
-		if s.Role() == superpeer.Client {
-			client = s
+		if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
+			break
+		}
+		if s.Role() == superpeer.Client && s.Superpeer() == b.node.ID() {
+			a, b = b, a
+			break
 		}
 	}
-	a, b := holders[0], holders[1]
-	if client.Superpeer() != a.node.ID() {
-		a, b = b, a
+	// Every client of a is watched: on a loaded machine one may rank b
+	// first at its next step and move without a failed renewal, so the
+	// test follows whichever fails first. Counts are taken from here (a
+	// request that timed out under load before counts too).
+	before := map[*Selector]uint64{}
+	for _, s := range ps.sels {
+		if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
+			before[s] = s.Stats()["renew_failed_kept"]
+		}
 	}
 	a.node.Host().RemoveStreamHandler("/test/attach/1.0.0")
-	waitUntil(t, 10*time.Second, "a failed renewal", func() bool { return client.Stats()["renew_failed_kept"] > 0 })
+	var client *Selector
+	waitUntil(t, 10*time.Second, "a failed renewal", func() bool {
+		for s, n := range before {
+			if s.Stats()["renew_failed_kept"] > n {
+				client = s
+				return true
+			}
+		}
+		return false
+	})
 	if sp := client.Superpeer(); sp != a.node.ID() {
 		t.Fatalf("after one failed renewal the client is with %s, not its holder %s", sp, a.node.ID())
 	}
@@ -659,7 +678,7 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 	if _, ok := client.Held(); ok {
 		t.Fatal("the client took a token")
 	}
-	if kept := client.Stats()["renew_failed_kept"]; kept > 2 {
+	if kept := client.Stats()["renew_failed_kept"] - before[client]; kept > 2 {
 		t.Errorf("%d failed renewals kept with a TTL of three renewals", kept)
 	}
 }
