@@ -640,13 +640,13 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 		}
 		return true
 	})
+	// a is the first client's holder.
 	a, b := holders[0], holders[1]
 	for _, s := range ps.sels {
-		if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
-			break
-		}
-		if s.Role() == superpeer.Client && s.Superpeer() == b.node.ID() {
-			a, b = b, a
+		if s.Role() == superpeer.Client {
+			if s.Superpeer() == b.node.ID() {
+				a, b = b, a
+			}
 			break
 		}
 	}
