@@ -32,6 +32,14 @@ type AttachTable struct {
 	// when none is served): expire scans the leases only once the oldest
 	// can have lapsed, not on every admission.
 	oldest time.Time
+	// least caches the served client of least regret (then of least ID)
+	// while ok: a full table refuses or displaces newcomers in O(1)
+	// instead of scanning its clients for each.
+	least struct {
+		id     peer.ID
+		regret time.Duration
+		ok     bool
+	}
 }
 
 // served is a client's last renewal and what it said then.
@@ -72,20 +80,43 @@ func (t *AttachTable) Admit(now time.Time, id peer.ID, regret time.Duration, coo
 		if !ok {
 			return Full, ""
 		}
-		delete(t.clients, victim)
+		t.remove(victim)
 		displaced = victim
 	}
 	if len(t.clients) == 0 || now.Before(t.oldest) {
 		t.oldest = now
 	}
-	t.clients[id] = served{at: now, regret: regret, coord: coord}
+	t.put(id, served{at: now, regret: regret, coord: coord})
 	return Accepted, displaced
+}
+
+// put serves id as c, keeping the least-regret cache true.
+func (t *AttachTable) put(id peer.ID, c served) {
+	old, had := t.clients[id]
+	t.clients[id] = c
+	switch l := &t.least; {
+	case len(t.clients) == 1:
+		l.id, l.regret, l.ok = id, c.regret, true
+	case !l.ok:
+	case id == l.id && had && c.regret > old.regret:
+		l.ok = false // the least may now be another's
+	case c.regret < l.regret || c.regret == l.regret && id <= l.id:
+		l.id, l.regret = id, c.regret
+	}
+}
+
+// remove forgets id, keeping the least-regret cache true.
+func (t *AttachTable) remove(id peer.ID) {
+	delete(t.clients, id)
+	if t.least.ok && t.least.id == id {
+		t.least.ok = false
+	}
 }
 
 // Leave ends id's lease; it reports whether id was served.
 func (t *AttachTable) Leave(id peer.ID) bool {
 	_, ok := t.clients[id]
-	delete(t.clients, id)
+	t.remove(id)
 	return ok
 }
 
@@ -108,7 +139,7 @@ func (t *AttachTable) expire(now time.Time) []peer.ID {
 	oldest := now
 	for p, c := range t.clients {
 		if now.Sub(c.at) > t.ttl {
-			delete(t.clients, p)
+			t.remove(p)
 			out = append(out, p)
 		} else if c.at.Before(oldest) {
 			oldest = c.at
@@ -123,6 +154,7 @@ func (t *AttachTable) expire(now time.Time) []peer.ID {
 func (t *AttachTable) dropAll() []peer.ID {
 	out := t.ids()
 	clear(t.clients)
+	t.least.ok = false
 	return out
 }
 
@@ -158,18 +190,22 @@ func (t *AttachTable) displaceable(regret time.Duration) (peer.ID, bool) {
 	if t.displace <= 0 || regret <= 0 { // no one to displace: skip the search
 		return "", false
 	}
-	var victim peer.ID
-	var least time.Duration
-	found := false
-	for p, c := range t.clients {
-		if !found || c.regret < least || (c.regret == least && p < victim) {
-			victim, least, found = p, c.regret, true
+	if !t.least.ok {
+		found := false
+		for p, c := range t.clients {
+			if !found || c.regret < t.least.regret || (c.regret == t.least.regret && p < t.least.id) {
+				t.least.id, t.least.regret, found = p, c.regret, true
+			}
 		}
+		if !found {
+			return "", false
+		}
+		t.least.ok = true
 	}
-	if !found || !displaces(t.displace, regret, least) {
+	if !displaces(t.displace, regret, t.least.regret) {
 		return "", false
 	}
-	return victim, true
+	return t.least.id, true
 }
 
 // displaces is the rule of WithDisplace: a newcomer that says

@@ -330,6 +330,32 @@ func BenchmarkAttachTable_Admit(b *testing.B) {
 	}
 }
 
+// BenchmarkAttachTable_AdmitFull offers a full table of 250 clients
+// newcomers of too little regret to displace anyone, and renews its
+// clients between them: what a popular holder does under capacity. The
+// search for the client of least regret must not run for each refusal.
+func BenchmarkAttachTable_AdmitFull(b *testing.B) {
+	const c = 250
+	t := NewAttachTable(c, time.Minute, DefaultDisplace)
+	ids := make([]peer.ID, c)
+	now := time.Unix(0, 0)
+	for i := range ids {
+		ids[i] = peer.ID(fmt.Sprintf("client-%05d", i))
+		t.Admit(now, ids[i], time.Duration(i)*time.Millisecond, ClientCoord{})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now = now.Add(time.Millisecond)
+		if i%8 == 0 {
+			t.Admit(now, ids[i%c], time.Duration(i%c)*time.Millisecond, ClientCoord{})
+			continue
+		}
+		if st, _ := t.Admit(now, peer.ID(fmt.Sprint("new-", i%1000)), time.Millisecond, ClientCoord{}); st != Full {
+			b.Fatalf("admitted a newcomer of 1 ms regret into a full table")
+		}
+	}
+}
+
 // With a Bound, a regret over it is taken at the bound and counted: a
 // newcomer that claims to have no other choice displaces only a served
 // client whose regret its bound exceeds by the margin, and a served
