@@ -255,7 +255,7 @@ const unservedCost = 10.0
 // nearest first, at most C weight per token; a client's base is the mean
 // distance of its weight (unservedCost for weight no token has room for).
 // This is metrics.AssignWithCapacity's regret heuristic over weights.
-// O(clients·tokens·log tokens).
+// O(clients·tokens) when clients fit in a token or two.
 func (f *field) capacitate() {
 	n, k := len(f.clients), len(f.others)
 	f.base = make([]float64, n)
@@ -285,23 +285,25 @@ func (f *field) capacitate() {
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(regret[b], regret[a]) })
 	load := make([]float64, k)
-	byDist := make([]int, k)
 	for _, i := range order {
-		for j := range byDist {
-			byDist[j] = j
-		}
 		ds := dist[i]
-		slices.SortStableFunc(byDist, func(a, b int) int { return cmp.Compare(ds[a], ds[b]) })
 		w := f.weight(i)
 		left, cost := w, 0.0
-		for _, j := range byDist {
-			if left <= 0 {
+		// The nearest token with room (ties to the lower index) takes
+		// what it can, then the next: a token taken from is full after
+		// unless the client's weight ran out. Most clients fit in their
+		// nearest, so picking beats sorting all k.
+		for left > 0 {
+			j := -1
+			for o, d := range ds {
+				if f.capacity-load[o] > 0 && (j < 0 || d < ds[j]) {
+					j = o
+				}
+			}
+			if j < 0 {
 				break
 			}
 			in := min(left, f.capacity-load[j])
-			if in <= 0 {
-				continue
-			}
 			load[j] += in
 			left -= in
 			cost += in * ds[j]
