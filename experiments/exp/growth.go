@@ -253,6 +253,17 @@ func runGrowth(o Options, r *report.Run) error {
 		ss = append(ss, ls)
 		title = fmt.Sprintf("agreed S against f·n at each phase's end (simulator: prefix, f = %g; live: f = %g)", p.Fraction, p.LiveFraction)
 	}
+	if len(rrows) > 0 {
+		rs := report.Series{Name: "repel, simulator", Points: true}
+		for _, row := range rrows {
+			rs.X, rs.Y = append(rs.X, row.Target), append(rs.Y, float64(max(row.Superpeers, 1)))
+			hi = max(hi, row.Target)
+		}
+		ss = append(ss, rs)
+		title = fmt.Sprintf("agreed S against f·n (f = %g; the series name the runs)", p.Fraction)
+	}
+	// A log axis needs a range: only the 100-peer rows (f·n = 1) give none.
+	hi = max(hi, 10*lo)
 	ss = append(ss, report.Series{Name: "S = f·n", X: []float64{lo, hi}, Y: []float64{lo, hi}})
 	if err := r.Lines("superpeers-vs-target", report.Figure{Title: title, X: "f·n", Y: "superpeers S", LogX: true, LogY: true, Legend: "top-left"}, ss); err != nil {
 		return err

@@ -110,3 +110,42 @@ func TestGrowth_Steady(t *testing.T) {
 		}
 	}
 }
+
+// Narrowed to the token method's simulator rows, growth has no prefix
+// phases and no live swarm to plot: it still writes its rows and the
+// figure (a log axis over the token runs alone once made the plot panic).
+func TestGrowth_RepelSimulatorOnly(t *testing.T) {
+	e, _ := Lookup("growth")
+	var out bytes.Buffer
+	rd, err := e.Run(Options{Seed: 1, Out: t.TempDir(), ID: "a", Stdout: &out, Method: "repel", Where: "sim", tiny: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"growth-repel-sim.csv", "superpeers-vs-target.png", "results.json"} {
+		if _, err := os.Stat(filepath.Join(rd, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var res struct {
+		Results struct {
+			Growth struct {
+				Steady []growthSteady `json:"steady"`
+			} `json:"growth"`
+		} `json:"results"`
+	}
+	raw, err := os.ReadFile(filepath.Join(rd, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results.Growth.Steady) == 0 {
+		t.Fatal("no rows")
+	}
+	for _, row := range res.Results.Growth.Steady {
+		if row.Method != "repel" || row.Where != "sim" {
+			t.Errorf("row %+v: want only the token method's simulator rows", row)
+		}
+	}
+}
