@@ -73,8 +73,9 @@
 // takes a fresher value from any message and merges every report it hears
 // (a token's new holder replaces its old one's report). A settled holder
 // proposes round(f·n̂) at the next version when f·n̂ has left the band
-// around S on two ticks, every token has reported under the current
-// value, and the value is older than JoinWait + SettleAfter +
+// around S on two ticks, three in four tokens have reported under the
+// current value (f·n̂ then the median of their estimates and the
+// proposer's own), and the value is older than JoinWait + SettleAfter +
 // 2·AnnounceInterval (a minted token's time to settle and gather clients).
 // A node that takes a larger S adds tokens it has never heard of, which
 // the XOR-closest peers to their names mint after JoinWait as ever; one
