@@ -257,34 +257,9 @@ const unservedCost = 10.0
 // This is metrics.AssignWithCapacity's regret heuristic over weights.
 // O(clients·tokens) when clients fit in a token or two.
 func (f *field) capacitate() {
-	n, k := len(f.clients), len(f.others)
-	f.base = make([]float64, n)
-	dist := make([][]float64, n)
-	regret := make([]float64, n)
-	order := make([]int, n)
-	for i, c := range f.clients {
-		order[i] = i
-		ds := make([]float64, k)
-		for j, o := range f.others {
-			ds[j] = c.DistanceTo(o)
-		}
-		if d, ok := f.measuredTo(i); ok {
-			ds[f.holder[i]] = d
-		}
-		dist[i] = ds
-		d1, d2 := math.Inf(1), math.Inf(1)
-		for _, d := range ds {
-			switch {
-			case d < d1:
-				d1, d2 = d, d1
-			case d < d2:
-				d2 = d
-			}
-		}
-		regret[i] = d2 - d1
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(regret[b], regret[a]) })
-	load := make([]float64, k)
+	dist, order := f.byRegret()
+	f.base = make([]float64, len(f.clients))
+	load := make([]float64, len(f.others))
 	for _, i := range order {
 		ds := dist[i]
 		w := f.weight(i)
@@ -313,6 +288,39 @@ func (f *field) capacitate() {
 			f.base[i] = cost / w
 		}
 	}
+}
+
+// byRegret is capacitate's start: each client's distance to every other
+// token (its measured RTT to its own holder's), and the clients in
+// decreasing order of regret, ties to the lower index.
+func (f *field) byRegret() (dist [][]float64, order []int) {
+	n, k := len(f.clients), len(f.others)
+	dist = make([][]float64, n)
+	regret := make([]float64, n)
+	order = make([]int, n)
+	for i, c := range f.clients {
+		order[i] = i
+		ds := make([]float64, k)
+		for j, o := range f.others {
+			ds[j] = c.DistanceTo(o)
+		}
+		if d, ok := f.measuredTo(i); ok {
+			ds[f.holder[i]] = d
+		}
+		dist[i] = ds
+		d1, d2 := math.Inf(1), math.Inf(1)
+		for _, d := range ds {
+			switch {
+			case d < d1:
+				d1, d2 = d, d1
+			case d < d2:
+				d2 = d
+			}
+		}
+		regret[i] = d2 - d1
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(regret[b], regret[a]) })
+	return dist, order
 }
 
 // force is −∇potential in the Euclidean part of the space (heights cannot

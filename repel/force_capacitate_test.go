@@ -2,7 +2,6 @@ package repel
 
 import (
 	"cmp"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -10,37 +9,14 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
-// capacitateSorted is capacitate as first written: each client's other
-// tokens sorted by distance (stable: ties to the lower index), taken in
-// that order while they have room. capacitate must give the same bases.
+// capacitateSorted is capacitate's assignment as first written: each
+// client's other tokens sorted by distance (stable: ties to the lower
+// index), taken in that order while they have room. capacitate must give
+// the same bases.
 func capacitateSorted(f *field) []float64 {
-	n, k := len(f.clients), len(f.others)
-	base := make([]float64, n)
-	dist := make([][]float64, n)
-	regret := make([]float64, n)
-	order := make([]int, n)
-	for i, c := range f.clients {
-		order[i] = i
-		ds := make([]float64, k)
-		for j, o := range f.others {
-			ds[j] = c.DistanceTo(o)
-		}
-		if d, ok := f.measuredTo(i); ok {
-			ds[f.holder[i]] = d
-		}
-		dist[i] = ds
-		d1, d2 := math.Inf(1), math.Inf(1)
-		for _, d := range ds {
-			switch {
-			case d < d1:
-				d1, d2 = d, d1
-			case d < d2:
-				d2 = d
-			}
-		}
-		regret[i] = d2 - d1
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(regret[b], regret[a]) })
+	dist, order := f.byRegret()
+	base := make([]float64, len(f.clients))
+	k := len(f.others)
 	load := make([]float64, k)
 	byDist := make([]int, k)
 	for _, i := range order {
