@@ -51,6 +51,10 @@ type liarsRow struct {
 	HonestMedianErrorRatio float64 `json:"honest_median_error_ratio"`
 	ClientRTTRatio         float64 `json:"client_rtt_ratio"`
 	LiarTokenShare         float64 `json:"liar_token_share"`
+	// CleanTokenShare is the share of the tokens the same peers held in
+	// the clean run with the same defence setting, where nobody lies
+	// (mean over the seeds): what the liars' peers hold honestly.
+	CleanTokenShare float64 `json:"clean_token_share"`
 	// Worst seed's ratios and share.
 	HonestMedianErrorRatioMax float64 `json:"honest_median_error_ratio_max"`
 	ClientRTTRatioMax         float64 `json:"client_rtt_ratio_max"`
@@ -124,7 +128,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 			"defence none (defence false): vivaldi.DefaultConfig without the triangle test, the floor under claimed errors and the outlier test (OutlierFactor, OutlierMin, TriangleMargin, RemoteErrorMin zero); default (defence true, outlier_test false; full runs only): vivaldi.DefaultConfig, the triangle test and the floor, on by default; default+outlier (defence true, outlier_test true): with the opt-in outlier test as well (OutlierFactor 5, once settled or after OutlierAfter samples), the field defence in params",
 			"honest_median_error: the median relative error |predicted − true|/true over every pair of honest peers (their own coordinates against the matrix); client_rtt_ms: the mean true RTT of honest clients (neither liars nor holders) to the holder they are attached to, over the clients that are that in both runs for the ratio",
 			"ratios: each seed's to its clean run (no liars) with the same defence setting, the mean over the seeds; the clean rows (kind none) give the defence's own cost, the clean run with it over the clean run without any",
-			"liar_token_share: the liars' share of the token holders at the end, the mean over the seeds; the goal asks for at most the liars' share of the peers",
+			"liar_token_share: the liars' share of the token holders at the end, the mean over the seeds; the goal asks for at most the liars' share of the peers; clean_token_share (same peers honest): the share the same peers held in the clean run with the same defence setting, where nobody lies",
 			"samples refused: the share of the honest peers' samples of liars (of honest peers) that their model refused as implausible",
 		}}
 	seeds := 3
@@ -158,7 +162,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 	}
 	rows := map[key]*liarsRow{}
 	var order []key
-	add := func(k key, res, clean, cleanOff *sim.LiarResult) {
+	add := func(k key, res, clean, cleanOff *sim.LiarResult, liars []bool) {
 		row := rows[k]
 		if row == nil {
 			row = &liarsRow{Kind: k.kind, Fraction: k.fraction, Defence: k.set.defence, OutlierTest: k.set.outlier}
@@ -176,6 +180,15 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 			share = float64(res.LiarHolders) / float64(res.Holders)
 		}
 		w := 1 / float64(seeds)
+		if liars != nil && len(clean.HolderPeers) > 0 {
+			held := 0
+			for _, h := range clean.HolderPeers {
+				if liars[h] {
+					held++
+				}
+			}
+			row.CleanTokenShare += w * float64(held) / float64(len(clean.HolderPeers))
+		}
 		row.HonestMedianErrorRatio += w * er
 		row.ClientRTTRatio += w * rr
 		row.LiarTokenShare += w * share
@@ -230,7 +243,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		}
 		none := clean[liarSetting{}]
 		for _, set := range settings {
-			add(key{"none", 0, set}, clean[set], clean[set], none)
+			add(key{"none", 0, set}, clean[set], clean[set], none, nil)
 		}
 		for _, f := range p.Fractions {
 			for _, k := range kinds {
@@ -239,7 +252,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 					if err != nil {
 						return p, nil, err
 					}
-					add(key{k.String(), f, set}, res, clean[set], none)
+					add(key{k.String(), f, set}, res, clean[set], none, sim.PickLiars(p.N, f, seed))
 				}
 			}
 		}
@@ -268,7 +281,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		}
 		return rank(a.set) - rank(b.set)
 	})
-	t := report.NewTable("liars", "kind", "defence", "honest err ×", "client RTT ×", "liar tokens", "honest err", "p90", "client RTT ms", "liar samples refused", "honest refused", "worst seed err× / RTT× / tokens", "goal")
+	t := report.NewTable("liars", "kind", "defence", "honest err ×", "client RTT ×", "liar tokens", "same peers honest", "honest err", "p90", "client RTT ms", "liar samples refused", "honest refused", "worst seed err× / RTT× / tokens", "goal")
 	var out []liarsRow
 	for _, k := range order {
 		row := rows[k]
@@ -279,7 +292,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 			goal = fmt.Sprint(met)
 		}
 		t.Add(fmt.Sprintf("%g%%", 100*row.Fraction), row.Kind, k.set.String(), row.HonestMedianErrorRatio, row.ClientRTTRatio, row.LiarTokenShare,
-			row.HonestMedianError, row.HonestP90Error, row.ClientRTT, row.LiarSamplesRefused, row.HonestSamplesRefused,
+			row.CleanTokenShare, row.HonestMedianError, row.HonestP90Error, row.ClientRTT, row.LiarSamplesRefused, row.HonestSamplesRefused,
 			fmt.Sprintf("%.2f / %.2f / %.2f", row.HonestMedianErrorRatioMax, row.ClientRTTRatioMax, row.LiarTokenShareMax), goal)
 		out = append(out, *row)
 	}

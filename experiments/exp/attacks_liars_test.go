@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/superpeer-overlay/superpeer/experiments/report"
+	"github.com/superpeer-overlay/superpeer/experiments/sim"
 )
 
 // attacks writes attacks.liars: the clean runs and 30% deflation liars
@@ -59,6 +60,25 @@ func TestAttacks_Liars(t *testing.T) {
 	}
 	if on.HonestMedianError >= off.HonestMedianError || on.LiarSamplesRefused <= 0 {
 		t.Errorf("with the defence: error %.4f (without %.4f), %.3f of liar samples refused", on.HonestMedianError, off.HonestMedianError, on.LiarSamplesRefused)
+	}
+	// The same peers' share in the clean run: the clean row's holders
+	// among the liars the deflation row picked.
+	for _, c := range []struct {
+		clean, liars liarsRow
+	}{{clean, off}, {cleanDef, on}} {
+		p := res.Params.Liars
+		liars := sim.PickLiars(p.N, c.liars.Fraction, p.Seeds[0])
+		hs := c.clean.PerSeed[0].HolderPeers
+		held := 0
+		for _, h := range hs {
+			if liars[h] {
+				held++
+			}
+		}
+		if len(hs) == 0 || c.liars.CleanTokenShare != float64(held)/float64(len(hs)) || c.clean.CleanTokenShare != 0 {
+			t.Errorf("defence %v: the liars' peers hold %.3f of the clean run's tokens, want %d of %d; the clean row %.3f, want 0",
+				c.liars.Defence, c.liars.CleanTokenShare, held, len(hs), c.clean.CleanTokenShare)
+		}
 	}
 	t.Logf("30%% deflation: honest error ×%.2f without the defence, ×%.2f with; client RTT ×%.2f, ×%.2f; liar tokens %.2f, %.2f",
 		off.HonestMedianErrorRatio, on.HonestMedianErrorRatio, off.ClientRTTRatio, on.ClientRTTRatio, off.LiarTokenShare, on.LiarTokenShare)

@@ -209,10 +209,12 @@ type LiarResult struct {
 	ClientRTT  float64 `json:"client_rtt_ms"`
 	Clients    int     `json:"honest_clients"`
 	Unattached int     `json:"honest_unattached"`
-	// Holders at the end and how many of them are liars.
-	Holders      int  `json:"holders"`
-	LiarHolders  int  `json:"liar_holders"`
-	RepelSettled bool `json:"repel_settled"`
+	// Holders at the end and how many of them are liars; HolderPeers
+	// are they (peer indices, ascending).
+	Holders      int   `json:"holders"`
+	LiarHolders  int   `json:"liar_holders"`
+	HolderPeers  []int `json:"holder_peers"`
+	RepelSettled bool  `json:"repel_settled"`
 	// PerClient is each peer's true RTT (ms) to its holder, -1 for a
 	// holder, a liar or an unattached peer: the clean run's, to compare
 	// the same clients.
@@ -316,7 +318,7 @@ func SimulateLiars(o LiarOptions) (*LiarResult, error) {
 		return nil, err
 	}
 	res.RepelSettled = rr.Settled
-	res.Holders = len(rr.Superpeers)
+	res.Holders, res.HolderPeers = len(rr.Superpeers), rr.Superpeers
 	holder := make([]bool, n)
 	for _, h := range rr.Superpeers {
 		holder[h] = true
