@@ -544,6 +544,12 @@ type RepelSummary struct {
 	Moves  uint64 `json:"moves"`
 	Minted uint64 `json:"minted"`
 	Fenced uint64 `json:"fenced"`
+	// Proposals counts the census's proposals of a new count
+	// (repel.Config.Fraction; every holder that proposed, so one change
+	// of S can count several); Retired, the tokens holders dropped for a
+	// smaller count.
+	Proposals uint64 `json:"proposals"`
+	Retired   uint64 `json:"retired"`
 	// RefusedFull counts attach requests a full holder refused; Displaced,
 	// clients a full holder dropped for a newcomer that loses more without
 	// it (superpeer.WithDisplace), since selection started.
@@ -627,6 +633,8 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		Moves:         stats[repel.EventAccepted.String()],
 		Minted:        stats[repel.EventMinted.String()],
 		Fenced:        stats[repel.EventFenced.String()],
+		Proposals:     stats[repel.EventCounted.String()],
+		Retired:       stats[repel.EventRetired.String()],
 		Surveys:       stats[repel.EventSurvey.String()],
 		SurveyMoves:   stats[repel.EventSurveyMoved.String()],
 		SurveyKept:    stats[repel.EventSurveyKept.String()],
