@@ -301,8 +301,8 @@ func (c Config) census() census.Config {
 		// then by the median of the reports' estimates beside the
 		// proposer's own. Waiting for every token (Quorum 1, the sum then
 		// exact) never proposed at 10 000 peers: with 33 tokens surveys
-		// keep some moving, and the tables held 21 to 31 reports for an
-		// hour of virtual time (experiments/README.md, growth).
+		// keep some moving, and the tables held 21 to 31 reports through
+		// 23 minutes of virtual time (experiments/README.md, growth).
 		MaxReports: c.maxTokens(),
 		Quorum:     0.75,
 		// A report is refreshed every AnnounceInterval: a client that
