@@ -181,13 +181,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		}
 		w := 1 / float64(seeds)
 		if liars != nil && len(clean.HolderPeers) > 0 {
-			held := 0
-			for _, h := range clean.HolderPeers {
-				if liars[h] {
-					held++
-				}
-			}
-			row.CleanTokenShare += w * float64(held) / float64(len(clean.HolderPeers))
+			row.CleanTokenShare += w * float64(clean.HeldBy(liars)) / float64(len(clean.HolderPeers))
 		}
 		row.HonestMedianErrorRatio += w * er
 		row.ClientRTTRatio += w * rr

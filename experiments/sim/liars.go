@@ -319,12 +319,10 @@ func SimulateLiars(o LiarOptions) (*LiarResult, error) {
 	}
 	res.RepelSettled = rr.Settled
 	res.Holders, res.HolderPeers = len(rr.Superpeers), rr.Superpeers
+	res.LiarHolders = res.HeldBy(o.Liars)
 	holder := make([]bool, n)
 	for _, h := range rr.Superpeers {
 		holder[h] = true
-		if o.Liars[h] {
-			res.LiarHolders++
-		}
 	}
 	res.PerClient = make([]float64, n)
 	var sum float64
@@ -346,6 +344,18 @@ func SimulateLiars(o LiarOptions) (*LiarResult, error) {
 		res.ClientRTT = sum / float64(res.Clients)
 	}
 	return res, nil
+}
+
+// HeldBy is how many of the holders at the end are among the marked
+// peers: the liars of this run, or of another run over the same peers.
+func (r *LiarResult) HeldBy(marked []bool) int {
+	k := 0
+	for _, h := range r.HolderPeers {
+		if marked[h] {
+			k++
+		}
+	}
+	return k
 }
 
 // ClientRTTOver is the mean of per over the clients that have an RTT in
