@@ -24,18 +24,27 @@ func init() {
 type coordsParams struct {
 	common
 	Latency string `json:"latency"`
-	N       int    `json:"n"`
-	S       int    `json:"s"`
-	C       int    `json:"capacity"`
+	// Sizes are the networks the rows run on.
+	Sizes []coordsSize `json:"sizes"`
 	// Seeds are the runs per row: seed, seed+1, ... (the space, the
 	// identities, Vivaldi and the tokens all take the run's seed).
-	Seeds   int      `json:"seeds"`
+	Seeds int      `json:"seeds"`
+	Notes []string `json:"notes"`
+}
+
+// coordsSize is one network of the experiment: n peers, S tokens,
+// capacity C, with its own ages of coordinates and configurations.
+type coordsSize struct {
+	N       int      `json:"n"`
+	S       int      `json:"s"`
+	C       int      `json:"capacity"`
 	Rounds  []int    `json:"vivaldi_rounds"`
 	Configs []string `json:"configs"`
-	Notes   []string `json:"notes"`
 }
 
 type coordsRow struct {
+	N      int    `json:"n"`
+	S      int    `json:"s"`
 	Config string `json:"config"`
 	Rounds int    `json:"vivaldi_rounds"`
 	// MedianError is the coordinates' median relative error, the mean over
@@ -53,9 +62,14 @@ type coordsRow struct {
 }
 
 func runCoords(o Options, r *report.Run) error {
-	p := coordsParams{common: commonOf(o), Latency: latency.Default, N: 490, S: 8, Seeds: 5,
-		Rounds:  []int{25, 50, 100, 200, 400, 1000},
-		Configs: []string{"default", "swarm", "swarm-deadafter"},
+	all := []string{"default", "swarm", "swarm-deadafter"}
+	p := coordsParams{common: commonOf(o), Latency: latency.Default, Seeds: 5,
+		Sizes: []coordsSize{
+			{N: 490, S: 8, Rounds: []int{25, 50, 100, 200, 400, 1000}, Configs: all},
+			// What peer swarm runs, at the size where the live bound
+			// of 0.12 fell short (issue 13's 2 000-peer swarm).
+			{N: 2000, S: 16, Rounds: []int{50, 75, 100, 150, 200, 400}, Configs: []string{"swarm"}},
+		},
 		Notes: []string{
 			"each row: sim.SimulateVivaldi for vivaldi_rounds rounds (one exchange per peer per round), then sim.SimulateRepel in those coordinates held fixed, attach as the live selector's (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace), once per seed",
 			"default: repel.DefaultConfig (MaxCandidates 64), as `peer experiment repel`; swarm: swarm.RepelSwarmConfig, what `peer swarm` runs (faster cooling, shorter timers); swarm-deadafter: the same with JoinWait 0, the first mints after a full DeadAfter",
@@ -63,71 +77,119 @@ func runCoords(o Options, r *report.Run) error {
 			"a live swarm starts its tokens once the Vivaldi error passes `peer swarm --vivaldi-bound`: 24 samples per peer reach about 0.2 over planetlab-490, 50 about 0.12",
 		}}
 	if o.Quick {
-		p.Seeds, p.Rounds = 2, []int{25, 100, 400}
+		p.Seeds, p.Sizes = 2, []coordsSize{{N: 490, S: 8, Rounds: []int{25, 100, 400}, Configs: all}}
 	}
 	if o.tiny {
-		p.N, p.S, p.Seeds, p.Rounds, p.Configs = 120, 4, 2, []int{10, 60}, []string{"swarm"}
+		p.Seeds, p.Sizes = 2, []coordsSize{{N: 120, S: 4, Rounds: []int{10, 60}, Configs: []string{"swarm"}}}
 	}
-	p.C = capacityFor(p.N, p.S)
+	runs := 0
+	for i := range p.Sizes {
+		p.Sizes[i].C = capacityFor(p.Sizes[i].N, p.Sizes[i].S)
+		runs += p.Seeds * len(p.Sizes[i].Rounds) * len(p.Sizes[i].Configs)
+	}
+	bar := report.NewProgress(o.Stderr, "runs", runs)
+	done := 0
+	var out []coordsRow
+	for _, size := range p.Sizes {
+		rows, err := coordsRows(o, p, size, func() { done++; bar.Set(done) })
+		if err != nil {
+			return err
+		}
+		out = append(out, rows...)
+	}
+	bar.Finish()
+	t := report.NewTable("n", "S", "config", "vivaldi rounds", "median error", "/kmed mean", "/kmed max", "placement mean", "settled mean s", "per seed")
+	for _, row := range out {
+		per := ""
+		for _, x := range row.Ratios {
+			per += fmt.Sprintf(" %.3f", x)
+		}
+		t.Add(row.N, row.S, row.Config, row.Rounds, row.MedianError, row.Mean, row.Worst, metrics.Mean(row.Placement), metrics.Mean(row.Settled), per[1:])
+	}
+	if err := printTable(o, r, "coords", fmt.Sprintf("repel over coordinates of each age: %s, %d seeds from %d", p.Latency, p.Seeds, o.Seed), t); err != nil {
+		return err
+	}
+	for _, size := range p.Sizes {
+		var ss []report.Series
+		for _, name := range size.Configs {
+			mean := report.Series{Name: name + " mean", Points: true}
+			worst := report.Series{Name: name + " worst seed", Points: true}
+			for _, row := range out {
+				if row.N == size.N && row.S == size.S && row.Config == name {
+					mean.X, mean.Y = append(mean.X, row.MedianError), append(mean.Y, row.Mean)
+					worst.X, worst.Y = append(worst.X, row.MedianError), append(worst.Y, row.Worst)
+				}
+			}
+			ss = append(ss, mean, worst)
+		}
+		name := fmt.Sprintf("ratio-vs-error-n%d-s%d", size.N, size.S)
+		if err := r.Lines(name, report.Figure{Title: fmt.Sprintf("repel: client RTT / k-median vs Vivaldi error (n = %d, S = %d, C = %d)", size.N, size.S, size.C), X: "median relative error of the coordinates", Y: "client RTT / greedy k-median", Legend: "top-left"}, ss); err != nil {
+			return err
+		}
+	}
+	return r.WriteResults(p, map[string]any{"rows": out})
+}
+
+// coordsRows runs one size's rows over the seeds; done is called after
+// every run.
+func coordsRows(o Options, p coordsParams, size coordsSize, done func()) ([]coordsRow, error) {
 	configOf := func(name string) repel.Config {
 		if name == "swarm" || name == "swarm-deadafter" {
-			c := swarm.RepelSwarmConfig(p.S, repel.Attract)
+			c := swarm.RepelSwarmConfig(size.S, repel.Attract)
 			c.MaxCandidates = 64
 			if name == "swarm-deadafter" {
 				c.JoinWait = 0
 			}
 			return c
 		}
-		return repelConfig(p.S)
+		return repelConfig(size.S)
 	}
 	rows := map[string]*coordsRow{}
 	var order []string
-	bar := report.NewProgress(o.Stderr, "runs", p.Seeds*len(p.Rounds)*len(p.Configs))
-	done := 0
 	for k := 0; k < p.Seeds; k++ {
 		seed := o.Seed + int64(k)
-		rtt, _, err := space(p.Latency, p.N, seed)
+		rtt, _, err := space(p.Latency, size.N, seed)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		ids, _, err := sim.Identities(seed, p.N, nil)
+		ids, _, err := sim.Identities(seed, size.N, nil)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		idStrs := make([]string, p.N)
+		idStrs := make([]string, size.N)
 		for i, id := range ids {
 			idStrs[i] = string(id)
 		}
-		km := metrics.GreedyKMedian(rtt, p.S)
-		kev, err := metrics.Evaluate(rtt, metrics.AssignWithCapacity(rtt, km, p.C), km, p.C)
+		km := metrics.GreedyKMedian(rtt, size.S)
+		kev, err := metrics.Evaluate(rtt, metrics.AssignWithCapacity(rtt, km, size.C), km, size.C)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for _, rounds := range p.Rounds {
+		for _, rounds := range size.Rounds {
 			vr, err := sim.SimulateVivaldi(sim.VivaldiOptions{RTT: rtt, Seed: seed, Rounds: rounds})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			med := vr.Checkpoints[len(vr.Checkpoints)-1].Median
-			for _, name := range p.Configs {
+			for _, name := range size.Configs {
 				rr, err := sim.SimulateRepel(sim.RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs,
-					Config: configOf(name), Seed: seed, Attach: sim.AttachSelector, Capacity: p.C,
+					Config: configOf(name), Seed: seed, Attach: sim.AttachSelector, Capacity: size.C,
 					Choose: repel.DefaultAttachConfig(), Displace: superpeer.DefaultDisplace})
 				if err != nil {
-					return err
+					return nil, err
 				}
-				ev, err := metrics.Evaluate(rtt, rr.Assignment, rr.Superpeers, p.C)
+				ev, err := metrics.Evaluate(rtt, rr.Assignment, rr.Superpeers, size.C)
 				if err != nil {
-					return err
+					return nil, err
 				}
-				pl, err := metrics.Evaluate(rtt, metrics.AssignWithCapacity(rtt, rr.Superpeers, p.C), rr.Superpeers, p.C)
+				pl, err := metrics.Evaluate(rtt, metrics.AssignWithCapacity(rtt, rr.Superpeers, size.C), rr.Superpeers, size.C)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				key := fmt.Sprintf("%s/%d", name, rounds)
 				row := rows[key]
 				if row == nil {
-					row = &coordsRow{Config: name, Rounds: rounds}
+					row = &coordsRow{N: size.N, S: size.S, Config: name, Rounds: rounds}
 					rows[key] = row
 					order = append(order, key)
 				}
@@ -135,48 +197,15 @@ func runCoords(o Options, r *report.Run) error {
 				row.Ratios = append(row.Ratios, ev.ClientRTT.Mean/kev.ClientRTT.Mean)
 				row.Placement = append(row.Placement, pl.ClientRTT.Mean/kev.ClientRTT.Mean)
 				row.Settled = append(row.Settled, rr.SettledSeconds)
-				done++
-				bar.Set(done)
+				done()
 			}
 		}
 	}
-	bar.Finish()
-	t := report.NewTable("config", "vivaldi rounds", "median error", "/kmed mean", "/kmed max", "placement mean", "settled mean s", "per seed")
-	var out []coordsRow
-	series := map[string]*report.Series{}
+	out := make([]coordsRow, 0, len(order))
 	for _, key := range order {
 		row := rows[key]
 		row.Mean, row.Worst = metrics.Mean(row.Ratios), slices.Max(row.Ratios)
 		out = append(out, *row)
-		per := ""
-		for _, x := range row.Ratios {
-			per += fmt.Sprintf(" %.3f", x)
-		}
-		t.Add(row.Config, row.Rounds, row.MedianError, row.Mean, row.Worst, metrics.Mean(row.Placement), metrics.Mean(row.Settled), per[1:])
-		for _, s := range []struct {
-			name string
-			y    float64
-		}{{row.Config + " mean", row.Mean}, {row.Config + " worst seed", row.Worst}} {
-			if series[s.name] == nil {
-				series[s.name] = &report.Series{Name: s.name, Points: true}
-			}
-			series[s.name].X = append(series[s.name].X, row.MedianError)
-			series[s.name].Y = append(series[s.name].Y, s.y)
-		}
 	}
-	if err := printTable(o, r, "coords", fmt.Sprintf("repel over coordinates of each age: n = %d, S = %d, C = %d, %s, %d seeds from %d", p.N, p.S, p.C, p.Latency, p.Seeds, o.Seed), t); err != nil {
-		return err
-	}
-	var ss []report.Series
-	for _, name := range p.Configs {
-		for _, suffix := range []string{" mean", " worst seed"} {
-			if s := series[name+suffix]; s != nil {
-				ss = append(ss, *s)
-			}
-		}
-	}
-	if err := r.Lines("ratio-vs-error", report.Figure{Title: fmt.Sprintf("repel: client RTT / k-median vs Vivaldi error (n = %d, S = %d)", p.N, p.S), X: "median relative error of the coordinates", Y: "client RTT / greedy k-median", Legend: "top-left"}, ss); err != nil {
-		return err
-	}
-	return r.WriteResults(p, map[string]any{"rows": out})
+	return out, nil
 }
