@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,9 @@ type Service struct {
 	stopMetrics func()
 	limit       *limits.PerPeer // requests per remote peer (WithRateLimit; nil: none)
 
-	interval  atomic.Int64 // time.Duration
+	interval  atomic.Int64  // time.Duration
+	timeout   atomic.Int64  // time.Duration: one exchange's bound (WithTimeout, SetTimeScale)
+	scale     atomic.Uint64 // math.Float64bits of the time scale (WithTimeScale, SetTimeScale)
 	inFlight  atomic.Int32
 	piggyback atomic.Pointer[piggybackBox]
 
@@ -171,6 +174,8 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	}
 	s.limit = limits.NewPerPeer(cfg.rate, cfg.burst, 0)
 	s.interval.Store(int64(cfg.interval))
+	s.timeout.Store(int64(cfg.timeout))
+	s.scale.Store(math.Float64bits(cfg.timeScale))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(s.proto, s.handle)
 	if cfg.interval > 0 {
@@ -201,6 +206,21 @@ func (s *Service) SetInterval(d time.Duration) {
 	}
 }
 
+// SetTimeScale changes the scale of WithTimeScale to f from the next
+// exchange on, for an emulation whose time dilation changes while it runs
+// (e.g. coordinates warmed up undilated, then a dilated run): the exchange
+// timeout is scaled with it (f over the old scale, at most MaxRTT), and a
+// sample in flight across the change is discarded (counted as a drop,
+// "rescaled"): its link delays were part one scale, part the other.
+func (s *Service) SetTimeScale(f float64) error {
+	if !(f >= 1) || f > 1000 {
+		return fmt.Errorf("vivaldi: SetTimeScale: %v not in [1, 1000]", f)
+	}
+	old := math.Float64frombits(s.scale.Swap(math.Float64bits(f)))
+	s.timeout.Store(int64(min(MaxRTT, time.Duration(float64(s.timeout.Load())*f/old))))
+	return nil
+}
+
 // ProtocolPrefix is the prefix the exchange's protocol ID derives from
 // (WithProtocolPrefix).
 func (s *Service) ProtocolPrefix() protocol.ID { return s.cfg.prefix }
@@ -226,7 +246,8 @@ func (s *Service) PeerCoordinates() map[peer.ID]Coord {
 // "rate" (a request past the peer's rate, WithRateLimit), "implausible"
 // (a sample the model refused with ErrImplausible; the peer's coordinate
 // is then forgotten, and neither kept from its requests nor shared, until
-// a sample of its is taken).
+// a sample of its is taken), "rescaled" (a sample timed across
+// SetTimeScale, discarded).
 func (s *Service) Drops() map[string]uint64 { return s.drops.Snapshot() }
 
 // Stats returns the service's and the model's counters.
@@ -275,7 +296,7 @@ func (s *Service) handle(st network.Stream) {
 		_ = st.Reset()
 		return
 	}
-	_ = st.SetDeadline(time.Now().Add(s.cfg.timeout))
+	_ = st.SetDeadline(time.Now().Add(time.Duration(s.timeout.Load())))
 	// A request carries no neighbours: any entry is refused and counted.
 	req, err := readMessage(st, s.cfg.model.Dimensions, 0)
 	if err != nil {
@@ -436,7 +457,8 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, bool, e
 // protocol; negotiating it first, out of the timed part, changed the sample
 // by 0.02 ms on mocknet, at the cost of a round trip.)
 func (s *Service) exchange(ctx context.Context, p peer.ID) (rtt time.Duration, transport bool, f wireFrame, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	scale := s.scale.Load()
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
 	defer cancel()
 	req := messageToPB(wireFrame{Coord: s.client.GetCoordinate(), Want: s.cfg.near.Share})
 	if pg := s.piggy(); pg != nil {
@@ -465,13 +487,17 @@ func (s *Service) exchange(ctx context.Context, p peer.ID) (rtt time.Duration, t
 			rtt, transport = d, true
 		}
 	}
-	if s.cfg.timeScale != 1 {
-		rtt = time.Duration(float64(rtt) / s.cfg.timeScale)
+	if f := math.Float64frombits(scale); f != 1 {
+		rtt = time.Duration(float64(rtt) / f)
 	}
 	if err != nil {
 		s.drop(reasonOf(err), p, err)
 		_ = st.Reset()
 		return 0, false, wireFrame{}, fmt.Errorf("vivaldi: reply from %s: %w", p, err)
+	}
+	if s.scale.Load() != scale {
+		s.drops.Add(dropRescaled, 1)
+		return 0, false, wireFrame{}, fmt.Errorf("vivaldi: sample of %s timed across a change of the time scale", p)
 	}
 	return rtt, transport, f, nil
 }

@@ -613,6 +613,64 @@ func TestService_TimeScale(t *testing.T) {
 	}
 }
 
+// SetTimeScale changes the scale while the service runs: the exchange
+// timeout follows it (a link too slow for the timeout at scale 1 is
+// measured at scale 2, halved), and a sample in flight across the change is
+// discarded and counted, not fed to the model.
+func TestService_SetTimeScale(t *testing.T) {
+	mn, hs := mockHosts(t, 2)
+	link := func(oneWay time.Duration) {
+		for _, l := range mn.LinksBetweenPeers(hs[0].ID(), hs[1].ID()) {
+			l.SetOptions(mocknet.LinkOptions{Latency: oneWay})
+		}
+	}
+	a := newService(t, hs[0], WithInterval(0), WithSeed(1), WithTimeout(time.Second))
+	b := newService(t, hs[1], WithInterval(0), WithSeed(2))
+	for _, f := range []float64{0.5, 1001, math.NaN()} {
+		if err := a.SetTimeScale(f); err == nil {
+			t.Errorf("SetTimeScale(%v) accepted", f)
+		}
+	}
+	link(300 * time.Millisecond) // 600 ms RTT: within the 1 s timeout
+	if _, err := a.Sample(context.Background(), hs[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	// The links stretch by 2, the service follows: 1.2 s of link RTT is
+	// past the 1 s timeout unless the timeout was scaled too.
+	link(600 * time.Millisecond)
+	if err := a.SetTimeScale(2); err != nil {
+		t.Fatal(err)
+	}
+	rtt, err := a.Sample(context.Background(), hs[1].ID())
+	if err != nil {
+		t.Fatalf("sample at scale 2 over a 1.2 s link: %v", err)
+	}
+	if rtt < 600*time.Millisecond || rtt >= 700*time.Millisecond {
+		t.Fatalf("RTT %v at scale 2 over a 1.2 s link, want 600 ms and a little", rtt)
+	}
+	// A sample whose reply is on its way back when the scale changes.
+	served := b.Stats().Served
+	samples := a.Stats().Samples
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Sample(context.Background(), hs[1].ID())
+		done <- err
+	}()
+	waitFor(t, 5*time.Second, "b to answer the sample", func() bool { return b.Stats().Served > served })
+	if err := a.SetTimeScale(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "time scale") {
+		t.Fatalf("a sample across the change: %v", err)
+	}
+	if got := a.Drops()[dropRescaled]; got != 1 {
+		t.Errorf("rescaled drops %d, want 1", got)
+	}
+	if got := a.Stats().Samples; got != samples {
+		t.Errorf("samples %d → %d: the discarded one was counted as a sample", samples, got)
+	}
+}
+
 // With WithConnRTT a sample over real TCP is the kernel's RTT of the
 // connection, not the timed exchange; over a connection of no transport
 // the function knows (mocknet) the exchange is timed as before.

@@ -64,6 +64,9 @@ const (
 	// dropImplausible is a reply whose coordinate the model refused as
 	// implausible (ErrImplausible: Config.TriangleMargin, OutlierFactor).
 	dropImplausible = "implausible"
+	// dropRescaled is a sample timed across a change of the time scale
+	// (Service.SetTimeScale): discarded, not a frame refused.
+	dropRescaled = "rescaled"
 )
 
 // wireFrame is one decoded Message: a request (Coord, Want) or a reply (Coord,

@@ -132,9 +132,11 @@ type Swarm struct {
 	// held is written by JoinLate, read by Live from any goroutine: a held
 	// peer's selector and Vivaldi service are written before it is cleared,
 	// so whoever finds the peer live finds them.
-	held     []atomic.Bool
-	rngMu    sync.Mutex // guards rng once JoinLate may run from several goroutines
-	dilation float64    // Dilate's factor; 0 means 1
+	held  []atomic.Bool
+	rngMu sync.Mutex // guards rng once JoinLate may run from several goroutines
+	// clock is the network's time: one segment per Dilate, the last one
+	// the factor now (nil: never dilated, factor 1).
+	clock atomic.Pointer[[]dilationSeg]
 
 	// JoinLookupFailures counts joins whose self-lookup failed after the
 	// peer had connected (left to WaitConverged to mend).
@@ -168,6 +170,13 @@ func addr(i int) ma.Multiaddr {
 // matrix, not the load, at the price of f times the wall-clock time. The
 // swarm's reports are in the network's time (Elapsed). Prefix selection
 // does not follow it.
+//
+// Dilate may be called again while the swarm runs (e.g. coordinates warmed
+// up at one factor, the selection run at another): the running Vivaldi
+// services follow the new factor (vivaldi.Service.SetTimeScale; a sample in
+// flight across the change is discarded), and the network's time runs on
+// from where it was. Selectors already started keep the factor they were
+// started under: change it before starting a method.
 func (s *Swarm) Dilate(f float64) error {
 	if !(f >= 1) || f > 1000 {
 		return fmt.Errorf("swarm: dilation %v not in [1, 1000]", f)
@@ -175,33 +184,66 @@ func (s *Swarm) Dilate(f float64) error {
 	if s.cfg.Transport.Real() && f != 1 {
 		return fmt.Errorf("swarm: dilation needs mocknet (the kernel's links do not stretch), not %s", s.cfg.Transport)
 	}
-	s.dilation = f
+	now := time.Now()
+	segs := []dilationSeg{{wall: now, f: 1}} // before: undilated
+	if old := s.clock.Load(); old != nil {
+		segs = slices.Clone(*old)
+	}
+	segs = append(segs, dilationSeg{wall: now, net: netTime(segs, now), f: f})
+	s.clock.Store(&segs)
 	s.link.dilate(f)
+	if v := s.viv; v != nil {
+		if err := v.rescale(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// Dilation is the factor of Dilate (1 if never dilated).
-func (s *Swarm) Dilation() float64 {
-	if s.dilation == 0 {
-		return 1
+// dilationSeg is a stretch of the swarm's time under one factor: from wall
+// on, the network's time is net plus the wall time since over f.
+type dilationSeg struct {
+	wall time.Time
+	net  time.Duration
+	f    float64
+}
+
+// netTime is the network's time at wall instant t, counted from the first
+// segment's start.
+func netTime(segs []dilationSeg, t time.Time) time.Duration {
+	k := 0
+	for k+1 < len(segs) && !t.Before(segs[k+1].wall) {
+		k++
 	}
-	return s.dilation
+	return segs[k].net + time.Duration(float64(t.Sub(segs[k].wall))/segs[k].f)
 }
 
-// Elapsed is the network's time since t: the wall-clock time divided by
-// the dilation.
+// Dilation is the factor of Dilate now (1 if never dilated).
+func (s *Swarm) Dilation() float64 {
+	if segs := s.clock.Load(); segs != nil {
+		return (*segs)[len(*segs)-1].f
+	}
+	return 1
+}
+
+// Elapsed is the network's time since t: the wall-clock time since, each
+// stretch of it divided by the dilation it ran under.
 func (s *Swarm) Elapsed(t time.Time) time.Duration {
-	return s.Network(time.Since(t))
+	segs := s.clock.Load()
+	if segs == nil {
+		return time.Since(t)
+	}
+	return netTime(*segs, time.Now()) - netTime(*segs, t)
 }
 
-// Network is d of the clock in the network's time: d divided by the
-// dilation.
+// Network is d of the clock in the network's time at today's dilation: d
+// divided by it.
 func (s *Swarm) Network(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / s.Dilation())
 }
 
-// Wall is how long d of the network's time takes on the clock: d times the
-// dilation.
+// Wall is how long d of the network's time takes on the clock at today's
+// dilation: d times it.
 func (s *Swarm) Wall(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * s.Dilation())
 }

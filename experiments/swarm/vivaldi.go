@@ -475,3 +475,18 @@ func (v *VivaldiRun) Close() {
 		}
 	}
 }
+
+// rescale makes the running services follow the swarm's dilation now
+// (Swarm.Dilate): their time scale and their sampling interval.
+func (v *VivaldiRun) rescale() error {
+	f := v.s.Dilation()
+	for i, svc := range v.svcs {
+		if svc != nil && !v.dead[i] {
+			if err := svc.SetTimeScale(f); err != nil {
+				return fmt.Errorf("swarm: peer %d: %w", i, err)
+			}
+		}
+	}
+	v.SetInterval(time.Duration(v.interval.Load()))
+	return nil
+}

@@ -89,6 +89,7 @@ func TestSwarm_Dilate(t *testing.T) {
 	if err := s.Dilate(3); err != nil {
 		t.Fatal(err)
 	}
+	dilatedAt := time.Now()
 	checkLinks := func() int {
 		t.Helper()
 		n := 0
@@ -135,9 +136,66 @@ func TestSwarm_Dilate(t *testing.T) {
 		t.Fatal("peers 0 and 1 not linked again")
 	}
 	checkLinks()
-	start := time.Now().Add(-3 * time.Second)
-	if e := s.Elapsed(start); e < 900*time.Millisecond || e > 1500*time.Millisecond {
-		t.Errorf("Elapsed of 3 s on the clock: %v, want about 1 s", e)
+	wall := time.Since(dilatedAt)
+	if e := s.Elapsed(dilatedAt); e < wall/3 || e > wall/3+50*time.Millisecond {
+		t.Errorf("Elapsed of %v on the clock since dilating: %v, want a third", wall, e)
+	}
+}
+
+// TestSwarm_DilateWhileRunning: coordinates warmed up undilated, then the
+// swarm dilated by 3 while the services run — the way peer swarm warms up
+// at one factor and selects at another. The services follow: their samples
+// after the change match the matrix (not 2 × RTT over it), the links carry
+// three times the latency, and Elapsed counts the time before the change
+// at 1 and after it at a third.
+func TestSwarm_DilateWhileRunning(t *testing.T) {
+	s, _ := planetlabSwarm(t, 20, 6)
+	v, err := s.StartVivaldi(VivaldiOptions{Interval: 50 * time.Millisecond, Random: 19})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !pollUntil(ctx, func() bool { _, _, n := v.RTTExcess(); return n >= 100 }) {
+		t.Fatal("fewer than 100 undilated samples in a minute")
+	}
+	calling := time.Now()
+	if err := s.Dilate(3); err != nil {
+		t.Fatal(err)
+	}
+	dilatedAt := time.Now()
+	v.excess.mu.Lock()
+	v.excess.ms, v.excess.next = nil, 0
+	v.excess.mu.Unlock()
+	if !pollUntil(ctx, func() bool { _, _, n := v.RTTExcess(); return n >= 100 }) {
+		t.Fatal("fewer than 100 dilated samples in a minute")
+	}
+	// A sample in flight across the change may have slipped into the
+	// ring: the median and 90th percentile must still be the matrix.
+	med, p90, n := v.RTTExcess()
+	if med < -0.05 || med > 5 || p90 > 10 {
+		t.Errorf("samples after dilating %.2f ms (p90 %.2f, %d samples) over the matrix RTT; want about 0", med, p90, n)
+	}
+	for i := range s.Peers {
+		for j := i + 1; j < len(s.Peers); j++ {
+			for _, l := range s.mn.LinksBetweenPeers(s.Peers[i].Host.ID(), s.Peers[j].Host.ID()) {
+				if want := time.Duration(s.RTT(i, j) / 2 * 3 * float64(time.Millisecond)); l.Options().Latency != want {
+					t.Fatalf("link %d–%d: latency %v, want %v", i, j, l.Options().Latency, want)
+				}
+			}
+		}
+	}
+	// The change took effect somewhere between calling Dilate and its
+	// return.
+	t1 := time.Now()
+	e := s.Elapsed(started)
+	t2 := time.Now()
+	least := calling.Sub(started) + t1.Sub(calling)/3
+	most := dilatedAt.Sub(started) + t2.Sub(dilatedAt)/3
+	if e < least || e > most {
+		t.Errorf("Elapsed %v across the change (%v undilated, then at 3), want within [%v, %v]", e, calling.Sub(started), least, most)
 	}
 }
 
