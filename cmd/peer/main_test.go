@@ -242,6 +242,8 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--method", "prefix,repel", "--kill", "0.1"}, 2, "need one --method"},
 		{[]string{"swarm", "--method", "all", "--dilate", "2"}, 2, "--dilate is for --method repel"},
 		{[]string{"swarm", "--method", "repel", "--vivaldi=false"}, 2, "needs --vivaldi"},
+		{[]string{"swarm", "--warm-dilate", "0.5"}, 2, "--warm-dilate 0.5 must be 0 or in [1, 1000]"},
+		{[]string{"swarm", "--transport", "tcp", "--method", "prefix", "--warm-dilate", "2"}, 2, "--warm-dilate need --transport mocknet"},
 		{[]string{"sim", "--method", "none"}, 2, "nothing to simulate"},
 		{[]string{"sim", "--superpeers", "0"}, 2, "--superpeers 0"},
 		{[]string{"sim", "--latency", bad}, 1, "line 2"},
@@ -313,6 +315,31 @@ func TestSwarm_SmallRunWritesReport(t *testing.T) {
 			t.Errorf("peer %+v: bad key or duplicate id", p)
 		}
 		seen[p.ID] = true
+	}
+}
+
+// --warm-dilate 1 --dilate 3: the coordinates warm up undilated, then the
+// swarm dilates (the running services following) and reports both factors.
+func TestSwarm_WarmsUpUndilatedThenDilates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	var out, errb bytes.Buffer
+	if code := run([]string{"swarm", "--method", "none", "--n", "24", "--seed", "2", "--lookups", "10", "--vivaldi-bound", "0.4",
+		"--warm-dilate", "1", "--dilate", "3", "--json", path}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep swarmReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Dilation != 3 || rep.WarmDilation != 1 || rep.Vivaldi == nil || rep.Vivaldi.Stopped == "" {
+		t.Errorf("dilation %v, warm-up's %v, vivaldi %+v", rep.Dilation, rep.WarmDilation, rep.Vivaldi)
+	}
+	if !strings.Contains(out.String()+errb.String(), "the warm-up ran at ×1") {
+		t.Errorf("the change of dilation is not logged:\n%s\n%s", out.String(), errb.String())
 	}
 }
 

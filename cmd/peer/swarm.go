@@ -46,9 +46,12 @@ type swarmReport struct {
 	// MemLimit is the runtime's soft memory limit in bytes during the run
 	// (math.MaxInt64: none).
 	MemLimit int64 `json:"mem_limit"`
-	// Dilation is the time dilation of the Vivaldi and selection phases
-	// (--dilate): every figure is in the network's time.
+	// Dilation is the time dilation of the selection phase (--dilate):
+	// every figure is in the network's time.
 	Dilation float64 `json:"dilation"`
+	// WarmDilation is the Vivaldi warm-up's (--warm-dilate), when it
+	// differs.
+	WarmDilation float64 `json:"warm_dilation,omitempty"`
 	// TTLSeconds is the attachment lifetime the selectors ran with
 	// (--ttl, or swarm.TTLFor's for n).
 	TTLSeconds   float64 `json:"ttl_seconds"`
@@ -191,6 +194,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	dilate := fs.Float64("dilate", 1, "repel and Vivaldi: stretch time by this factor once the DHT has converged: link latencies and the protocols' timers this many times longer, measured RTTs divided by it, so that the machine's own delays shrink by it in what the peers measure (the run takes that much longer; every figure is in the network's time)")
+	warmDilate := fs.Float64("warm-dilate", 0, "the dilation of the Vivaldi warm-up (0: as --dilate); the swarm then dilates to --dilate, the running coordinate services following (samples in flight across the change discarded), before the selection starts")
 	gossipFlag := fs.String("gossip", "piggyback", "repel: how token announcements travel: piggyback (signed, on the Vivaldi exchanges; holders send theirs to each other directly) or gossipsub (a GossipSub mesh on every peer)")
 	transportFlag := fs.String("transport", "mocknet", "what the hosts speak: mocknet (in-process links with the matrix's latencies), tcp or quic (real sockets on --listen: the kernel's latencies, the matrix only places the peers for the figures; --method prefix or none)")
 	listenIP := fs.String("listen", "127.0.0.1", "tcp, quic: the IP address the hosts listen on, a port each")
@@ -295,6 +299,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --hold %v is negative", errUsage, *hold)
 	case !(*dilate >= 1) || *dilate > 1000:
 		return fmt.Errorf("%w: --dilate %v must be in [1, 1000]", errUsage, *dilate)
+	case *warmDilate != 0 && (!(*warmDilate >= 1) || *warmDilate > 1000):
+		return fmt.Errorf("%w: --warm-dilate %v must be 0 or in [1, 1000]", errUsage, *warmDilate)
 	case *dilate != 1 && len(methods) > 0 && (len(methods) > 1 || methods[0].Name != "repel"):
 		return fmt.Errorf("%w: --dilate is for --method repel or none (the other selectors' timers do not follow it)", errUsage)
 	case *hold > 0 && (len(methods) != 1 || methods[0].Name != "repel"):
@@ -320,8 +326,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --transport %s runs --method prefix or none (the kernel's loopback latencies are not the matrix's: use mocknet, or peer testbed, for a method that measures)", errUsage, where.transport)
 		case *viv:
 			return fmt.Errorf("%w: --transport %s: --vivaldi would embed loopback's RTTs, not the matrix's", errUsage, where.transport)
-		case *dilate != 1:
-			return fmt.Errorf("%w: --dilate needs --transport mocknet (the kernel's links do not stretch)", errUsage)
+		case *dilate != 1 || *warmDilate > 1:
+			return fmt.Errorf("%w: --dilate and --warm-dilate need --transport mocknet (the kernel's links do not stretch)", errUsage)
 		}
 		repelRuns = false
 		// Two descriptors a connection held in this process, up to the
@@ -414,17 +420,23 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		}
 		wg.Wait()
 	}
-	if *dilate != 1 {
+	warm := *warmDilate
+	if warm == 0 {
+		warm = *dilate
+	}
+	if warm != 1 {
 		// Before the links stretch: kad-dht's timeouts do not follow the
 		// dilation, so a lookup over links F times slower can time out and
 		// the check would count the dilation, not the DHT.
 		checkLookups()
-		if err := s.Dilate(*dilate); err != nil {
+		if err := s.Dilate(warm); err != nil {
 			return err
 		}
-		bar.log(fmt.Sprintf("time dilated ×%g from here: links and timers %g times slower, figures in the network's time", *dilate, *dilate))
+		bar.log(fmt.Sprintf("time dilated ×%g from here: links and timers %g times slower, figures in the network's time", warm, warm))
 	}
-	rep.Dilation = s.Dilation()
+	if warm != *dilate {
+		rep.WarmDilation = warm
+	}
 	if *ttl == 0 {
 		*ttl = swarm.TTLFor(*n)
 	}
@@ -440,7 +452,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		defer vr.Close()
 		web.View().SetVivaldi(vr)
 	}
-	if *dilate == 1 {
+	if warm == 1 {
 		// The lookup checks run while the coordinates warm up.
 		checkLookups()
 	}
@@ -453,6 +465,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		}
 		rep.Vivaldi = &vs
 	}
+	if *dilate != warm {
+		if err := s.Dilate(*dilate); err != nil {
+			return err
+		}
+		bar.log(fmt.Sprintf("time dilated ×%g from here (the warm-up ran at ×%g): links and timers %g times slower, figures in the network's time", *dilate, warm, *dilate))
+	}
+	rep.Dilation = s.Dilation()
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
 	f.view = web.View()
