@@ -289,25 +289,32 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-func TestSwarm_SmallRunWritesReport(t *testing.T) {
+// swarmRun runs `peer swarm args... --json FILE` and returns its report,
+// stdout and stderr.
+func swarmRun(t *testing.T, args ...string) (rep swarmReport, stdout, stderr string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "r.json")
 	var out, errb bytes.Buffer
-	if code := run([]string{"swarm", "--method", "prefix", "--n", "40", "--seed", "5", "--latency", "synthetic", "--lookups", "20", "--json", path}, &out, &errb); code != 0 {
+	if code := run(append(append([]string{"swarm"}, args...), "--json", path), &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep swarmReport
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
+	return rep, out.String(), errb.String()
+}
+
+func TestSwarm_SmallRunWritesReport(t *testing.T) {
+	rep, out, _ := swarmRun(t, "--method", "prefix", "--n", "40", "--seed", "5", "--latency", "synthetic", "--lookups", "20")
 	if rep.N != 40 || rep.Seed != 5 || len(rep.Peers) != 40 || rep.Lookup.Tried != 20 || rep.Lookup.Exact != 20 {
 		t.Errorf("report: n %d seed %d peers %d lookup %+v", rep.N, rep.Seed, len(rep.Peers), rep.Lookup)
 	}
-	if !strings.Contains(out.String(), "seed 5") {
-		t.Errorf("the seed is not printed: %q", out.String())
+	if !strings.Contains(out, "seed 5") {
+		t.Errorf("the seed is not printed: %q", out)
 	}
 	seen := map[string]bool{}
 	for _, p := range rep.Peers {
@@ -321,25 +328,13 @@ func TestSwarm_SmallRunWritesReport(t *testing.T) {
 // --warm-dilate 1 --dilate 3: the coordinates warm up undilated, then the
 // swarm dilates (the running services following) and reports both factors.
 func TestSwarm_WarmsUpUndilatedThenDilates(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "r.json")
-	var out, errb bytes.Buffer
-	if code := run([]string{"swarm", "--method", "none", "--n", "24", "--seed", "2", "--lookups", "10", "--vivaldi-bound", "0.4",
-		"--warm-dilate", "1", "--dilate", "3", "--json", path}, &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep swarmReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, out, errs := swarmRun(t, "--method", "none", "--n", "24", "--seed", "2", "--lookups", "10", "--vivaldi-bound", "0.4",
+		"--warm-dilate", "1", "--dilate", "3")
 	if rep.Dilation != 3 || rep.WarmDilation != 1 || rep.Vivaldi == nil || rep.Vivaldi.Stopped == "" {
 		t.Errorf("dilation %v, warm-up's %v, vivaldi %+v", rep.Dilation, rep.WarmDilation, rep.Vivaldi)
 	}
-	if !strings.Contains(out.String()+errb.String(), "the warm-up ran at ×1") {
-		t.Errorf("the change of dilation is not logged:\n%s\n%s", out.String(), errb.String())
+	if !strings.Contains(out+errs, "the warm-up ran at ×1") {
+		t.Errorf("the change of dilation is not logged:\n%s\n%s", out, errs)
 	}
 }
 
