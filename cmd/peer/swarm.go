@@ -179,7 +179,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(methodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (Lo et al.'s) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
-	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good (0: 300ms, or n×1.25ms above 240 peers, so the swarm takes at most 800 samples a second)")
+	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good, in the network's time (0: 300ms, or n×1.25ms above 240 peers, so the swarm takes at most 800 samples a second of the clock; divided by the warm-up's dilation)")
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (0.12: the tokens of `peer experiment repel-coords` place within 1.13× the k-median in coordinates that good, 1.24× at 0.15)")
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
@@ -444,7 +444,10 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	var vr *swarm.VivaldiRun
 	if *viv {
 		if *vivInterval == 0 {
-			*vivInterval = swarm.VivaldiWarmInterval(*n)
+			// The interval keeps the machine to its rate of samples, a
+			// rate of the clock: a dilated warm-up samples that many
+			// times more often in the network's time.
+			*vivInterval = time.Duration(float64(swarm.VivaldiWarmInterval(*n)) / warm)
 		}
 		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval}); err != nil {
 			return err
