@@ -164,13 +164,16 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		if err != nil {
 			return nil, err
 		}
+		// Read before the summary: its baselines (a greedy k-median over
+		// the matrix, random draws) are the report's work, not the
+		// swarm's, and load the machine while the peers still sample.
+		mr.VivaldiAfter = vivaldiErrorOf(vr)
 		sum, rs, err := rr.Summary(took, rng(3))
 		if err != nil {
 			return nil, err
 		}
 		mr.Superpeers, mr.Repel = &sum, &rs
 		mr.RSSBytes, mr.Goroutines = swarm.RSS(), swarm.Goroutines()
-		mr.VivaldiAfter = vivaldiErrorOf(vr)
 		state = func() metrics.Assignment { return rr.State().Assignment }
 		if f.hold > 0 {
 			select {
@@ -183,11 +186,12 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 			if err != nil {
 				return nil, err
 			}
+			viv := vivaldiErrorOf(vr) // before the summary, as above
 			after, rs, err := rr.Summary(s.Elapsed(rr.Start()), rng(3))
 			if err != nil {
 				return nil, err
 			}
-			mr.Hold = &holdReport{HeldSeconds: f.hold.Seconds(), WaitedSeconds: waited.Seconds(), After: &after, RepelAfter: &rs, VivaldiAfter: vivaldiErrorOf(vr)}
+			mr.Hold = &holdReport{HeldSeconds: f.hold.Seconds(), WaitedSeconds: waited.Seconds(), After: &after, RepelAfter: &rs, VivaldiAfter: viv}
 		}
 		if f.kill > 0 || f.killSP {
 			holders := 0.5
