@@ -179,7 +179,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(methodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (Lo et al.'s) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
-	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good, in the network's time (0: 300ms, or n×1.25ms above 240 peers, so the swarm takes at most 800 samples a second of the clock; divided by the warm-up's dilation)")
+	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good, in the network's time (0: 300ms, or n×1.25ms above 240 peers, so an undilated swarm takes at most 800 samples a second; a dilated warm-up may take the same samples a second of the clock with this divided by the dilation)")
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (unless given: 0.12, and 0.10 from 2 000 peers on — `peer experiment repel-coords`: at 490 peers the tokens place within 1.17× the k-median in coordinates of 0.12, at 2 000 they need 0.09–0.10)")
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
@@ -444,10 +444,15 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	var vr *swarm.VivaldiRun
 	if *viv {
 		if *vivInterval == 0 {
-			// The interval keeps the machine to its rate of samples, a
-			// rate of the clock: a dilated warm-up samples that many
-			// times more often in the network's time.
-			*vivInterval = time.Duration(float64(swarm.VivaldiWarmInterval(*n)) / warm)
+			// In the network's time: a dilated warm-up takes F times
+			// longer on the clock. Sampling F times faster in the
+			// network's time (the same samples a second of the clock)
+			// warmed 2 000 peers up in 5 minutes instead of 25, but at
+			// 490 peers its coordinates had the median of the bound
+			// with a worse tail and the tokens placed worse
+			// (experiments/README.md, "… on better coordinates"): give
+			// --vivaldi-interval for it.
+			*vivInterval = swarm.VivaldiWarmInterval(*n)
 		}
 		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval}); err != nil {
 			return err
