@@ -71,7 +71,6 @@ type Service struct {
 	limit       *limits.PerPeer // requests per remote peer (WithRateLimit; nil: none)
 
 	interval  atomic.Int64  // time.Duration
-	timeout   atomic.Int64  // time.Duration: one exchange's bound (WithTimeout, SetTimeScale)
 	scale     atomic.Uint64 // math.Float64bits of the time scale (WithTimeScale, SetTimeScale)
 	inFlight  atomic.Int32
 	piggyback atomic.Pointer[piggybackBox]
@@ -174,7 +173,6 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	}
 	s.limit = limits.NewPerPeer(cfg.rate, cfg.burst, 0)
 	s.interval.Store(int64(cfg.interval))
-	s.timeout.Store(int64(cfg.timeout))
 	s.scale.Store(math.Float64bits(cfg.timeScale))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(s.proto, s.handle)
@@ -209,16 +207,22 @@ func (s *Service) SetInterval(d time.Duration) {
 // SetTimeScale changes the scale of WithTimeScale to f from the next
 // exchange on, for an emulation whose time dilation changes while it runs
 // (e.g. coordinates warmed up undilated, then a dilated run): the exchange
-// timeout is scaled with it (f over the old scale, at most MaxRTT), and a
-// sample in flight across the change is discarded (counted as a drop,
-// "rescaled"): its link delays were part one scale, part the other.
+// timeout follows it (WithTimeout's times f over WithTimeScale's, at most
+// MaxRTT), and a sample in flight across the change is discarded (counted
+// as a drop, "rescaled"): its link delays were part one scale, part the
+// other.
 func (s *Service) SetTimeScale(f float64) error {
 	if !(f >= 1) || f > 1000 {
 		return fmt.Errorf("vivaldi: SetTimeScale: %v not in [1, 1000]", f)
 	}
-	old := math.Float64frombits(s.scale.Swap(math.Float64bits(f)))
-	s.timeout.Store(int64(min(MaxRTT, time.Duration(float64(s.timeout.Load())*f/old))))
+	s.scale.Store(math.Float64bits(f))
 	return nil
+}
+
+// timeout bounds one exchange at the time scale now (SetTimeScale).
+func (s *Service) timeout() time.Duration {
+	f := math.Float64frombits(s.scale.Load())
+	return min(MaxRTT, time.Duration(float64(s.cfg.timeout)*f/s.cfg.timeScale))
 }
 
 // ProtocolPrefix is the prefix the exchange's protocol ID derives from
@@ -296,7 +300,7 @@ func (s *Service) handle(st network.Stream) {
 		_ = st.Reset()
 		return
 	}
-	_ = st.SetDeadline(time.Now().Add(time.Duration(s.timeout.Load())))
+	_ = st.SetDeadline(time.Now().Add(s.timeout()))
 	// A request carries no neighbours: any entry is refused and counted.
 	req, err := readMessage(st, s.cfg.model.Dimensions, 0)
 	if err != nil {
@@ -458,7 +462,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, bool, e
 // by 0.02 ms on mocknet, at the cost of a round trip.)
 func (s *Service) exchange(ctx context.Context, p peer.ID) (rtt time.Duration, transport bool, f wireFrame, err error) {
 	scale := s.scale.Load()
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.timeout.Load()))
+	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
 	req := messageToPB(wireFrame{Coord: s.client.GetCoordinate(), Want: s.cfg.near.Share})
 	if pg := s.piggy(); pg != nil {
