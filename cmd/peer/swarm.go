@@ -445,13 +445,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if *viv {
 		if *vivInterval == 0 {
 			// In the network's time: a dilated warm-up takes F times
-			// longer on the clock. Sampling F times faster in the
-			// network's time (the same samples a second of the clock)
-			// warmed 2 000 peers up in 5 minutes instead of 25, but at
-			// 490 peers its coordinates had the median of the bound
-			// with a worse tail and the tokens placed worse
-			// (experiments/README.md, "… on better coordinates"): give
-			// --vivaldi-interval for it.
+			// longer on the clock. Why not the clock's rate by default:
+			// experiments/README.md, "… on better coordinates".
 			*vivInterval = swarm.VivaldiWarmInterval(*n)
 		}
 		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval}); err != nil {

@@ -418,13 +418,10 @@ func VivaldiWarmInterval(n int) time.Duration {
 }
 
 // VivaldiBoundFor is the median relative error peer swarm's warm-up waits
-// for with n peers (--vivaldi-bound unless given): 0.12 below 2 000 peers
-// (the token method's placement within 1.17× the k-median at 490 peers in
-// the simulator), 0.10 from 2 000 on, where coordinates of 0.12 put tokens
-// in the wrong regions (placement 1.18× live, 1.23× on the simulator's
-// mean at 0.125; 1.03× and 1.07× live at 0.10; experiments/README.md,
-// repel-coords and "Live repel swarms at 2 000 peers on better
-// coordinates").
+// for with n peers (--vivaldi-bound unless given): 0.12 below 2 000 peers,
+// 0.10 from 2 000 on, where coordinates of 0.12 put tokens in the wrong
+// regions (how it was chosen: experiments/README.md, repel-coords and
+// "Live repel swarms at 2 000 peers on better coordinates").
 func VivaldiBoundFor(n int) float64 {
 	if n >= 2000 {
 		return 0.10
