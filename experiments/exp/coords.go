@@ -90,12 +90,13 @@ func runCoords(o Options, r *report.Run) error {
 	bar := report.NewProgress(o.Stderr, "runs", runs)
 	done := 0
 	var out []coordsRow
-	for _, size := range p.Sizes {
+	bySize := make([][]coordsRow, len(p.Sizes))
+	for k, size := range p.Sizes {
 		rows, err := coordsRows(o, p, size, func() { done++; bar.Set(done) })
 		if err != nil {
 			return err
 		}
-		out = append(out, rows...)
+		out, bySize[k] = append(out, rows...), rows
 	}
 	bar.Finish()
 	t := report.NewTable("n", "S", "config", "vivaldi rounds", "median error", "/kmed mean", "/kmed max", "placement mean", "settled mean s", "per seed")
@@ -109,13 +110,13 @@ func runCoords(o Options, r *report.Run) error {
 	if err := printTable(o, r, "coords", fmt.Sprintf("repel over coordinates of each age: %s, %d seeds from %d", p.Latency, p.Seeds, o.Seed), t); err != nil {
 		return err
 	}
-	for _, size := range p.Sizes {
+	for k, size := range p.Sizes {
 		var ss []report.Series
 		for _, name := range size.Configs {
 			mean := report.Series{Name: name + " mean", Points: true}
 			worst := report.Series{Name: name + " worst seed", Points: true}
-			for _, row := range out {
-				if row.N == size.N && row.S == size.S && row.Config == name {
+			for _, row := range bySize[k] {
+				if row.Config == name {
 					mean.X, mean.Y = append(mean.X, row.MedianError), append(mean.Y, row.Mean)
 					worst.X, worst.Y = append(worst.X, row.MedianError), append(worst.Y, row.Worst)
 				}
