@@ -27,8 +27,17 @@ type AttachConfig struct {
 	// live holder; a client choosing anew (unattached, or its holder gone)
 	// measures at once.
 	ProbeEvery time.Duration
-	// MeasureTTL is how long a measured RTT stands for its holder.
+	// MeasureTTL is how long a measured RTT stands for its holder. A
+	// failed measurement stands for ProbeEvery only.
 	MeasureTTL time.Duration
+	// Explore is how many more holders a client measures at each choice
+	// (each attach step), beyond the Probe it measures when due: the
+	// nearest in the ranking of those it has no measurement of. Over
+	// successive steps it comes to know the RTT of the holders the
+	// coordinates place further off, so that one the embedding puts far
+	// but that is near (a near pair the coordinates get wrong, a host
+	// whose coordinate drifted) is found. 0: none.
+	Explore int
 	// RegretFactor and RegretMargin bound, on the holder's side, the
 	// regret it takes from a client (RegretBound): at most RegretFactor
 	// times what the coordinates say the client loses if refused, plus
@@ -41,12 +50,14 @@ type AttachConfig struct {
 
 // DefaultAttachConfig measures 3 holders, switches for a 10% nearer one,
 // measures an attached client's holders at most every 50 s (five renewals
-// of a 30 s attach TTL), trusts a measurement for 10 minutes, and takes a
-// client's regret at up to the coordinates' estimate and 2 ms (a
-// displacement margin, superpeer.DefaultDisplace).
+// of a 30 s attach TTL) and one more unmeasured holder at every step,
+// trusts a measurement for 10 minutes, and takes a client's regret at up
+// to the coordinates' estimate and 2 ms (a displacement margin,
+// superpeer.DefaultDisplace). experiments/README.md ("Clients that find
+// the holders their coordinates misplace") has the figures behind Explore.
 func DefaultAttachConfig() AttachConfig {
 	return AttachConfig{Probe: 3, Switch: 1.1, ProbeEvery: 50 * time.Second, MeasureTTL: 10 * time.Minute,
-		RegretFactor: 1, RegretMargin: 2 * time.Millisecond}
+		Explore: 1, RegretFactor: 1, RegretMargin: 2 * time.Millisecond}
 }
 
 // Validate names the first field that makes no sense.
@@ -56,6 +67,8 @@ func (c AttachConfig) Validate() error {
 		return fmt.Errorf("repel: attach Switch %v must be ≥ 1", c.Switch)
 	case c.ProbeEvery < 0 || c.MeasureTTL < 0:
 		return errors.New("repel: attach ProbeEvery and MeasureTTL must be ≥ 0")
+	case c.Explore < 0:
+		return fmt.Errorf("repel: attach Explore %d must be ≥ 0", c.Explore)
 	case c.RegretFactor != 0 && !(c.RegretFactor >= 1) || math.IsInf(c.RegretFactor, 0) || c.RegretMargin < 0:
 		return fmt.Errorf("repel: attach RegretFactor %v must be 0 or ≥ 1, RegretMargin %v ≥ 0", c.RegretFactor, c.RegretMargin)
 	}
@@ -99,6 +112,10 @@ type Chooser struct {
 	lastRun  time.Time // when the client last measured (zero: never)
 	run      int       // measurements in the current choice
 	runAt    time.Time
+
+	exploring string    // the holder Next last gave to explore, until Measured
+	explored  int       // explorations in the current step
+	exploreAt time.Time // the step explored is counted for
 }
 
 // NewChooser makes a client's chooser.
@@ -117,6 +134,14 @@ func (c *Chooser) Measured(now time.Time, id string, rtt time.Duration, ok bool)
 		m.rtt = math.Inf(1)
 	}
 	c.measured[id] = m
+	if id == c.exploring {
+		c.exploring = ""
+		if !c.exploreAt.Equal(now) {
+			c.exploreAt, c.explored = now, 0
+		}
+		c.explored++
+		return
+	}
 	if !c.runAt.Equal(now) {
 		c.runAt, c.run = now, 0
 	}
@@ -181,31 +206,47 @@ func (c *Chooser) rank(now time.Time, cands []Candidate) []ranked {
 // Next is the next holder to measure before choosing, or "" when none is
 // due: the first unmeasured holder among the first Probe of the ranking,
 // measured only if the client chooses anew (cur is "" or not among cands)
-// or last measured ProbeEvery ago or more, and at most 2·Probe per choice.
-// It also forgets measurements of holders that are gone or stale.
+// or last measured ProbeEvery ago or more, and at most 2·Probe per choice;
+// then up to Explore more, the first unmeasured of the whole ranking. It
+// also forgets measurements of holders that are gone or stale (a failed
+// one after ProbeEvery).
 func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 	live := make(map[string]bool, len(cands))
 	for _, cd := range cands {
 		live[cd.ID] = true
 	}
 	for id, m := range c.measured {
-		if !live[id] || now.Sub(m.at) >= c.cfg.MeasureTTL {
+		ttl := c.cfg.MeasureTTL
+		if math.IsInf(m.rtt, 1) {
+			ttl = min(ttl, c.cfg.ProbeEvery)
+		}
+		if !live[id] || now.Sub(m.at) >= ttl {
 			delete(c.measured, id)
 		}
 	}
-	if c.cfg.Probe <= 0 {
+	c.exploring = ""
+	if c.cfg.Probe <= 0 && c.cfg.Explore <= 0 {
 		return ""
 	}
+	rs := c.rank(now, cands)
 	inRun := c.runAt.Equal(now)
 	due := cur == "" || !live[cur] || c.lastRun.IsZero() || now.Sub(c.lastRun) >= c.cfg.ProbeEvery || inRun
-	if !due || (inRun && c.run >= maxMeasurePerChoice*c.cfg.Probe) {
+	if c.cfg.Probe > 0 && due && !(inRun && c.run >= maxMeasurePerChoice*c.cfg.Probe) {
+		for i, r := range rs {
+			if i >= c.cfg.Probe {
+				break
+			}
+			if !r.measured {
+				return r.id
+			}
+		}
+	}
+	if c.exploreAt.Equal(now) && c.explored >= c.cfg.Explore || c.cfg.Explore <= 0 {
 		return ""
 	}
-	for i, r := range c.rank(now, cands) {
-		if i >= c.cfg.Probe {
-			break
-		}
+	for _, r := range rs {
 		if !r.measured {
+			c.exploring = r.id
 			return r.id
 		}
 	}

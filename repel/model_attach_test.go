@@ -57,8 +57,80 @@ func TestChooser_BoundsMeasurementsPerChoice(t *testing.T) {
 		cands = append(cands, Candidate{id, float64(i+1) / 1000})
 		rtt[id] = 500 // every prediction far too low
 	}
-	if got := measureAll(ch, time.Unix(0, 0), "", cands, rtt); len(got) != 4 {
-		t.Fatalf("measured %v, want 2·Probe = 4", got)
+	if got := measureAll(ch, time.Unix(0, 0), "", cands, rtt); len(got) != 2*cfg.Probe+cfg.Explore {
+		t.Fatalf("measured %v, want 2·Probe + Explore = %d", got, 2*cfg.Probe+cfg.Explore)
+	}
+}
+
+// A holder the coordinates place far but that is near (a near pair the
+// embedding gets wrong) is never among the first Probe of the ranking:
+// without Explore the client never measures it. With Explore 1 it measures
+// one more unmeasured holder at each step, nearest predicted first, and
+// finds it within as many steps as holders rank before it.
+func TestChooser_ExploresTheHoldersItHasNotMeasured(t *testing.T) {
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	var cands []Candidate
+	rtt := map[string]float64{}
+	for i, id := range ids {
+		cands = append(cands, Candidate{id, float64(10*(i+1)) / 1000}) // predicted 10 … 80 ms
+		rtt[id] = 5
+	}
+	rtt["h"] = 1 // predicted 80 ms, truly 1 ms
+	for _, explore := range []int{0, 1} {
+		cfg := DefaultAttachConfig()
+		cfg.Explore = explore
+		ch, _ := NewChooser(cfg)
+		t0 := time.Unix(0, 0)
+		cur := ""
+		var found int
+		for step := 0; step < 10; step++ {
+			now := t0.Add(time.Duration(step) * 10 * time.Second)
+			got := measureAll(ch, now, cur, cands, rtt)
+			probes := 0
+			if step == 0 {
+				probes = cfg.Probe // choosing anew: the first Probe, all 5 ms
+			}
+			if step < len(ids)-cfg.Probe { // until every holder is measured
+				probes += explore
+			}
+			if want := probes; len(got) != want {
+				t.Fatalf("explore %d, step %d: measured %v, want %d", explore, step, got, want)
+			}
+			cur = ch.order(now, cur, cands)[0]
+			if cur == "h" && found == 0 {
+				found = step + 1
+			}
+		}
+		switch {
+		case explore == 0 && found != 0:
+			t.Fatalf("without Explore the client found h at step %d", found)
+		case explore == 1 && found != len(ids)-cfg.Probe:
+			// a, b, c measured when choosing anew and d explored; e … h one a step.
+			t.Fatalf("with Explore 1 the client found h at step %d, want %d", found, len(ids)-cfg.Probe)
+		}
+	}
+}
+
+// A failed measurement ranks the holder last, but only until ProbeEvery:
+// a holder that timed out once on a loaded host is measured again.
+func TestChooser_MeasuresAFailedHolderAgain(t *testing.T) {
+	cfg := DefaultAttachConfig()
+	cfg.Probe, cfg.Explore, cfg.ProbeEvery = 1, 0, time.Minute
+	ch, _ := NewChooser(cfg)
+	t0 := time.Unix(0, 0)
+	cands := []Candidate{{"a", 0.005}, {"b", 0.020}}
+	if got := measureAll(ch, t0, "", cands, map[string]float64{"b": 20}); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("measured %v", got) // a failed (no RTT given), so b ranked first and was measured
+	}
+	if got := ch.order(t0, "", cands); !slices.Equal(got, []string{"b", "a"}) {
+		t.Fatalf("order %v", got)
+	}
+	t1 := t0.Add(cfg.ProbeEvery)
+	if got := measureAll(ch, t1, "b", cands, map[string]float64{"a": 5, "b": 20}); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after ProbeEvery measured %v, want a again", got)
+	}
+	if got := ch.order(t1, "b", cands); got[0] != "a" {
+		t.Fatalf("order %v, want a first", got)
 	}
 }
 
@@ -87,7 +159,7 @@ func TestChooser_KeepsAMeasuredChoice(t *testing.T) {
 
 func TestChooser_SwitchAndRateLimit(t *testing.T) {
 	cfg := DefaultAttachConfig()
-	cfg.ProbeEvery = time.Minute
+	cfg.ProbeEvery, cfg.Explore = time.Minute, 0 // the probes' pacing alone
 	ch, _ := NewChooser(cfg)
 	t0 := time.Unix(0, 0)
 	cands := []Candidate{{"a", 0.020}, {"b", 0.021}}
