@@ -82,6 +82,22 @@ func WithProbe(n int) Option {
 	}
 }
 
+// WithExplore sets how many more holders a client measures at each
+// attach step (every renewal), beyond the Probe, among those it has not
+// measured, nearest by its coordinates first (default 1; 0 or negative:
+// none).
+// It finds the holders the coordinates misplace: a near holder predicted
+// far is never among the Probe nearest. AttachConfig.Explore.
+func WithExplore(n int) Option {
+	return func(o *selectorOptions) error {
+		if n == 0 {
+			n = -1
+		}
+		o.Explore = n
+		return nil
+	}
+}
+
 // WithRegisterer exports the selector's metrics on r until Close
 // (superpeer_repel_*: token events, tokens held and known, name lookups,
 // bytes sent, refused frames by reason), and those of its attach protocol

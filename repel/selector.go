@@ -38,6 +38,7 @@ type selectorOptions struct {
 	Registerer    prometheus.Registerer
 	Switch        float64 // WithSwitch
 	Probe         int     // WithProbe
+	Explore       int     // WithExplore
 
 	// Renew is how often a client renews its attachment and reconsiders
 	// which holder is nearest (default a third of the attach TTL).
@@ -109,6 +110,9 @@ func (o *selectorOptions) defaults() error {
 	}
 	if o.Probe == 0 {
 		o.Probe = 3
+	}
+	if o.Explore == 0 {
+		o.Explore = DefaultAttachConfig().Explore
 	}
 	if o.GossipPush == 0 {
 		o.GossipPush = 4

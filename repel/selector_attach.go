@@ -46,11 +46,12 @@ func (s *Selector) attacher(ctx context.Context) {
 	}
 }
 
-// chooser is the client's Chooser from the selector options: Probe and
-// Switch as given, measurements at most every five renewals.
+// chooser is the client's Chooser from the selector options: Probe,
+// Explore and Switch as given, measurements at most every five renewals.
 func (s *Selector) chooser() *Chooser {
 	cfg := DefaultAttachConfig()
 	cfg.Probe = max(s.opts.Probe, 0)
+	cfg.Explore = max(s.opts.Explore, 0)
 	cfg.Switch = s.opts.Switch
 	cfg.ProbeEvery = 5 * s.opts.Renew
 	ch, err := NewChooser(cfg)

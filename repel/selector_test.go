@@ -682,3 +682,31 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 		t.Errorf("%d failed renewals kept with a TTL of three renewals", kept)
 	}
 }
+
+// The client's Chooser takes Probe and Explore from the options: Explore 1
+// by default, none with WithExplore(0).
+func TestSelector_ChooserFromOptions(t *testing.T) {
+	for _, c := range []struct {
+		opts         []Option
+		probe, explo int
+	}{
+		{nil, 3, 1},
+		{[]Option{WithExplore(0)}, 3, 0},
+		{[]Option{WithExplore(4), WithProbe(2)}, 2, 4},
+		{[]Option{WithProbe(0)}, 0, 1},
+	} {
+		o := selectorOptions{}
+		for _, opt := range c.opts {
+			if err := opt(&o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := o.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		ch := (&Selector{opts: o}).chooser()
+		if ch.cfg.Probe != c.probe || ch.cfg.Explore != c.explo {
+			t.Errorf("%d options: Probe %d Explore %d, want %d %d", len(c.opts), ch.cfg.Probe, ch.cfg.Explore, c.probe, c.explo)
+		}
+	}
+}

@@ -250,6 +250,7 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--survey", "-1s"}, 2, "--survey"},
 		{[]string{"swarm", "--method", "repel", "--hold", "-1s"}, 2, "--hold"},
 		{[]string{"swarm", "--method", "repel", "--probe", "0"}, 2, "--probe"},
+		{[]string{"swarm", "--method", "repel", "--explore", "-1"}, 2, "--explore"},
 		{[]string{"swarm", "--hold", "1m"}, 2, "--hold is for --method repel"},
 		{[]string{"run", "--displace", "-1ms"}, 2, "--displace"},
 		{[]string{"run", "--survey", "-1s"}, 2, "--survey"},

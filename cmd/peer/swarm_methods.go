@@ -42,7 +42,7 @@ type methodReport struct {
 
 // methodFlags are the flags of `peer swarm` that configure the methods.
 type methodFlags struct {
-	superpeers, capacity, probe int
+	superpeers, capacity, probe, explore int
 	// fraction makes prefix's S follow it (0: fixed); capacityGiven says
 	// --capacity was set, which then holds instead of 2⌈1/fraction⌉.
 	fraction                    float64
@@ -71,7 +71,7 @@ func (f methodFlags) params() swarm.MethodParams {
 		capacity = 0 // the fraction's: 2⌈1/f⌉
 	}
 	return swarm.MethodParams{Superpeers: f.superpeers, Fraction: f.fraction, Capacity: capacity, TTL: f.ttl, Pow2: f.pow2, StartSpread: f.startSpread,
-		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Dissemination: f.dissemination}
+		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Explore: f.explore, Dissemination: f.dissemination}
 }
 
 // parseMethods reads --method: all (every registered method), none, or

@@ -36,6 +36,7 @@ type MethodParams struct {
 	Survey        time.Duration
 	Displace      time.Duration
 	Probe         int
+	Explore       int // RepelOptions.Explore
 	Dissemination repel.Dissemination
 }
 
@@ -67,7 +68,7 @@ func (p MethodParams) RepelOptions() RepelOptions {
 	if p.Fraction > 0 && capacity == 0 {
 		capacity = 2 * int(math.Ceil(1/p.Fraction))
 	}
-	return RepelOptions{Config: cfg, Capacity: capacity, TTL: p.TTL, Attach: []superpeer.Option{superpeer.WithDisplace(p.Displace)}, Probe: p.Probe, Dissemination: p.Dissemination}
+	return RepelOptions{Config: cfg, Capacity: capacity, TTL: p.TTL, Attach: []superpeer.Option{superpeer.WithDisplace(p.Displace)}, Probe: p.Probe, Explore: p.Explore, Dissemination: p.Dissemination}
 }
 
 // ActiveCount is the superpeer count peer i's selector holds: the prefix

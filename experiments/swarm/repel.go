@@ -143,6 +143,10 @@ type RepelOptions struct {
 	// Probe is how many holders a client measures before it chooses
 	// (repel.WithProbe; 0: the selector's default, 3).
 	Probe int
+	// Explore is how many more holders, not yet measured, a client
+	// measures at each attach step (repel.WithExplore; 0: the selector's
+	// default, 1; negative: none).
+	Explore int
 	// Dissemination is how announcements travel (default repel.Piggyback;
 	// repel.GossipSub needs nodes with RepelNodeOptions).
 	Dissemination repel.Dissemination
@@ -196,6 +200,9 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	}
 	if opts.Probe != 0 {
 		ropts = append(ropts, repel.WithProbe(opts.Probe))
+	}
+	if opts.Explore != 0 {
+		ropts = append(ropts, repel.WithExplore(max(opts.Explore, 0)))
 	}
 	run, err := s.StartMethod(ctx, "repel", MethodOptions{
 		Env:     superpeer.Env{Options: ropts},
