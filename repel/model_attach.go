@@ -30,9 +30,10 @@ type AttachConfig struct {
 	// MeasureTTL is how long a measured RTT stands for its holder. A
 	// failed measurement stands for ProbeEvery only.
 	MeasureTTL time.Duration
-	// Explore is how many more holders a client measures at each choice
-	// (each attach step), beyond the Probe it measures when due: the
-	// nearest in the ranking of those it has no measurement of. Over
+	// Explore is how many more holders a client measures at each attach
+	// step, after it has asked (Chooser.Explore), beyond the Probe it
+	// measures when due: the nearest in the ranking of those it has no
+	// measurement of. Over
 	// successive steps it comes to know the RTT of the holders the
 	// coordinates place further off, so that one the embedding puts far
 	// but that is near (a near pair the coordinates get wrong, a host
@@ -100,6 +101,9 @@ type measurement struct {
 //		ch.Measured(now, id, measure(id))
 //	}
 //	for _, id := range ch.Order(now, cur, cands) { ask id; stop at the first that accepts }
+//	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
+//		ch.Measured(now, id, measure(id))
+//	}
 //
 // A holder ranks by its measured RTT when the client has one younger than
 // MeasureTTL, by its predicted RTT otherwise. The client keeps its current
@@ -206,11 +210,53 @@ func (c *Chooser) rank(now time.Time, cands []Candidate) []ranked {
 // Next is the next holder to measure before choosing, or "" when none is
 // due: the first unmeasured holder among the first Probe of the ranking,
 // measured only if the client chooses anew (cur is "" or not among cands)
-// or last measured ProbeEvery ago or more, and at most 2·Probe per choice;
-// then up to Explore more, the first unmeasured of the whole ranking. It
-// also forgets measurements of holders that are gone or stale (a failed
+// or last measured ProbeEvery ago or more, and at most 2·Probe per choice.
+// It also forgets measurements of holders that are gone or stale (a failed
 // one after ProbeEvery).
 func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
+	live := c.forget(now, cands)
+	c.exploring = ""
+	if c.cfg.Probe <= 0 {
+		return ""
+	}
+	inRun := c.runAt.Equal(now)
+	due := cur == "" || !live[cur] || c.lastRun.IsZero() || now.Sub(c.lastRun) >= c.cfg.ProbeEvery || inRun
+	if !due || (inRun && c.run >= maxMeasurePerChoice*c.cfg.Probe) {
+		return ""
+	}
+	for i, r := range c.rank(now, cands) {
+		if i >= c.cfg.Probe {
+			break
+		}
+		if !r.measured {
+			return r.id
+		}
+	}
+	return ""
+}
+
+// Explore is the next holder to measure after the client has asked (so
+// that no renewal waits for it), or "" when none: the first of the ranking
+// it has no measurement of, at most Explore a step (a step is a now). What
+// it measures ranks the holders at the next choice.
+func (c *Chooser) Explore(now time.Time, cands []Candidate) string {
+	c.forget(now, cands)
+	c.exploring = ""
+	if c.cfg.Explore <= 0 || c.exploreAt.Equal(now) && c.explored >= c.cfg.Explore {
+		return ""
+	}
+	for _, r := range c.rank(now, cands) {
+		if !r.measured {
+			c.exploring = r.id
+			return r.id
+		}
+	}
+	return ""
+}
+
+// forget drops the measurements of holders that are gone, or older than
+// MeasureTTL (a failed one: than ProbeEvery), and returns the live holders.
+func (c *Chooser) forget(now time.Time, cands []Candidate) map[string]bool {
 	live := make(map[string]bool, len(cands))
 	for _, cd := range cands {
 		live[cd.ID] = true
@@ -224,33 +270,7 @@ func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 			delete(c.measured, id)
 		}
 	}
-	c.exploring = ""
-	if c.cfg.Probe <= 0 && c.cfg.Explore <= 0 {
-		return ""
-	}
-	rs := c.rank(now, cands)
-	inRun := c.runAt.Equal(now)
-	due := cur == "" || !live[cur] || c.lastRun.IsZero() || now.Sub(c.lastRun) >= c.cfg.ProbeEvery || inRun
-	if c.cfg.Probe > 0 && due && !(inRun && c.run >= maxMeasurePerChoice*c.cfg.Probe) {
-		for i, r := range rs {
-			if i >= c.cfg.Probe {
-				break
-			}
-			if !r.measured {
-				return r.id
-			}
-		}
-	}
-	if c.exploreAt.Equal(now) && c.explored >= c.cfg.Explore || c.cfg.Explore <= 0 {
-		return ""
-	}
-	for _, r := range rs {
-		if !r.measured {
-			c.exploring = r.id
-			return r.id
-		}
-	}
-	return ""
+	return live
 }
 
 // order is the holders to ask, in order: the current one first while it is

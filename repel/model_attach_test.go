@@ -9,6 +9,18 @@ import (
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
+// exploreAll runs the chooser's exploring loop (after asking) with the RTTs
+// given (ms).
+func exploreAll(ch *Chooser, now time.Time, cands []Candidate, rtt map[string]float64) []string {
+	var asked []string
+	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
+		asked = append(asked, id)
+		d, ok := rtt[id]
+		ch.Measured(now, id, time.Duration(d*float64(time.Millisecond)), ok)
+	}
+	return asked
+}
+
 // measureAll runs the chooser's measuring loop with the RTTs given (ms).
 func measureAll(ch *Chooser, now time.Time, cur string, cands []Candidate, rtt map[string]float64) []string {
 	var asked []string
@@ -57,16 +69,17 @@ func TestChooser_BoundsMeasurementsPerChoice(t *testing.T) {
 		cands = append(cands, Candidate{id, float64(i+1) / 1000})
 		rtt[id] = 500 // every prediction far too low
 	}
-	if got := measureAll(ch, time.Unix(0, 0), "", cands, rtt); len(got) != 2*cfg.Probe+cfg.Explore {
-		t.Fatalf("measured %v, want 2·Probe + Explore = %d", got, 2*cfg.Probe+cfg.Explore)
+	if got := measureAll(ch, time.Unix(0, 0), "", cands, rtt); len(got) != 2*cfg.Probe {
+		t.Fatalf("measured %v, want 2·Probe = %d", got, 2*cfg.Probe)
 	}
 }
 
 // A holder the coordinates place far but that is near (a near pair the
 // embedding gets wrong) is never among the first Probe of the ranking:
 // without Explore the client never measures it. With Explore 1 it measures
-// one more unmeasured holder at each step, nearest predicted first, and
-// finds it within as many steps as holders rank before it.
+// one more unmeasured holder after each step's requests, nearest predicted
+// first, and attaches to it at the step after it measured it. Exploring
+// counts neither as a probe nor toward the probes' pacing.
 func TestChooser_ExploresTheHoldersItHasNotMeasured(t *testing.T) {
 	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	var cands []Candidate
@@ -85,28 +98,29 @@ func TestChooser_ExploresTheHoldersItHasNotMeasured(t *testing.T) {
 		var found int
 		for step := 0; step < 10; step++ {
 			now := t0.Add(time.Duration(step) * 10 * time.Second)
-			got := measureAll(ch, now, cur, cands, rtt)
-			probes := 0
-			if step == 0 {
-				probes = cfg.Probe // choosing anew: the first Probe, all 5 ms
-			}
-			if step < len(ids)-cfg.Probe { // until every holder is measured
-				probes += explore
-			}
-			if want := probes; len(got) != want {
-				t.Fatalf("explore %d, step %d: measured %v, want %d", explore, step, got, want)
+			probed := measureAll(ch, now, cur, cands, rtt)
+			if want := map[bool]int{true: cfg.Probe}[step == 0]; len(probed) != want {
+				t.Fatalf("explore %d, step %d: probed %v, want %d (choosing anew only)", explore, step, probed, want)
 			}
 			cur = ch.order(now, cur, cands)[0]
 			if cur == "h" && found == 0 {
-				found = step + 1
+				found = step
+			}
+			explored := exploreAll(ch, now, cands, rtt)
+			want := 0
+			if step < len(ids)-cfg.Probe { // until every holder is measured
+				want = explore
+			}
+			if len(explored) != want {
+				t.Fatalf("explore %d, step %d: explored %v, want %d", explore, step, explored, want)
 			}
 		}
 		switch {
 		case explore == 0 && found != 0:
-			t.Fatalf("without Explore the client found h at step %d", found)
+			t.Fatalf("without Explore the client chose h at step %d", found)
 		case explore == 1 && found != len(ids)-cfg.Probe:
-			// a, b, c measured when choosing anew and d explored; e … h one a step.
-			t.Fatalf("with Explore 1 the client found h at step %d, want %d", found, len(ids)-cfg.Probe)
+			// a, b, c probed at step 0; d … h explored after steps 0 … 4.
+			t.Fatalf("with Explore 1 the client chose h at step %d, want %d", found, len(ids)-cfg.Probe)
 		}
 	}
 }

@@ -247,7 +247,8 @@ const (
 	statMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
 	statHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
 	statProbesFailed  = "holder_probes_failed"
-	statGossipRetired = "gossip_retired" // versions of tokens a smaller count retired, from peers that had not heard of it
+	statExplored      = "client_explored" // Vivaldi exchanges a client made with holders it had not measured (AttachConfig.Explore)
+	statGossipRetired = "gossip_retired"  // versions of tokens a smaller count retired, from peers that had not heard of it
 	// Piggyback dissemination: piggybacks sent on the Vivaldi exchanges
 	// (both directions) and their bytes, versions received that were
 	// news, signatures checked, and piggybacks the loop was too busy to

@@ -63,7 +63,8 @@ func (s *Selector) chooser() *Chooser {
 
 // attachStep makes or renews the attachment: it measures the holders the
 // chooser asks for (one Vivaldi exchange each), then asks the holders in
-// the chooser's order and keeps the first that accepts.
+// the chooser's order and keeps the first that accepts, then measures the
+// holders the chooser explores.
 func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 	self := s.node.ID()
 	s.mu.Lock()
@@ -123,12 +124,24 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 				ch.Observed(time.Now(), id, rtt)
 			}
 		}
+		s.explore(ctx, ch, now, cands)
 		return
 	}
 	if cur != "" {
 		s.leave(ctx, cur)
 	}
 	s.setAttached("", "no holder accepted")
+	s.explore(ctx, ch, now, cands)
+}
+
+// explore measures the holders the chooser explores (one Vivaldi exchange
+// each), after the step has asked, so that no renewal waits on them.
+func (s *Selector) explore(ctx context.Context, ch *Chooser, now time.Time, cands []Candidate) {
+	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
+		rtt, err := s.viv.Sample(ctx, peer.ID(id))
+		ch.Measured(now, id, rtt, err == nil)
+		s.stats.Add(statExplored, 1)
+	}
 }
 
 // regretBound is what this peer, as a holder, takes of its clients'

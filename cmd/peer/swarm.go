@@ -712,8 +712,8 @@ func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary
 	if l := rs.LagSeconds; l != nil {
 		fmt.Fprintf(w, "  news of tokens   behind the holder p50 %.2f s  p90 %.2f s  p99 %.2f s (%s, %d readings)\n", l.P50, l.P90, l.P99, rs.Dissemination, l.Readings)
 	}
-	fmt.Fprintf(w, "  per peer per s   %s %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; surveys %.3f frames %.0f bytes; holder probes %.2f; vivaldi %.2f samples\n",
-		rs.Dissemination, pp["gossip_messages"], pp["gossip_bytes"], pp["announce_sent"], pp["move_frames"], pp["survey_frames"], pp["survey_bytes"], pp["holder_probes"], pp["vivaldi_samples"])
+	fmt.Fprintf(w, "  per peer per s   %s %.2f msgs %.0f bytes (announce %.3f sent); moves %.3f frames; surveys %.3f frames %.0f bytes; holder probes %.2f; clients' explorations %.2f; vivaldi %.2f samples\n",
+		rs.Dissemination, pp["gossip_messages"], pp["gossip_bytes"], pp["announce_sent"], pp["move_frames"], pp["survey_frames"], pp["survey_bytes"], pp["holder_probes"], pp["client_explored"], pp["vivaldi_samples"])
 	if len(rs.Drops) > 0 {
 		fmt.Fprintf(w, "  refused          %v\n", rs.Drops)
 	}

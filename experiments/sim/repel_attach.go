@@ -50,9 +50,12 @@ type AttachStats struct {
 	// included); RefusedFull those a full holder refused.
 	Requests    int `json:"requests"`
 	RefusedFull int `json:"refused_full"`
-	// Probes are RTT measurements of holders (one Vivaldi exchange each
-	// in the live selector).
+	// Probes are RTT measurements of holders before choosing (one Vivaldi
+	// exchange each in the live selector).
 	Probes int `json:"probes"`
+	// Explored are the measurements of holders the clients had not
+	// measured, made after asking (repel.AttachConfig.Explore).
+	Explored int `json:"explored"`
 	// Switches count clients that left a live holder for another;
 	// Unattached, clients that every holder refused (in the last round).
 	Switches   int `json:"switches"`
@@ -221,6 +224,7 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 		if d := a.rtt.RTT(c, h); d >= 0 { // the exchange after attaching
 			ch.Observed(now, ci.ID, time.Duration(d*float64(time.Millisecond)))
 		}
+		a.explore(c, ch, now, cands)
 		return
 	}
 	if old >= 0 {
@@ -228,6 +232,17 @@ func (a *attacher) step(c int, holders []int, now time.Time) {
 	}
 	a.att[c] = -1
 	a.stats.Unattached++
+	a.explore(c, ch, now, cands)
+}
+
+// explore measures what client c's chooser explores after asking (the
+// true RTT), as the live selector does.
+func (a *attacher) explore(c int, ch *repel.Chooser, now time.Time, cands []repel.Candidate) {
+	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
+		a.stats.Explored++
+		d := a.rtt.RTT(c, a.index[id])
+		ch.Measured(now, id, time.Duration(d*float64(time.Millisecond)), d >= 0)
+	}
 }
 
 // statsNow are the stats with the regrets capped by the holders still

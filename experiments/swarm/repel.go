@@ -672,6 +672,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		"survey_frames":   per(stats["survey_frames_sent"]),
 		"survey_bytes":    per(stats["survey_bytes"]),
 		"holder_probes":   per(stats["holder_probes"]),
+		"client_explored": per(stats["client_explored"]),
 		"vivaldi_samples": per(samples),
 	} {
 		sum.PerPeerPerSecond[k] = v
