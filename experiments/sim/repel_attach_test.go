@@ -108,6 +108,20 @@ func TestAttacher_MeasuresTrueRTT(t *testing.T) {
 			t.Errorf("probe %d: attached to %d after %d probes, want %d after %d", c.probe, a.att[0], a.stats.Probes, c.want, c.probes)
 		}
 	}
+	// Exploring (after asking) measures holder 4, which no prediction
+	// ranks among the first three: the client goes there at the next
+	// round, and without exploring it stays with holder 3.
+	for _, explore := range []int{0, 1} {
+		a := testAttacher(t, pos, rtt, 0, 3)
+		a.cfg.Explore = explore
+		a.round(hs, 0, []int{0})
+		first := a.att[0]
+		a.round(hs, 15*time.Second, []int{0})
+		want := map[int]int{0: 3, 1: 4}[explore]
+		if first != 3 || a.att[0] != want || a.stats.Explored != explore {
+			t.Errorf("explore %d: attached to %d then %d after %d explorations, want 3 then %d after %d", explore, first, a.att[0], a.stats.Explored, want, explore)
+		}
+	}
 	// Capacity 1 and peer 5 is holder 3's client: the next fastest.
 	a := testAttacher(t, pos, rtt, 1, 3)
 	a.round(hs, 0, nil) // the holders' tables
