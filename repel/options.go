@@ -84,16 +84,12 @@ func WithProbe(n int) Option {
 
 // WithExplore sets how many more holders a client measures at each
 // attach step (every renewal), beyond the Probe, among those it has not
-// measured, nearest by its coordinates first (default 1; 0 or negative:
-// none).
+// measured, nearest by its coordinates first (default 0, none).
 // It finds the holders the coordinates misplace: a near holder predicted
 // far is never among the Probe nearest. AttachConfig.Explore.
 func WithExplore(n int) Option {
 	return func(o *selectorOptions) error {
-		if n == 0 {
-			n = -1
-		}
-		o.Explore = n
+		o.Explore = max(n, 0)
 		return nil
 	}
 }

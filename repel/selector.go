@@ -111,9 +111,6 @@ func (o *selectorOptions) defaults() error {
 	if o.Probe == 0 {
 		o.Probe = 3
 	}
-	if o.Explore == 0 {
-		o.Explore = DefaultAttachConfig().Explore
-	}
 	if o.GossipPush == 0 {
 		o.GossipPush = 4
 	}

@@ -683,17 +683,18 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 	}
 }
 
-// The client's Chooser takes Probe and Explore from the options: Explore 1
-// by default, none with WithExplore(0).
+// The client's Chooser takes Probe and Explore from the options: no
+// exploring by default or with WithExplore(0).
 func TestSelector_ChooserFromOptions(t *testing.T) {
 	for _, c := range []struct {
 		opts         []Option
 		probe, explo int
 	}{
-		{nil, 3, 1},
+		{nil, 3, 0},
 		{[]Option{WithExplore(0)}, 3, 0},
+		{[]Option{WithExplore(-2)}, 3, 0},
 		{[]Option{WithExplore(4), WithProbe(2)}, 2, 4},
-		{[]Option{WithProbe(0)}, 0, 1},
+		{[]Option{WithProbe(0), WithExplore(1)}, 0, 1},
 	} {
 		o := selectorOptions{}
 		for _, opt := range c.opts {

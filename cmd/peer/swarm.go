@@ -190,7 +190,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	displace := fs.Duration("displace", superpeer.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	survey := fs.Duration("survey", swarm.RepelSwarmConfig(1, repel.Attract).SurveyInterval, "repel: a settled holder surveys its place this long after settling (then twice as long after each survey that keeps it): candidates among its clients measure the RTTs to its clients, and the token moves to one measured better (0: no surveys; the swarm converges once every place was kept)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
-	explore := fs.Int("explore", 1, "repel: how many more holders, not yet measured, a client measures at each attach step, nearest by its coordinates first (0: none)")
+	explore := fs.Int("explore", 0, "repel: how many more holders, not yet measured, a client measures after each attach step, nearest by its coordinates first (0: none)")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every 10 min) before it chooses, nearest by its coordinates first")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
@@ -481,7 +481,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		bar.log(fmt.Sprintf("time dilated ×%g from here (the warm-up ran at ×%g): links and timers %g times slower, figures in the network's time", *dilate, warm, *dilate))
 	}
 	rep.Dilation = s.Dilation()
-	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: exploreOpt(*explore), pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
+	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: *explore, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
 	f.view = web.View()
 	for k, m := range methods {
@@ -896,13 +896,4 @@ func parseMemTotal(meminfo string) uint64 {
 		}
 	}
 	return 0
-}
-
-// exploreOpt is --explore as swarm.RepelOptions.Explore: 0 there is the
-// default, so none is negative.
-func exploreOpt(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }

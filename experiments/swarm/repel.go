@@ -144,8 +144,8 @@ type RepelOptions struct {
 	// (repel.WithProbe; 0: the selector's default, 3).
 	Probe int
 	// Explore is how many more holders, not yet measured, a client
-	// measures at each attach step (repel.WithExplore; 0: the selector's
-	// default, 1; negative: none).
+	// measures at each attach step (repel.WithExplore; 0: none, the
+	// selector's default).
 	Explore int
 	// Dissemination is how announcements travel (default repel.Piggyback;
 	// repel.GossipSub needs nodes with RepelNodeOptions).
@@ -201,8 +201,8 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	if opts.Probe != 0 {
 		ropts = append(ropts, repel.WithProbe(opts.Probe))
 	}
-	if opts.Explore != 0 {
-		ropts = append(ropts, repel.WithExplore(max(opts.Explore, 0)))
+	if opts.Explore > 0 {
+		ropts = append(ropts, repel.WithExplore(opts.Explore))
 	}
 	run, err := s.StartMethod(ctx, "repel", MethodOptions{
 		Env:     superpeer.Env{Options: ropts},
