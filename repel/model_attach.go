@@ -39,6 +39,10 @@ type AttachConfig struct {
 	// but that is near (a near pair the coordinates get wrong, a host
 	// whose coordinate drifted) is found. 0: none.
 	Explore int
+	// ExploreEvery spaces the steps that explore (0: every step): each
+	// exploration is a new connection to a holder, and a holder that every
+	// client explores at once is busy with them.
+	ExploreEvery time.Duration
 	// RegretFactor and RegretMargin bound, on the holder's side, the
 	// regret it takes from a client (RegretBound): at most RegretFactor
 	// times what the coordinates say the client loses if refused, plus
@@ -68,8 +72,8 @@ func (c AttachConfig) Validate() error {
 		return fmt.Errorf("repel: attach Switch %v must be ≥ 1", c.Switch)
 	case c.ProbeEvery < 0 || c.MeasureTTL < 0:
 		return errors.New("repel: attach ProbeEvery and MeasureTTL must be ≥ 0")
-	case c.Explore < 0:
-		return fmt.Errorf("repel: attach Explore %d must be ≥ 0", c.Explore)
+	case c.Explore < 0 || c.ExploreEvery < 0:
+		return fmt.Errorf("repel: attach Explore %d and ExploreEvery %v must be ≥ 0", c.Explore, c.ExploreEvery)
 	case c.RegretFactor != 0 && !(c.RegretFactor >= 1) || math.IsInf(c.RegretFactor, 0) || c.RegretMargin < 0:
 		return fmt.Errorf("repel: attach RegretFactor %v must be 0 or ≥ 1, RegretMargin %v ≥ 0", c.RegretFactor, c.RegretMargin)
 	}
@@ -237,12 +241,20 @@ func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 
 // Explore is the next holder to measure after the client has asked (so
 // that no renewal waits for it), or "" when none: the first of the ranking
-// it has no measurement of, at most Explore a step (a step is a now). What
-// it measures ranks the holders at the next choice.
+// it has no measurement of, at most Explore a step (a step is a now), in
+// steps ExploreEvery apart. What it measures ranks the holders at the next
+// choice.
 func (c *Chooser) Explore(now time.Time, cands []Candidate) string {
 	c.forget(now, cands)
 	c.exploring = ""
-	if c.cfg.Explore <= 0 || c.exploreAt.Equal(now) && c.explored >= c.cfg.Explore {
+	switch {
+	case c.cfg.Explore <= 0:
+		return ""
+	case c.exploreAt.Equal(now):
+		if c.explored >= c.cfg.Explore {
+			return ""
+		}
+	case !c.exploreAt.IsZero() && now.Sub(c.exploreAt) < c.cfg.ExploreEvery:
 		return ""
 	}
 	for _, r := range c.rank(now, cands) {

@@ -125,6 +125,27 @@ func TestChooser_ExploresTheHoldersItHasNotMeasured(t *testing.T) {
 	}
 }
 
+// ExploreEvery spaces the steps that explore.
+func TestChooser_ExploreEvery(t *testing.T) {
+	cfg := DefaultAttachConfig()
+	cfg.Probe, cfg.Explore, cfg.ExploreEvery = 0, 1, 30*time.Second
+	ch, _ := NewChooser(cfg)
+	var cands []Candidate
+	rtt := map[string]float64{}
+	for i, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		cands = append(cands, Candidate{id, float64(i+1) / 1000})
+		rtt[id] = float64(i + 1)
+	}
+	var got []string
+	t0 := time.Unix(0, 0)
+	for step := 0; step < 10; step++ { // every 10 s: explores at 0, 30, 60, 90 s
+		got = append(got, exploreAll(ch, t0.Add(time.Duration(step)*10*time.Second), cands, rtt)...)
+	}
+	if !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("explored %v, want a … d, one every 30 s", got)
+	}
+}
+
 // A failed measurement ranks the holder last, but only until ProbeEvery:
 // a holder that timed out once on a loaded host is measured again.
 func TestChooser_MeasuresAFailedHolderAgain(t *testing.T) {

@@ -82,9 +82,9 @@ func WithProbe(n int) Option {
 	}
 }
 
-// WithExplore sets how many more holders a client measures at each
-// attach step (every renewal), beyond the Probe, among those it has not
-// measured, nearest by its coordinates first (default 0, none).
+// WithExplore sets how many more holders a client measures after an
+// attach step, at most every five renewals, beyond the Probe, among those
+// it has not measured, nearest by its coordinates first (default 0, none).
 // It finds the holders the coordinates misplace: a near holder predicted
 // far is never among the Probe nearest. AttachConfig.Explore.
 func WithExplore(n int) Option {

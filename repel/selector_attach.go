@@ -47,13 +47,15 @@ func (s *Selector) attacher(ctx context.Context) {
 }
 
 // chooser is the client's Chooser from the selector options: Probe,
-// Explore and Switch as given, measurements at most every five renewals.
+// Explore and Switch as given, measurements and explorations at most every
+// five renewals.
 func (s *Selector) chooser() *Chooser {
 	cfg := DefaultAttachConfig()
 	cfg.Probe = max(s.opts.Probe, 0)
 	cfg.Explore = max(s.opts.Explore, 0)
 	cfg.Switch = s.opts.Switch
 	cfg.ProbeEvery = 5 * s.opts.Renew
+	cfg.ExploreEvery = cfg.ProbeEvery
 	ch, err := NewChooser(cfg)
 	if err != nil { // Switch ≥ 1 is checked by the options' defaults
 		panic(err)
