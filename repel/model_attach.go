@@ -33,11 +33,10 @@ type AttachConfig struct {
 	// Explore is how many more holders a client measures at each attach
 	// step, after it has asked (Chooser.Explore), beyond the Probe it
 	// measures when due: the nearest in the ranking of those it has no
-	// measurement of. Over
-	// successive steps it comes to know the RTT of the holders the
-	// coordinates place further off, so that one the embedding puts far
-	// but that is near (a near pair the coordinates get wrong, a host
-	// whose coordinate drifted) is found. 0: none.
+	// measurement of. Over successive steps it comes to know the RTT of
+	// the holders the coordinates place further off, so that one the
+	// embedding puts far but that is near (a near pair the coordinates get
+	// wrong, a host whose coordinate drifted) is found. 0: none.
 	Explore int
 	// ExploreEvery spaces the steps that explore (0: every step): each
 	// exploration is a new connection to a holder, and a holder that every
@@ -121,7 +120,7 @@ type Chooser struct {
 	run      int       // measurements in the current choice
 	runAt    time.Time
 
-	exploring string    // the holder Next last gave to explore, until Measured
+	exploring string    // the holder Explore last gave, until Measured
 	explored  int       // explorations in the current step
 	exploreAt time.Time // the step explored is counted for
 }
