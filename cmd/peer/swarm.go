@@ -190,7 +190,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	displace := fs.Duration("displace", superpeer.DefaultDisplace, "repel: a full superpeer takes a client whose regret (its next choice's RTT minus this one's) exceeds a served client's by more than this in that client's place (0: first come, first served)")
 	survey := fs.Duration("survey", swarm.RepelSwarmConfig(1, repel.Attract).SurveyInterval, "repel: a settled holder surveys its place this long after settling (then twice as long after each survey that keeps it): candidates among its clients measure the RTTs to its clients, and the token moves to one measured better (0: no surveys; the swarm converges once every place was kept)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
-	explore := fs.Int("explore", 0, "repel: how many more holders, not yet measured, a client measures after each attach step, nearest by its coordinates first (0: none)")
+	explore := fs.Int("explore", 0, "repel: how many more holders, not yet measured, a client measures after an attach step, at most every five renewals, nearest by its coordinates first (0: none)")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every 10 min) before it chooses, nearest by its coordinates first")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")

@@ -144,8 +144,8 @@ type RepelOptions struct {
 	// (repel.WithProbe; 0: the selector's default, 3).
 	Probe int
 	// Explore is how many more holders, not yet measured, a client
-	// measures at each attach step (repel.WithExplore; 0: none, the
-	// selector's default).
+	// measures after an attach step, at most every five renewals
+	// (repel.WithExplore; 0: none, the selector's default).
 	Explore int
 	// Dissemination is how announcements travel (default repel.Piggyback;
 	// repel.GossipSub needs nodes with RepelNodeOptions).
