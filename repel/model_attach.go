@@ -105,7 +105,7 @@ type measurement struct {
 //	}
 //	for _, id := range ch.Order(now, cur, cands) { ask id; stop at the first that accepts }
 //	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
-//		ch.Measured(now, id, measure(id))
+//		ch.Explored(now, id, measure(id))
 //	}
 //
 // A holder ranks by its measured RTT when the client has one younger than
@@ -120,7 +120,6 @@ type Chooser struct {
 	run      int       // measurements in the current choice
 	runAt    time.Time
 
-	exploring string    // the holder Explore last gave, until Measured
 	explored  int       // explorations in the current step
 	exploreAt time.Time // the step explored is counted for
 }
@@ -136,24 +135,31 @@ func NewChooser(cfg AttachConfig) (*Chooser, error) {
 // Measured records a measured RTT to holder id (ok false: the measurement
 // failed, and the holder ranks last until measured again).
 func (c *Chooser) Measured(now time.Time, id string, rtt time.Duration, ok bool) {
-	m := measurement{rtt: max(rtt, 0).Seconds(), at: now}
-	if !ok {
-		m.rtt = math.Inf(1)
-	}
-	c.measured[id] = m
-	if id == c.exploring {
-		c.exploring = ""
-		if !c.exploreAt.Equal(now) {
-			c.exploreAt, c.explored = now, 0
-		}
-		c.explored++
-		return
-	}
+	c.record(now, id, rtt, ok)
 	if !c.runAt.Equal(now) {
 		c.runAt, c.run = now, 0
 	}
 	c.run++
 	c.lastRun = now
+}
+
+// Explored records the measurement of a holder Explore gave (ok false: it
+// failed), counted toward the step's Explore, not toward the probes.
+func (c *Chooser) Explored(now time.Time, id string, rtt time.Duration, ok bool) {
+	c.record(now, id, rtt, ok)
+	if !c.exploreAt.Equal(now) {
+		c.exploreAt, c.explored = now, 0
+	}
+	c.explored++
+}
+
+// record stores a measurement of holder id (+Inf if it failed).
+func (c *Chooser) record(now time.Time, id string, rtt time.Duration, ok bool) {
+	m := measurement{rtt: max(rtt, 0).Seconds(), at: now}
+	if !ok {
+		m.rtt = math.Inf(1)
+	}
+	c.measured[id] = m
 }
 
 // Observed records an RTT to holder id sampled for another reason (the
@@ -218,7 +224,6 @@ func (c *Chooser) rank(now time.Time, cands []Candidate) []ranked {
 // one after ProbeEvery).
 func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 	live := c.forget(now, cands)
-	c.exploring = ""
 	if c.cfg.Probe <= 0 {
 		return ""
 	}
@@ -245,7 +250,6 @@ func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 // choice.
 func (c *Chooser) Explore(now time.Time, cands []Candidate) string {
 	c.forget(now, cands)
-	c.exploring = ""
 	switch {
 	case c.cfg.Explore <= 0:
 		return ""
@@ -258,7 +262,6 @@ func (c *Chooser) Explore(now time.Time, cands []Candidate) string {
 	}
 	for _, r := range c.rank(now, cands) {
 		if !r.measured {
-			c.exploring = r.id
 			return r.id
 		}
 	}

@@ -16,7 +16,7 @@ func exploreAll(ch *Chooser, now time.Time, cands []Candidate, rtt map[string]fl
 	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
 		asked = append(asked, id)
 		d, ok := rtt[id]
-		ch.Measured(now, id, time.Duration(d*float64(time.Millisecond)), ok)
+		ch.Explored(now, id, time.Duration(d*float64(time.Millisecond)), ok)
 	}
 	return asked
 }

@@ -141,7 +141,7 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 func (s *Selector) explore(ctx context.Context, ch *Chooser, now time.Time, cands []Candidate) {
 	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
 		rtt, err := s.viv.Sample(ctx, peer.ID(id))
-		ch.Measured(now, id, rtt, err == nil)
+		ch.Explored(now, id, rtt, err == nil)
 		s.stats.Add(statExplored, 1)
 	}
 }

@@ -241,7 +241,7 @@ func (a *attacher) explore(c int, ch *repel.Chooser, now time.Time, cands []repe
 	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
 		a.stats.Explored++
 		d := a.rtt.RTT(c, a.index[id])
-		ch.Measured(now, id, time.Duration(d*float64(time.Millisecond)), d >= 0)
+		ch.Explored(now, id, time.Duration(d*float64(time.Millisecond)), d >= 0)
 	}
 }
 
