@@ -245,6 +245,7 @@ const (
 	statHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
 	statProbesFailed  = "holder_probes_failed"
 	statExplored      = "client_explored" // Vivaldi exchanges a client made with holders it had not measured (AttachConfig.Explore)
+	statDropped       = "client_dropped"  // notices from this client's holder that it took another client in its place
 	statGossipRetired = "gossip_retired"  // versions of tokens a smaller count retired, from peers that had not heard of it
 	// Piggyback dissemination: piggybacks sent on the Vivaldi exchanges
 	// (both directions) and their bytes, versions received that were
@@ -375,6 +376,7 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 	s.snap.count = model.Count()
 	att.SetRole(s.attachRole)
 	att.ReportRole(s.Role)
+	att.OnDropped(s.dropped)
 	if s.stopMetrics, err = counters.Register(opts.Registerer, metricFamilies, s.report); err != nil {
 		att.Close()
 		return nil, fmt.Errorf("repel: metrics: %w", err)

@@ -167,6 +167,23 @@ func (s *Selector) regretBound(cfg AttachConfig) func(superpeer.ClientCoord) tim
 	}
 }
 
+// dropped is the attach protocol's notice that holder sp took another
+// client in this peer's place: the client is unattached from now and
+// looks again at once (within MinReattach), not at its next renewal.
+func (s *Selector) dropped(sp peer.ID) {
+	s.stats.Add(statDropped, 1)
+	s.mu.Lock()
+	if s.attached == sp {
+		s.attached = ""
+		s.publishStateLocked("dropped by its holder for another client", time.Now())
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (s *Selector) setAttached(p peer.ID, reason string) {
 	s.mu.Lock()
 	s.attached = p

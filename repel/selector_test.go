@@ -20,6 +20,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/repel/pb"
 	"github.com/superpeer-overlay/superpeer/superpeer"
+	spb "github.com/superpeer-overlay/superpeer/superpeer/pb"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -615,41 +616,7 @@ func offerMove(t *testing.T, from host.Host, target peer.ID, id protocol.ID, tok
 // comes within the TTL; once it would not, the client goes to the other
 // holder.
 func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
-	cfg := LocalConfig()
-	cfg.Tokens = 2
-	// Tokens stay with their minters (no gain is worth a move): a token
-	// that moved to the client, or away from its holder, would end the
-	// attachment another way.
-	cfg.MinGain, cfg.SettledMinGain = 1e9, 1e9
-	ps := selectorNet(t, 8, 8, cfg)
-	var holders []*Selector
-	waitUntil(t, 30*time.Second, "2 settled holders, every client attached", func() bool {
-		holders = holders[:0]
-		for _, s := range ps.sels {
-			if s.Role() == superpeer.Superpeer {
-				holders = append(holders, s)
-			}
-		}
-		if len(holders) != 2 {
-			return false
-		}
-		for _, s := range ps.sels {
-			if s.Role() == superpeer.Client && s.Superpeer() != holders[0].node.ID() && s.Superpeer() != holders[1].node.ID() {
-				return false
-			}
-		}
-		return true
-	})
-	// a is the first client's holder.
-	a, b := holders[0], holders[1]
-	for _, s := range ps.sels {
-		if s.Role() == superpeer.Client {
-			if s.Superpeer() == b.node.ID() {
-				a, b = b, a
-			}
-			break
-		}
-	}
+	a, b, ps := settledPair(t)
 	// Every client of a is watched: on a loaded machine one may rank b
 	// first at its next step and move without a failed renewal, so the
 	// test follows whichever fails first. Counts are taken from here (a
@@ -681,6 +648,91 @@ func TestSelector_FailedRenewalKeepsTheHolderWithinTTL(t *testing.T) {
 	if kept := client.Stats()["renew_failed_kept"] - before[client]; kept > 2 {
 		t.Errorf("%d failed renewals kept with a TTL of three renewals", kept)
 	}
+}
+
+// TestSelector_HearsItWasDropped: a notice on the attach protocol that the
+// sender took another client in this one's place counts from the client's
+// own holder only: the client is unattached at once and attaches again;
+// the same notice from the other holder changes nothing.
+func TestSelector_HearsItWasDropped(t *testing.T) {
+	a, b, ps := settledPair(t)
+	var client *Selector
+	for _, s := range ps.sels {
+		if s.Role() == superpeer.Client && s.Superpeer() == a.node.ID() {
+			client = s
+			break
+		}
+	}
+	notice := func(from *Selector) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := from.node.Host().NewStream(ctx, client.node.ID(), "/test/attach/1.0.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := pbio.NewDelimitedWriter(st).WriteMsg(&spb.AttachRequest{Dropped: true}); err != nil {
+			t.Fatal(err)
+		}
+		var resp spb.AttachResponse
+		if err := pbio.NewDelimitedReader(st, 512).ReadMsg(&resp); err != nil || resp.Status != spb.AttachResponse_ACCEPTED {
+			t.Fatalf("answer to the notice: %v, %v", resp.Status, err)
+		}
+	}
+	notice(b)
+	if client.Stats()["client_dropped"] != 0 || client.Attach().Drops()["stale-notice"] != 1 || client.Superpeer() != a.node.ID() {
+		t.Fatalf("the other holder's notice: %d heard, %d stale, with %s; want 0, 1, its holder",
+			client.Stats()["client_dropped"], client.Attach().Drops()["stale-notice"], client.Superpeer())
+	}
+	sent := client.Attach().Stats.Sent.Load()
+	notice(a)
+	if client.Stats()["client_dropped"] != 1 {
+		t.Fatalf("its holder's notice: %d heard, want 1", client.Stats()["client_dropped"])
+	}
+	waitUntil(t, 10*time.Second, "the client attached again", func() bool {
+		return client.Attach().Stats.Sent.Load() > sent && client.Superpeer() != ""
+	})
+}
+
+// settledPair is 8 selectors with 2 tokens settled at holders a and b,
+// every client attached to one, a the first client's. The tokens stay with
+// their minters (no gain is worth a move): a token that moved to a client,
+// or away from its holder, would end an attachment another way.
+func settledPair(t *testing.T) (a, b *Selector, ps *testPeerSet) {
+	t.Helper()
+	cfg := LocalConfig()
+	cfg.Tokens = 2
+	cfg.MinGain, cfg.SettledMinGain = 1e9, 1e9
+	ps = selectorNet(t, 8, 8, cfg)
+	var holders []*Selector
+	waitUntil(t, 30*time.Second, "2 settled holders, every client attached", func() bool {
+		holders = holders[:0]
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Superpeer {
+				holders = append(holders, s)
+			}
+		}
+		if len(holders) != 2 {
+			return false
+		}
+		for _, s := range ps.sels {
+			if s.Role() == superpeer.Client && s.Superpeer() != holders[0].node.ID() && s.Superpeer() != holders[1].node.ID() {
+				return false
+			}
+		}
+		return true
+	})
+	a, b = holders[0], holders[1]
+	for _, s := range ps.sels {
+		if s.Role() == superpeer.Client {
+			if s.Superpeer() == b.node.ID() {
+				a, b = b, a
+			}
+			break
+		}
+	}
+	return a, b, ps
 }
 
 // The client's Chooser takes Probe and Explore from the options: no

@@ -51,6 +51,9 @@ const (
 	// A regret over what the superpeer can check (SetRegretBound), taken
 	// at the bound: the request is answered, the claim refused.
 	dropAttachRegret = "regret-capped"
+	// A notice that the sender dropped this peer, from a peer that is not
+	// this peer's superpeer (late, or made up): nothing changes.
+	dropAttachStale = "stale-notice"
 )
 
 // defaultRateBurst is the per-peer bucket of the attach and census
@@ -92,7 +95,10 @@ type AttachStats struct {
 	Sent, Served, Accepted, RefusedFull, RefusedNotSuperpeer atomic.Uint64
 	// Displaced counts clients this superpeer dropped for a newcomer that
 	// loses more without it (WithDisplace).
-	Displaced         atomic.Uint64
+	Displaced atomic.Uint64
+	// Notified counts the notices this superpeer sent to clients it
+	// dropped; Heard those this peer acted on, from its own superpeer.
+	Notified, Heard   atomic.Uint64
 	BytesIn, BytesOut atomic.Uint64
 }
 
@@ -108,6 +114,7 @@ type Attach struct {
 	role       atomic.Pointer[func() (Role, peer.ID)]
 	reportRole atomic.Pointer[func() Role]
 	onRefused  atomic.Pointer[func()]
+	onDropped  atomic.Pointer[func(peer.ID)]
 	// census, when the superpeer count follows a fraction: its value
 	// travels on every request and answer.
 	census atomic.Pointer[censusBox]
@@ -121,6 +128,12 @@ type Attach struct {
 	// limit and censusLimit are the per-peer buckets of the attach and
 	// census protocols (WithRateLimit; nil: no limit).
 	limit, censusLimit *limits.PerPeer
+
+	// notices are the goroutines telling dropped clients, stopped by
+	// cancel and awaited by Close.
+	notices sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
 
 	Stats AttachStats
 }
@@ -207,6 +220,7 @@ func newAttach(h host.Host, opts attachOptions) (*Attach, error) {
 		opts.ProtocolPrefix = dht.DefaultProtocolPrefix
 	}
 	a := &Attach{h: h, opts: opts, proto: attachProtocol(opts.ProtocolPrefix), table: NewAttachTable(opts.Capacity, opts.TTL, opts.Displace)}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if !opts.rateSet {
 		opts.Rate, opts.Burst = max(1, defaultRatePerTTL/opts.TTL.Seconds()), defaultRateBurst
 	}
@@ -239,6 +253,13 @@ func (a *Attach) SetRole(role func() (Role, peer.ID)) { a.role.Store(&role) }
 // onRefusedAsNonSuperpeer is called when a peer asks this one to serve it
 // while it is not a superpeer: a hint that this peer's view may be stale.
 func (a *Attach) onRefusedAsNonSuperpeer(f func()) { a.onRefused.Store(&f) }
+
+// OnDropped sets f, called when this peer's superpeer sp says it serves
+// this peer no longer (it took another client in its place): the selector
+// looks for another superpeer at once instead of at its next renewal. By
+// then the protocol has forgotten sp as this peer's superpeer. f must not
+// block.
+func (a *Attach) OnDropped(f func(sp peer.ID)) { a.onDropped.Store(&f) }
 
 // Capacity is C (0: unbounded).
 func (a *Attach) Capacity() int { return a.opts.Capacity }
@@ -292,7 +313,9 @@ func (a *Attach) DropClients() {
 // Drops returns the refused-frame counters by reason: "decode",
 // "bad-coord", "bad-answer", "bad-hint", "bad-status", "write-error",
 // "lost", "rate" (WithRateLimit), "regret-capped" (SetRegretBound: a
-// claim refused, the request answered); and the census protocol's,
+// claim refused, the request answered), "stale-notice" (a notice that the
+// sender dropped this peer, from a peer that is not its superpeer); and the
+// census protocol's,
 // "census-…".
 func (a *Attach) Drops() map[string]uint64 { return a.drops.Snapshot() }
 
@@ -314,10 +337,46 @@ func (a *Attach) read(s network.Stream, decode func(io.Reader) error, lost, bad 
 	return err
 }
 
-// Close removes the protocol handler and the metrics.
+// Close removes the protocol handler and the metrics, and stops the
+// notices under way.
 func (a *Attach) Close() {
 	a.h.RemoveStreamHandler(a.proto)
+	a.cancel()
+	a.notices.Wait()
 	a.stopMetrics()
+}
+
+// notify tells client p, dropped for another, that this superpeer serves
+// it no longer, in the background and best effort: without it p learns at
+// its next renewal, up to a third of the TTL later, and meanwhile counts
+// itself served.
+func (a *Attach) notify(p peer.ID) {
+	a.Stats.Notified.Add(1)
+	a.notices.Add(1)
+	go func() {
+		defer a.notices.Done()
+		_, _ = a.exchange(a.ctx, p, &pb.AttachRequest{Dropped: true})
+	}()
+}
+
+// heardDropped is a notice from sp that it dropped this peer: if sp is
+// this peer's superpeer, it is no longer, and the selector hears of it.
+func (a *Attach) heardDropped(sp peer.ID) {
+	a.mu.Lock()
+	ours := sp != "" && sp == a.upstream
+	if ours {
+		a.h.ConnManager().Unprotect(sp, protectUpstream)
+		a.upstream = ""
+	}
+	a.mu.Unlock()
+	if !ours {
+		a.drop(dropAttachStale)
+		return
+	}
+	a.Stats.Heard.Add(1)
+	if f := a.onDropped.Load(); f != nil {
+		(*f)(sp)
+	}
 }
 
 func validCoord(vec []float64, height float64) bool {
@@ -335,6 +394,10 @@ func validCoord(vec []float64, height float64) bool {
 // decide is the superpeer side of one request: the table decides, decide
 // answers, counts and moves the connection protection.
 func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse {
+	if req.Dropped {
+		a.heardDropped(from)
+		return &pb.AttachResponse{Status: pb.AttachResponse_ACCEPTED, Reason: "noted", Capacity: uint32(a.opts.Capacity), TtlMs: uint32(a.opts.TTL / time.Millisecond)}
+	}
 	role, sp := (*a.role.Load())()
 	now := a.opts.Now()
 	resp := &pb.AttachResponse{Capacity: uint32(a.opts.Capacity), TtlMs: uint32(a.opts.TTL / time.Millisecond)}
@@ -373,6 +436,7 @@ func (a *Attach) decide(from peer.ID, req *pb.AttachRequest) *pb.AttachResponse 
 	if victim != "" {
 		a.h.ConnManager().Unprotect(victim, protectClient)
 		a.Stats.Displaced.Add(1)
+		a.notify(victim)
 	}
 	if fresh {
 		a.h.ConnManager().Protect(from, protectClient)
@@ -441,42 +505,17 @@ func (a *Attach) Request(ctx context.Context, sp peer.ID, leave bool, coord []fl
 func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (Answer, error) {
 	leave := r.Leave
 	a.Stats.Sent.Add(1)
-	ctx, cancel := context.WithTimeout(ctx, attachStreamTimout)
-	defer cancel()
-	s, err := a.h.NewStream(ctx, sp, a.proto)
-	if err != nil {
-		return Answer{}, err
-	}
-	defer s.Close()
-	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
-	defer stop()
-	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
 	req := &pb.AttachRequest{Leave: leave, Coord: r.Coord, Height: r.Height, RegretUs: regretMicros(r.Regret)}
 	b := a.census.Load()
 	if b != nil {
 		v := b.value()
 		req.CensusS, req.CensusVersion = uint32(min(v.S, math.MaxUint32)), v.Version
 	}
-	if err := pbio.NewDelimitedWriter(s).WriteMsg(req); err != nil {
-		_ = s.Reset()
+	resp, err := a.exchange(ctx, sp, req)
+	if err != nil {
 		return Answer{}, err
 	}
-	a.Stats.BytesOut.Add(uint64(proto.Size(req)))
-	var resp pb.AttachResponse
-	if err := frame.Read(s, maxAttachFrame, &resp); err != nil {
-		_ = s.Reset()
-		if ctx.Err() != nil {
-			return Answer{}, ctx.Err()
-		}
-		if errors.Is(err, frame.ErrStreamFailed) {
-			a.drop(dropAttachLost)
-			return Answer{}, fmt.Errorf("superpeer: attach answer from %s: %w", sp, err)
-		}
-		a.drop(dropAttachAnswer)
-		return Answer{}, fmt.Errorf("%w from %s: %v", errBadAnswer, sp, err)
-	}
-	a.Stats.BytesIn.Add(uint64(proto.Size(&resp)))
-	ans, err := a.decodeAnswer(&resp, sp)
+	ans, err := a.decodeAnswer(resp, sp)
 	if err != nil {
 		return ans, err
 	}
@@ -490,6 +529,40 @@ func (a *Attach) RequestWith(ctx context.Context, sp peer.ID, r ClientRequest) (
 		a.setUpstream("", sp)
 	}
 	return ans, nil
+}
+
+// exchange sends req to sp on a stream of its own and reads the answer.
+func (a *Attach) exchange(ctx context.Context, sp peer.ID, req *pb.AttachRequest) (*pb.AttachResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, attachStreamTimout)
+	defer cancel()
+	s, err := a.h.NewStream(ctx, sp, a.proto)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	_ = s.SetDeadline(time.Now().Add(attachStreamTimout))
+	if err := pbio.NewDelimitedWriter(s).WriteMsg(req); err != nil {
+		_ = s.Reset()
+		return nil, err
+	}
+	a.Stats.BytesOut.Add(uint64(proto.Size(req)))
+	var resp pb.AttachResponse
+	if err := frame.Read(s, maxAttachFrame, &resp); err != nil {
+		_ = s.Reset()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, frame.ErrStreamFailed) {
+			a.drop(dropAttachLost)
+			return nil, fmt.Errorf("superpeer: attach answer from %s: %w", sp, err)
+		}
+		a.drop(dropAttachAnswer)
+		return nil, fmt.Errorf("%w from %s: %v", errBadAnswer, sp, err)
+	}
+	a.Stats.BytesIn.Add(uint64(proto.Size(&resp)))
+	return &resp, nil
 }
 
 func (a *Attach) decodeAnswer(resp *pb.AttachResponse, sp peer.ID) (Answer, error) {

@@ -20,6 +20,7 @@ var attachFamilies = []counters.Family{
 	{Name: "superpeer_attach_displaced_total", Help: "Clients this superpeer dropped for a newcomer that loses more without it (WithDisplace).", Kind: counters.Counter},
 	{Name: "superpeer_attach_requests_sent_total", Help: "Attach requests, renewals and leaves this peer sent as a client.", Kind: counters.Counter},
 	{Name: "superpeer_attach_drops_total", Help: "Frames of the attach protocol refused, by reason.", Kind: counters.Counter, Label: "reason"},
+	{Name: "superpeer_attach_notices_total", Help: "Notices that a superpeer dropped a client for another: sent (as the superpeer) or heard (as the client, from its own superpeer).", Kind: counters.Counter, Label: "dir"},
 }
 
 // report emits the protocol's metrics (attachFamilies).
@@ -46,4 +47,6 @@ func (a *Attach) report(emit counters.Emit) {
 	emit(5, "", float64(a.Stats.Sent.Load()))
 	counters.EmitAll(emit, 6, a.drops.Snapshot(),
 		dropAttachDecode, dropAttachCoord, dropAttachAnswer, dropAttachHint, dropAttachStatus, dropAttachWrite, dropAttachLost, dropAttachRate)
+	emit(7, "sent", float64(a.Stats.Notified.Load()))
+	emit(7, "heard", float64(a.Stats.Heard.Load()))
 }

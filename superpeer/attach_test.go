@@ -193,6 +193,8 @@ func FuzzAttachFrames(f *testing.F) {
 	resp, _ := proto.Marshal(&pb.AttachResponse{Status: pb.AttachResponse_FULL, Hint: []byte("x"), Load: 3})
 	f.Add(append([]byte{byte(len(resp))}, resp...))
 	f.Add([]byte{0xff, 0xff, 0xff, 0x0f})
+	notice, _ := proto.Marshal(&pb.AttachRequest{Dropped: true})
+	f.Add(append([]byte{byte(len(notice))}, notice...))
 	a := &Attach{}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r pb.AttachRequest
@@ -215,6 +217,51 @@ func FuzzAttachFrames(f *testing.F) {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// TestAttach_NoticeFromAnotherPeerChangesNothing: a notice that the sender
+// dropped this peer counts only from this peer's own superpeer; from any
+// other (late, or made up) it is counted as stale and changes nothing.
+func TestAttach_NoticeFromAnotherPeerChangesNothing(t *testing.T) {
+	hs := hosts(t, 3)
+	as := attachAll(t, hs, attachWith(attachOptions{Capacity: 2, TTL: time.Minute}))
+	as[0].SetRole(asRole(Superpeer, hs[0].ID()))
+	heard := make(chan peer.ID, 2)
+	as[1].OnDropped(func(sp peer.ID) { heard <- sp })
+	ctx := context.Background()
+	if ans, err := as[1].Request(ctx, hs[0].ID(), false, nil, 0); err != nil || ans.Status != Accepted {
+		t.Fatalf("attach: %+v, %v", ans, err)
+	}
+	resp, err := as[2].exchange(ctx, hs[1].ID(), &pb.AttachRequest{Dropped: true})
+	if err != nil || resp.Status != pb.AttachResponse_ACCEPTED {
+		t.Fatalf("notice from another peer: %v, %v", resp, err)
+	}
+	if as[1].upstreamNow() != hs[0].ID() || as[1].Drops()[dropAttachStale] != 1 || as[1].Stats.Heard.Load() != 0 {
+		t.Fatalf("after a stranger's notice: upstream %s, %d stale, %d heard; want the superpeer, 1, 0",
+			as[1].upstreamNow(), as[1].Drops()[dropAttachStale], as[1].Stats.Heard.Load())
+	}
+	// The superpeer's own notice (as after a displacement) is heard.
+	if _, err := as[0].exchange(ctx, hs[1].ID(), &pb.AttachRequest{Dropped: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case sp := <-heard:
+		if sp != hs[0].ID() {
+			t.Fatalf("heard %s, want the superpeer", sp)
+		}
+	default:
+		t.Fatal("the superpeer's notice was not heard")
+	}
+	if as[1].upstreamNow() != "" || as[1].Stats.Heard.Load() != 1 {
+		t.Fatalf("after the superpeer's notice: upstream %s, %d heard", as[1].upstreamNow(), as[1].Stats.Heard.Load())
+	}
+	// A second notice from it is stale: it is no longer this peer's.
+	if _, err := as[0].exchange(ctx, hs[1].ID(), &pb.AttachRequest{Dropped: true}); err != nil {
+		t.Fatal(err)
+	}
+	if as[1].Drops()[dropAttachStale] != 2 || len(heard) != 0 {
+		t.Fatalf("a repeated notice: %d stale, %d heard", as[1].Drops()[dropAttachStale], len(heard))
+	}
+}
 
 // cmHost is a mocknet host with a real connection manager (mocknet's hosts
 // have none).
@@ -329,6 +376,10 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 				hs[i] = cmHost{h, cm}
 			}
 			as := attachAll(t, hs, attachWith(attachOptions{Capacity: 2, TTL: time.Minute, Displace: tc.displace}))
+			dropped := make(chan [2]peer.ID, len(as))
+			for i, a := range as {
+				a.OnDropped(func(sp peer.ID) { dropped <- [2]peer.ID{hs[i].ID(), sp} })
+			}
 			sp := as[0]
 			sp.SetRole(asRole(Superpeer, hs[0].ID()))
 			bounded := strings.Contains(tc.name, "bounded")
@@ -363,8 +414,31 @@ func TestAttach_DisplacesTheClientThatLosesLeast(t *testing.T) {
 			if got := sp.Drops()[dropAttachRegret]; got != map[bool]uint64{true: 2}[bounded] {
 				t.Errorf("%d regrets capped, want 2 with the bound", got)
 			}
+			if got := sp.Stats.Notified.Load(); got != sp.Stats.Displaced.Load() {
+				t.Errorf("%d notices for %d displaced", got, sp.Stats.Displaced.Load())
+			}
 			if tc.victim == 0 {
+				select {
+				case d := <-dropped:
+					t.Errorf("%s heard it was dropped by %s; nobody was", d[0], d[1])
+				default:
+				}
 				return
+			}
+			// The displaced client hears of it from the superpeer, at once.
+			select {
+			case d := <-dropped:
+				if d != [2]peer.ID{hs[tc.victim].ID(), hs[0].ID()} {
+					t.Errorf("%s heard it was dropped by %s; want client %d by the superpeer", d[0], d[1], tc.victim)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the displaced client heard nothing")
+			}
+			if got := as[tc.victim].Stats.Heard.Load(); got != 1 {
+				t.Errorf("displaced client heard %d notices, want 1", got)
+			}
+			if as[tc.victim].upstreamNow() != "" || hs[tc.victim].ConnManager().IsProtected(hs[0].ID(), protectUpstream) {
+				t.Errorf("displaced client still names %s its superpeer (or protects the connection)", as[tc.victim].upstreamNow())
 			}
 			// The displaced client's renewal is a new request to a full
 			// superpeer: refused, as it says less regret than anyone served.

@@ -559,9 +559,11 @@ type RepelSummary struct {
 	Retired   uint64 `json:"retired"`
 	// RefusedFull counts attach requests a full holder refused; Displaced,
 	// clients a full holder dropped for a newcomer that loses more without
-	// it (superpeer.WithDisplace), since selection started.
+	// it (superpeer.WithDisplace), since selection started; Told, the
+	// displaced clients that heard so from their holder at once.
 	RefusedFull uint64 `json:"refused_full"`
 	Displaced   uint64 `json:"displaced"`
+	Told        uint64 `json:"displaced_told"`
 	// Surveys counts the settled holders' surveys (repel.Config.SurveyInterval);
 	// SurveyMoves, those that handed the token to a place measured better;
 	// SurveyKept, those that kept it.
@@ -659,6 +661,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		if sel := r.sels[i]; sel != nil {
 			rs.RefusedFull += sel.Attach().Stats.RefusedFull.Load()
 			rs.Displaced += sel.Attach().Stats.Displaced.Load()
+			rs.Told += sel.Attach().Stats.Heard.Load()
 			// Since selection started: the coordinate wait before it
 			// is not the selection's.
 			samples += sel.Vivaldi().Stats().Samples - r.v0[i]

@@ -94,6 +94,12 @@ type AttachRequest struct {
 	// network (0: none); the fresher of the two sides' values wins.
 	CensusS       uint32 `protobuf:"varint,5,opt,name=census_s,json=censusS,proto3" json:"census_s,omitempty"`
 	CensusVersion uint64 `protobuf:"varint,6,opt,name=census_version,json=censusVersion,proto3" json:"census_version,omitempty"`
+	// dropped, sent by a superpeer to a client it served, says the sender
+	// serves it no longer: another client took its place (WithDisplace). A
+	// receiver that names the sender its superpeer looks for another at once
+	// rather than at its next renewal; the answer is as to a leave. The other
+	// fields are not read.
+	Dropped       bool `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +174,13 @@ func (x *AttachRequest) GetCensusVersion() uint64 {
 		return x.CensusVersion
 	}
 	return 0
+}
+
+func (x *AttachRequest) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
 }
 
 type AttachResponse struct {
@@ -279,14 +292,15 @@ var File_attach_proto protoreflect.FileDescriptor
 
 const file_attach_proto_rawDesc = "" +
 	"\n" +
-	"\fattach.proto\x12\x10superpeer.attach\"\xb2\x01\n" +
+	"\fattach.proto\x12\x10superpeer.attach\"\xcc\x01\n" +
 	"\rAttachRequest\x12\x14\n" +
 	"\x05leave\x18\x01 \x01(\bR\x05leave\x12\x14\n" +
 	"\x05coord\x18\x02 \x03(\x01R\x05coord\x12\x16\n" +
 	"\x06height\x18\x03 \x01(\x01R\x06height\x12\x1b\n" +
 	"\tregret_us\x18\x04 \x01(\x11R\bregretUs\x12\x19\n" +
 	"\bcensus_s\x18\x05 \x01(\rR\acensusS\x12%\n" +
-	"\x0ecensus_version\x18\x06 \x01(\x04R\rcensusVersion\"\xbb\x02\n" +
+	"\x0ecensus_version\x18\x06 \x01(\x04R\rcensusVersion\x12\x18\n" +
+	"\adropped\x18\a \x01(\bR\adropped\"\xbb\x02\n" +
 	"\x0eAttachResponse\x12?\n" +
 	"\x06status\x18\x01 \x01(\x0e2'.superpeer.attach.AttachResponse.StatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
