@@ -54,13 +54,14 @@ type AttachConfig struct {
 
 // DefaultAttachConfig measures 3 holders, switches for a 10% nearer one,
 // measures an attached client's holders at most every 50 s (five renewals
-// of a 30 s attach TTL), trusts a measurement for 10 minutes, explores no
-// further, and takes a client's regret at up to the coordinates' estimate
-// and 2 ms (a displacement margin, superpeer.DefaultDisplace). Explore 1
-// helps in the simulator and has not yet held in a live 2 000-peer swarm:
-// experiments/README.md, "Clients that explore".
+// of a 30 s attach TTL), trusts a measurement for 10 minutes, explores one
+// unmeasured holder at most every 50 s, and takes a client's regret at up
+// to the coordinates' estimate and 2 ms (a displacement margin,
+// superpeer.DefaultDisplace). Exploring was chosen by the simulator's
+// 48-run table and two live 2 000-peer swarms: experiments/README.md,
+// "Displaced clients told at once".
 func DefaultAttachConfig() AttachConfig {
-	return AttachConfig{Probe: 3, Switch: 1.1, ProbeEvery: 50 * time.Second, MeasureTTL: 10 * time.Minute,
+	return AttachConfig{Probe: 3, Explore: 1, ExploreEvery: 50 * time.Second, Switch: 1.1, ProbeEvery: 50 * time.Second, MeasureTTL: 10 * time.Minute,
 		RegretFactor: 1, RegretMargin: 2 * time.Millisecond}
 }
 

@@ -91,7 +91,7 @@ func TestChooser_ExploresTheHoldersItHasNotMeasured(t *testing.T) {
 	rtt["h"] = 1 // predicted 80 ms, truly 1 ms
 	for _, explore := range []int{0, 1} {
 		cfg := DefaultAttachConfig()
-		cfg.Explore = explore
+		cfg.Explore, cfg.ExploreEvery = explore, 0 // every step
 		ch, _ := NewChooser(cfg)
 		t0 := time.Unix(0, 0)
 		cur := ""

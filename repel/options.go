@@ -84,12 +84,16 @@ func WithProbe(n int) Option {
 
 // WithExplore sets how many more holders a client measures after an
 // attach step, at most every five renewals, beyond the Probe, among those
-// it has not measured, nearest by its coordinates first (default 0, none).
-// It finds the holders the coordinates misplace: a near holder predicted
-// far is never among the Probe nearest. AttachConfig.Explore.
+// it has not measured, nearest by its coordinates first (default 1; 0 or
+// negative: none). It finds the holders the coordinates misplace: a near
+// holder predicted far is never among the Probe nearest.
+// AttachConfig.Explore.
 func WithExplore(n int) Option {
 	return func(o *selectorOptions) error {
-		o.Explore = max(n, 0)
+		if n == 0 {
+			n = -1
+		}
+		o.Explore = n
 		return nil
 	}
 }

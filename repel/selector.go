@@ -111,6 +111,9 @@ func (o *selectorOptions) defaults() error {
 	if o.Probe == 0 {
 		o.Probe = 3
 	}
+	if o.Explore == 0 {
+		o.Explore = 1
+	}
 	if o.GossipPush == 0 {
 		o.GossipPush = 4
 	}

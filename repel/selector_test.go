@@ -735,14 +735,14 @@ func settledPair(t *testing.T) (a, b *Selector, ps *testPeerSet) {
 	return a, b, ps
 }
 
-// The client's Chooser takes Probe and Explore from the options: no
-// exploring by default or with WithExplore(0).
+// The client's Chooser takes Probe and Explore from the options:
+// one holder explored by default, none with WithExplore(0) or less.
 func TestSelector_ChooserFromOptions(t *testing.T) {
 	for _, c := range []struct {
 		opts         []Option
 		probe, explo int
 	}{
-		{nil, 3, 0},
+		{nil, 3, 1},
 		{[]Option{WithExplore(0)}, 3, 0},
 		{[]Option{WithExplore(-2)}, 3, 0},
 		{[]Option{WithExplore(4), WithProbe(2)}, 2, 4},

@@ -67,11 +67,15 @@ func (f methodFlags) params() swarm.MethodParams {
 		model = repel.Repulsion
 	}
 	capacity := f.capacity
+	explore := f.explore
+	if explore == 0 {
+		explore = -1 // none; MethodParams' 0 is the selector's default
+	}
 	if f.fraction > 0 && !f.capacityGiven {
 		capacity = 0 // the fraction's: 2⌈1/f⌉
 	}
 	return swarm.MethodParams{Superpeers: f.superpeers, Fraction: f.fraction, Capacity: capacity, TTL: f.ttl, Pow2: f.pow2, StartSpread: f.startSpread,
-		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Explore: f.explore, Dissemination: f.dissemination}
+		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Explore: explore, Dissemination: f.dissemination}
 }
 
 // parseMethods reads --method: all (every registered method), none, or

@@ -186,6 +186,7 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	if o.Choose == (repel.AttachConfig{}) {
 		o.Choose = repel.DefaultAttachConfig()
 		o.Choose.ProbeEvery = 5 * o.ViewEvery
+		o.Choose.ExploreEvery = o.Choose.ProbeEvery
 	}
 	switch {
 	case o.Attach != AttachSelector && o.Attach != AttachPredicted:

@@ -145,7 +145,7 @@ type RepelOptions struct {
 	Probe int
 	// Explore is how many more holders, not yet measured, a client
 	// measures after an attach step, at most every five renewals
-	// (repel.WithExplore; 0: none, the selector's default).
+	// (repel.WithExplore; 0: the selector's default, 1; negative: none).
 	Explore int
 	// Dissemination is how announcements travel (default repel.Piggyback;
 	// repel.GossipSub needs nodes with RepelNodeOptions).
@@ -201,7 +201,7 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	if opts.Probe != 0 {
 		ropts = append(ropts, repel.WithProbe(opts.Probe))
 	}
-	if opts.Explore > 0 {
+	if opts.Explore != 0 {
 		ropts = append(ropts, repel.WithExplore(opts.Explore))
 	}
 	run, err := s.StartMethod(ctx, "repel", MethodOptions{
