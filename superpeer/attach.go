@@ -130,8 +130,9 @@ type Attach struct {
 	limit, censusLimit *limits.PerPeer
 
 	// notices are the goroutines telling dropped clients, stopped by
-	// cancel and awaited by Close.
+	// cancel and awaited by Close; closed (behind mu) starts no more.
 	notices sync.WaitGroup
+	closed  bool
 	ctx     context.Context
 	cancel  context.CancelFunc
 
@@ -341,6 +342,9 @@ func (a *Attach) read(s network.Stream, decode func(io.Reader) error, lost, bad 
 // notices under way.
 func (a *Attach) Close() {
 	a.h.RemoveStreamHandler(a.proto)
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
 	a.cancel()
 	a.notices.Wait()
 	a.stopMetrics()
@@ -349,8 +353,11 @@ func (a *Attach) Close() {
 // notify tells client p, dropped for another, that this superpeer serves
 // it no longer, in the background and best effort: without it p learns at
 // its next renewal, up to a third of the TTL later, and meanwhile counts
-// itself served.
+// itself served. Lock held.
 func (a *Attach) notify(p peer.ID) {
+	if a.closed {
+		return
+	}
 	a.Stats.Notified.Add(1)
 	a.notices.Add(1)
 	go func() {
