@@ -871,10 +871,7 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 		s.attach.DropClients()
 	}
 	if changed {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+		s.kickAttacher()
 	}
 }
 

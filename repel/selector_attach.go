@@ -178,6 +178,12 @@ func (s *Selector) dropped(sp peer.ID) {
 		s.publishStateLocked("dropped by its holder for another client", time.Now())
 	}
 	s.mu.Unlock()
+	s.kickAttacher()
+}
+
+// kickAttacher has the attacher step soon (within MinReattach), if it is
+// not already due to.
+func (s *Selector) kickAttacher() {
 	select {
 	case s.kick <- struct{}{}:
 	default:

@@ -184,12 +184,13 @@ func (a *Attach) forgetLocked(p peer.ID) {
 }
 
 // setUpstream records sp as this peer's superpeer ("" for none) and moves
-// the upstream protection to it; if only is set, only in place of only.
-func (a *Attach) setUpstream(sp, only peer.ID) {
+// the upstream protection to it; if only is set, only in place of only. It
+// says whether the superpeer changed.
+func (a *Attach) setUpstream(sp, only peer.ID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if sp == a.upstream || (only != "" && a.upstream != only) {
-		return
+		return false
 	}
 	if a.upstream != "" {
 		a.h.ConnManager().Unprotect(a.upstream, protectUpstream)
@@ -198,6 +199,7 @@ func (a *Attach) setUpstream(sp, only peer.ID) {
 	if sp != "" {
 		a.h.ConnManager().Protect(sp, protectUpstream)
 	}
+	return true
 }
 
 // NewAttach registers the attach protocol on h. Of the options it takes
@@ -369,14 +371,7 @@ func (a *Attach) notify(p peer.ID) {
 // heardDropped is a notice from sp that it dropped this peer: if sp is
 // this peer's superpeer, it is no longer, and the selector hears of it.
 func (a *Attach) heardDropped(sp peer.ID) {
-	a.mu.Lock()
-	ours := sp != "" && sp == a.upstream
-	if ours {
-		a.h.ConnManager().Unprotect(sp, protectUpstream)
-		a.upstream = ""
-	}
-	a.mu.Unlock()
-	if !ours {
+	if sp == "" || !a.setUpstream("", sp) {
 		a.drop(dropAttachStale)
 		return
 	}
