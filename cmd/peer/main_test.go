@@ -249,6 +249,8 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"sim", "--latency", bad}, 1, "line 2"},
 		{[]string{"swarm", "--survey", "-1s"}, 2, "--survey"},
 		{[]string{"swarm", "--method", "repel", "--hold", "-1s"}, 2, "--hold"},
+		{[]string{"swarm", "--method", "repel", "--rest", "-1"}, 2, "--rest"},
+		{[]string{"swarm", "--method", "repel", "--rest", "NaN"}, 2, "--rest"},
 		{[]string{"swarm", "--method", "repel", "--probe", "0"}, 2, "--probe"},
 		{[]string{"swarm", "--method", "repel", "--explore", "-1"}, 2, "--explore"},
 		{[]string{"swarm", "--hold", "1m"}, 2, "--hold is for --method repel"},
@@ -323,6 +325,29 @@ func TestSwarm_SmallRunWritesReport(t *testing.T) {
 			t.Errorf("peer %+v: bad key or duplicate id", p)
 		}
 		seen[p.ID] = true
+	}
+}
+
+// A repel swarm is scored once its selection has rested: the report says
+// how long it rested, and the resting state began at or after the first
+// convergence.
+func TestSwarm_RepelScoredAtRest(t *testing.T) {
+	rep, out, _ := swarmRun(t, "--method", "repel", "--n", "40", "--superpeers", "4", "--seed", "3", "--latency", "synthetic", "--lookups", "10")
+	r, sum := rep.Rest, rep.Superpeers
+	if r == nil || sum == nil {
+		t.Fatalf("no rest or selection in the report: %+v, %+v", r, sum)
+	}
+	if r.Renewals != 1.5 || r.RestSeconds != 1.5*rep.TTLSeconds/3 {
+		t.Errorf("rested %v renewals, %v s; want 1.5 renewals of a %v s TTL", r.Renewals, r.RestSeconds, rep.TTLSeconds)
+	}
+	if !(r.FirstConvergedSeconds > 0 && r.FirstConvergedSeconds <= sum.ConvergeSeconds) {
+		t.Errorf("first converged at %v s, at rest from %v s", r.FirstConvergedSeconds, sum.ConvergeSeconds)
+	}
+	if sum.Count != 4 || sum.Unserved != 0 || sum.Wrong != 0 {
+		t.Errorf("scored selection: %d superpeers, %d unserved, %d wrong", sum.Count, sum.Unserved, sum.Wrong)
+	}
+	if !strings.Contains(out, "at rest          from") {
+		t.Errorf("the rest is not printed:\n%s", out)
 	}
 }
 

@@ -86,10 +86,11 @@ type swarmReport struct {
 	Methods []*methodReport `json:"methods"`
 	// With one method, its block's fields also stand here, where they
 	// stood before several methods could run: the selection after
-	// convergence, the kill, the hold, the coordinates' error once it
+	// convergence, how it was scored (repel), the kill, the hold, the coordinates' error once it
 	// converged and what the tokens did (repel).
 	Superpeers   *swarm.SelectionSummary `json:"superpeers,omitempty"`
 	Kill         *killReport             `json:"kill,omitempty"`
+	Rest         *restReport             `json:"rest,omitempty"`
 	Hold         *holdReport             `json:"hold,omitempty"`
 	VivaldiAfter *vivaldiError           `json:"vivaldi_after_selection,omitempty"`
 	Repel        *swarm.RepelSummary     `json:"repel,omitempty"`
@@ -115,6 +116,18 @@ type killReport struct {
 	BoundSeconds      float64 `json:"bound_seconds,omitempty"`
 	// RepelAfter is what the tokens did, counted from the start.
 	RepelAfter *swarm.RepelSummary `json:"repel_after,omitempty"`
+}
+
+// restReport is how a repel selection was scored: once it had stayed
+// converged and unchanged for RestSeconds (Renewals renewal intervals) of
+// the network's time; the selection's converge_seconds is when that resting
+// state began, FirstConvergedSeconds when the selection was first
+// consistent (every token held once and settled, every client served by a
+// holder that lists it).
+type restReport struct {
+	Renewals              float64 `json:"renewals"`
+	RestSeconds           float64 `json:"rest_seconds"`
+	FirstConvergedSeconds float64 `json:"first_converged_seconds"`
 }
 
 // holdReport is the repel selection after the swarm ran on for HeldSeconds
@@ -192,6 +205,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
 	explore := fs.Int("explore", 1, "repel: how many more holders, not yet measured, a client measures after an attach step, at most every five renewals, nearest by its coordinates first (0: none)")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every five renewals) before it chooses, nearest by its coordinates first")
+	rest := fs.Float64("rest", 1.5, "repel: score the selection once it has been converged and unchanged (every token's holder, every client's holder) for this many renewal intervals (a third of --ttl each) of the network's time, so that clients placed by whoever had room in the moment have stepped on what they know (0: at its first convergence)")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	dilate := fs.Float64("dilate", 1, "repel and Vivaldi: stretch time by this factor once the DHT has converged: link latencies and the protocols' timers this many times longer, measured RTTs divided by it, so that the machine's own delays shrink by it in what the peers measure (the run takes that much longer; every figure is in the network's time)")
@@ -298,6 +312,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --probe %d must be at least 1", errUsage, *probe)
 	case *explore < 0:
 		return fmt.Errorf("%w: --explore %d must be at least 0", errUsage, *explore)
+	case !(*rest >= 0) || math.IsInf(*rest, 0):
+		return fmt.Errorf("%w: --rest %v must be a number of renewals ≥ 0", errUsage, *rest)
 	case *hold < 0:
 		return fmt.Errorf("%w: --hold %v is negative", errUsage, *hold)
 	case !(*dilate >= 1) || *dilate > 1000:
@@ -482,7 +498,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Dilation = s.Dilation()
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: *explore, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
-		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
+		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, rest: *rest, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
 	f.view = web.View()
 	for k, m := range methods {
 		f.keep = web.keeper(k == len(methods)-1)
@@ -507,7 +523,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(rep.Methods) == 1 {
 		m := rep.Methods[0]
-		rep.Superpeers, rep.Kill, rep.Hold, rep.VivaldiAfter, rep.Repel = m.Superpeers, m.Kill, m.Hold, m.VivaldiAfter, m.Repel
+		rep.Superpeers, rep.Kill, rep.Rest, rep.Hold, rep.VivaldiAfter, rep.Repel = m.Superpeers, m.Kill, m.Rest, m.Hold, m.VivaldiAfter, m.Repel
 	}
 	bar.done()
 	rep.RSSBytes, rep.Goroutines = swarm.RSS(), swarm.Goroutines()
@@ -657,6 +673,10 @@ func printMethod(w io.Writer, mr *methodReport) {
 		return
 	}
 	printSelection(w, "selection", mr.Superpeers)
+	if r := mr.Rest; r != nil && r.Renewals > 0 {
+		fmt.Fprintf(w, "  at rest          from %.1f s, scored after %.1f s more unchanged (%g renewals); first converged at %.1f s\n",
+			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.FirstConvergedSeconds)
+	}
 	if a := mr.VivaldiAfter; a != nil {
 		fmt.Fprintf(w, "  vivaldi          median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])
 		if a.RTTExcessMs[0] > slowMachineExcessMs {

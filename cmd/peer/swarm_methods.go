@@ -30,6 +30,9 @@ type methodReport struct {
 	Goroutines int    `json:"goroutines"`
 	// Kill, when peers were killed after convergence.
 	Kill *killReport `json:"kill,omitempty"`
+	// Rest (repel) says how the selection was scored: once converged and
+	// unchanged for a while (--rest).
+	Rest *restReport `json:"rest,omitempty"`
 	// Hold (repel, --hold) is the selection again after the swarm kept
 	// running for a while past its first convergence.
 	Hold *holdReport `json:"hold,omitempty"`
@@ -49,11 +52,14 @@ type methodFlags struct {
 	capacityGiven               bool
 	pow2, killSP                bool
 	ttl, displace, survey, hold time.Duration
-	startSpread                 time.Duration
-	force                       string
-	kill                        float64
-	dissemination               repel.Dissemination
-	seed                        int64
+	// rest is how many renewal intervals (ttl/3) a repel selection must
+	// stay converged and unchanged before it is scored (0: at once).
+	rest          float64
+	startSpread   time.Duration
+	force         string
+	kill          float64
+	dissemination repel.Dissemination
+	seed          int64
 	// view (--web) follows each method; keep, if set, keeps the method's
 	// selectors running past runMethod (release).
 	view *swarm.View
@@ -164,10 +170,11 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 				return nil, err
 			}
 		}
-		took, err := rr.WaitConverged(ctx, rr.Start())
+		took, first, err := rr.WaitAtRest(ctx, rr.Start(), time.Duration(f.rest*float64(f.ttl)/3))
 		if err != nil {
 			return nil, err
 		}
+		mr.Rest = &restReport{Renewals: f.rest, RestSeconds: f.rest * f.ttl.Seconds() / 3, FirstConvergedSeconds: first.Seconds()}
 		// Read before the summary: its baselines (a greedy k-median over
 		// the matrix, random draws) are the report's work, not the
 		// swarm's, and load the machine while the peers still sample.
