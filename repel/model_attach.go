@@ -42,6 +42,13 @@ type AttachConfig struct {
 	// exploration is a new connection to a holder, and a holder that every
 	// client explores at once is busy with them.
 	ExploreEvery time.Duration
+	// ExploreFirst lifts ExploreEvery while the client has measured fewer
+	// than ExploreFirst of the live holders: a client new to the holders
+	// explores at every step until it knows that many, then at
+	// ExploreEvery. A near holder the coordinates put far (a pair that
+	// breaks the triangle inequality) is found in a few renewals, not in
+	// ExploreEvery times its rank. 0: ExploreEvery from the first step.
+	ExploreFirst int
 	// RegretFactor and RegretMargin bound, on the holder's side, the
 	// regret it takes from a client (RegretBound): at most RegretFactor
 	// times what the coordinates say the client loses if refused, plus
@@ -72,8 +79,8 @@ func (c AttachConfig) Validate() error {
 		return fmt.Errorf("repel: attach Switch %v must be ≥ 1", c.Switch)
 	case c.ProbeEvery < 0 || c.MeasureTTL < 0:
 		return errors.New("repel: attach ProbeEvery and MeasureTTL must be ≥ 0")
-	case c.Explore < 0 || c.ExploreEvery < 0:
-		return fmt.Errorf("repel: attach Explore %d and ExploreEvery %v must be ≥ 0", c.Explore, c.ExploreEvery)
+	case c.Explore < 0 || c.ExploreEvery < 0 || c.ExploreFirst < 0:
+		return fmt.Errorf("repel: attach Explore %d, ExploreEvery %v and ExploreFirst %d must be ≥ 0", c.Explore, c.ExploreEvery, c.ExploreFirst)
 	case c.RegretFactor != 0 && !(c.RegretFactor >= 1) || math.IsInf(c.RegretFactor, 0) || c.RegretMargin < 0:
 		return fmt.Errorf("repel: attach RegretFactor %v must be 0 or ≥ 1, RegretMargin %v ≥ 0", c.RegretFactor, c.RegretMargin)
 	}
@@ -247,10 +254,12 @@ func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 // Explore is the next holder to measure after the client has asked (so
 // that no renewal waits for it), or "" when none: the first of the ranking
 // it has no measurement of, at most Explore a step (a step is a now), in
-// steps ExploreEvery apart. What it measures ranks the holders at the next
-// choice.
+// steps ExploreEvery apart (any steps while it has measured fewer than
+// ExploreFirst live holders). What it measures ranks the holders at the
+// next choice.
 func (c *Chooser) Explore(now time.Time, cands []Candidate) string {
 	c.forget(now, cands)
+	rs := c.rank(now, cands)
 	switch {
 	case c.cfg.Explore <= 0:
 		return ""
@@ -258,15 +267,26 @@ func (c *Chooser) Explore(now time.Time, cands []Candidate) string {
 		if c.explored >= c.cfg.Explore {
 			return ""
 		}
-	case !c.exploreAt.IsZero() && now.Sub(c.exploreAt) < c.cfg.ExploreEvery:
+	case !c.exploreAt.IsZero() && now.Sub(c.exploreAt) < c.cfg.ExploreEvery && measuredIn(rs) >= c.cfg.ExploreFirst:
 		return ""
 	}
-	for _, r := range c.rank(now, cands) {
+	for _, r := range rs {
 		if !r.measured {
 			return r.id
 		}
 	}
 	return ""
+}
+
+// measuredIn counts the ranked holders ranked by a measurement.
+func measuredIn(rs []ranked) int {
+	n := 0
+	for _, r := range rs {
+		if r.measured {
+			n++
+		}
+	}
+	return n
 }
 
 // forget drops the measurements of holders that are gone, or older than

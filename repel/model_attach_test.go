@@ -146,6 +146,34 @@ func TestChooser_ExploreEvery(t *testing.T) {
 	}
 }
 
+// ExploreFirst lifts ExploreEvery until the client has measured that many
+// holders: here it explores at every 10 s step until it knows three, then
+// every 30 s again.
+func TestChooser_ExploreFirst(t *testing.T) {
+	cfg := DefaultAttachConfig()
+	cfg.Probe, cfg.Explore, cfg.ExploreEvery, cfg.ExploreFirst = 0, 1, 30*time.Second, 3
+	ch, _ := NewChooser(cfg)
+	var cands []Candidate
+	rtt := map[string]float64{}
+	for i, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		cands = append(cands, Candidate{id, float64(i+1) / 1000})
+		rtt[id] = float64(i + 1)
+	}
+	var got []string
+	t0 := time.Unix(0, 0)
+	for step := 0; step < 10; step++ { // every 10 s: explores at 0, 10, 20, then 50, 80 s
+		got = append(got, exploreAll(ch, t0.Add(time.Duration(step)*10*time.Second), cands, rtt)...)
+	}
+	if !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
+		t.Fatalf("explored %v, want a, b, c at once, then d and e 30 s apart", got)
+	}
+	bad := DefaultAttachConfig()
+	bad.ExploreFirst = -1
+	if _, err := NewChooser(bad); err == nil {
+		t.Fatal("ExploreFirst -1 accepted")
+	}
+}
+
 // A failed measurement ranks the holder last, but only until ProbeEvery:
 // a holder that timed out once on a loaded host is measured again.
 func TestChooser_MeasuresAFailedHolderAgain(t *testing.T) {

@@ -82,6 +82,20 @@ func WithProbe(n int) Option {
 	}
 }
 
+// WithExploreFirst has a client explore at every attach step, not every
+// five renewals, while it has measured fewer than n of the live holders
+// (default 0: every five renewals from the start).
+// AttachConfig.ExploreFirst.
+func WithExploreFirst(n int) Option {
+	return func(o *selectorOptions) error {
+		if n < 0 {
+			return fmt.Errorf("repel: WithExploreFirst(%d): want ≥ 0", n)
+		}
+		o.ExploreFirst = n
+		return nil
+	}
+}
+
 // WithExplore sets how many more holders a client measures after an
 // attach step, at most every five renewals, beyond the Probe, among those
 // it has not measured, nearest by its coordinates first (default 1; 0 or

@@ -39,6 +39,7 @@ type selectorOptions struct {
 	Switch        float64 // WithSwitch
 	Probe         int     // WithProbe
 	Explore       int     // WithExplore
+	ExploreFirst  int     // WithExploreFirst
 
 	// Renew is how often a client renews its attachment and reconsiders
 	// which holder is nearest (default a third of the attach TTL).

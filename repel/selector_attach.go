@@ -47,7 +47,7 @@ func (s *Selector) attacher(ctx context.Context) {
 }
 
 // chooser is the client's Chooser from the selector options: Probe,
-// Explore and Switch as given, measurements and explorations at most every
+// Explore, ExploreFirst and Switch as given, measurements and explorations at most every
 // five renewals.
 func (s *Selector) chooser() *Chooser {
 	cfg := DefaultAttachConfig()
@@ -56,6 +56,7 @@ func (s *Selector) chooser() *Chooser {
 	cfg.Switch = s.opts.Switch
 	cfg.ProbeEvery = 5 * s.opts.Renew
 	cfg.ExploreEvery = cfg.ProbeEvery
+	cfg.ExploreFirst = s.opts.ExploreFirst
 	ch, err := NewChooser(cfg)
 	if err != nil { // Switch ≥ 1 is checked by the options' defaults
 		panic(err)

@@ -739,14 +739,15 @@ func settledPair(t *testing.T) (a, b *Selector, ps *testPeerSet) {
 // one holder explored by default, none with WithExplore(0) or less.
 func TestSelector_ChooserFromOptions(t *testing.T) {
 	for _, c := range []struct {
-		opts         []Option
-		probe, explo int
+		opts                []Option
+		probe, explo, first int
 	}{
-		{nil, 3, 1},
-		{[]Option{WithExplore(0)}, 3, 0},
-		{[]Option{WithExplore(-2)}, 3, 0},
-		{[]Option{WithExplore(4), WithProbe(2)}, 2, 4},
-		{[]Option{WithProbe(0), WithExplore(1)}, 0, 1},
+		{nil, 3, 1, 0},
+		{[]Option{WithExplore(0)}, 3, 0, 0},
+		{[]Option{WithExplore(-2)}, 3, 0, 0},
+		{[]Option{WithExplore(4), WithProbe(2)}, 2, 4, 0},
+		{[]Option{WithProbe(0), WithExplore(1)}, 0, 1, 0},
+		{[]Option{WithExploreFirst(8)}, 3, 1, 8},
 	} {
 		o := selectorOptions{}
 		for _, opt := range c.opts {
@@ -758,8 +759,11 @@ func TestSelector_ChooserFromOptions(t *testing.T) {
 			t.Fatal(err)
 		}
 		ch := (&Selector{opts: o}).chooser()
-		if ch.cfg.Probe != c.probe || ch.cfg.Explore != c.explo {
-			t.Errorf("%d options: Probe %d Explore %d, want %d %d", len(c.opts), ch.cfg.Probe, ch.cfg.Explore, c.probe, c.explo)
+		if ch.cfg.Probe != c.probe || ch.cfg.Explore != c.explo || ch.cfg.ExploreFirst != c.first {
+			t.Errorf("%d options: Probe %d Explore %d ExploreFirst %d, want %d %d %d", len(c.opts), ch.cfg.Probe, ch.cfg.Explore, ch.cfg.ExploreFirst, c.probe, c.explo, c.first)
 		}
+	}
+	if err := WithExploreFirst(-1)(&selectorOptions{}); err == nil {
+		t.Error("WithExploreFirst(-1) accepted")
 	}
 }

@@ -253,6 +253,7 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--method", "repel", "--rest", "NaN"}, 2, "--rest"},
 		{[]string{"swarm", "--method", "repel", "--probe", "0"}, 2, "--probe"},
 		{[]string{"swarm", "--method", "repel", "--explore", "-1"}, 2, "--explore"},
+		{[]string{"swarm", "--method", "repel", "--explore-first", "-1"}, 2, "--explore-first"},
 		{[]string{"swarm", "--hold", "1m"}, 2, "--hold is for --method repel"},
 		{[]string{"run", "--displace", "-1ms"}, 2, "--displace"},
 		{[]string{"run", "--survey", "-1s"}, 2, "--survey"},
@@ -345,6 +346,9 @@ func TestSwarm_RepelScoredAtRest(t *testing.T) {
 	}
 	if sum.Count != 4 || sum.Unserved != 0 || sum.Wrong != 0 {
 		t.Errorf("scored selection: %d superpeers, %d unserved, %d wrong", sum.Count, sum.Unserved, sum.Wrong)
+	}
+	if c := rep.Methods[0].Connections; c == nil || !(c.ProtectedMean > 0 && c.ProtectedMean <= c.Mean) || c.UnprotectedMax > c.Max {
+		t.Errorf("connections at convergence: %+v", c)
 	}
 	if !strings.Contains(out, "at rest          from") {
 		t.Errorf("the rest is not printed:\n%s", out)

@@ -204,6 +204,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	survey := fs.Duration("survey", swarm.RepelSwarmConfig(1, repel.Attract).SurveyInterval, "repel: a settled holder surveys its place this long after settling (then twice as long after each survey that keeps it): candidates among its clients measure the RTTs to its clients, and the token moves to one measured better (0: no surveys; the swarm converges once every place was kept)")
 	kill := fs.Float64("kill", 0, "after convergence kill this fraction of the peers at random and measure recovery")
 	explore := fs.Int("explore", 1, "repel: how many more holders, not yet measured, a client measures after an attach step, at most every five renewals, nearest by its coordinates first (0: none)")
+	exploreFirst := fs.Int("explore-first", 0, "repel: a client explores at every attach step, not every five renewals, while it has measured fewer than this many holders (0: every five renewals from the start)")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every five renewals) before it chooses, nearest by its coordinates first")
 	rest := fs.Float64("rest", 1.5, "repel: score the selection once it has been converged and unchanged (every token's holder, every client's holder) for this many renewal intervals (a third of --ttl each) of the network's time, so that clients placed by whoever had room in the moment have stepped on what they know (0: at its first convergence)")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
@@ -312,6 +313,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --probe %d must be at least 1", errUsage, *probe)
 	case *explore < 0:
 		return fmt.Errorf("%w: --explore %d must be at least 0", errUsage, *explore)
+	case *exploreFirst < 0:
+		return fmt.Errorf("%w: --explore-first %d must be at least 0", errUsage, *exploreFirst)
 	case !(*rest >= 0) || math.IsInf(*rest, 0):
 		return fmt.Errorf("%w: --rest %v must be a number of renewals ≥ 0", errUsage, *rest)
 	case *hold < 0:
@@ -497,7 +500,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		bar.log(fmt.Sprintf("time dilated ×%g from here (the warm-up ran at ×%g): links and timers %g times slower, figures in the network's time", *dilate, warm, *dilate))
 	}
 	rep.Dilation = s.Dilation()
-	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: *explore, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
+	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: *explore, exploreFirst: *exploreFirst, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, rest: *rest, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
 	f.view = web.View()
 	for k, m := range methods {
@@ -676,6 +679,9 @@ func printMethod(w io.Writer, mr *methodReport) {
 	if r := mr.Rest; r != nil && r.Renewals > 0 {
 		fmt.Fprintf(w, "  at rest          from %.1f s, scored after %.1f s more unchanged (%g renewals); first converged at %.1f s\n",
 			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.FirstConvergedSeconds)
+	}
+	if c := mr.Connections; c != nil {
+		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected), max %d, unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.Max, c.UnprotectedMax)
 	}
 	if a := mr.VivaldiAfter; a != nil {
 		fmt.Fprintf(w, "  vivaldi          median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])

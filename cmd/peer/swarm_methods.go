@@ -28,6 +28,8 @@ type methodReport struct {
 	// RSSBytes and Goroutines are the process's once the method converged.
 	RSSBytes   uint64 `json:"rss_bytes"`
 	Goroutines int    `json:"goroutines"`
+	// Connections are the peers' connections then (repel).
+	Connections *swarm.ConnectionStats `json:"connections,omitempty"`
 	// Kill, when peers were killed after convergence.
 	Kill *killReport `json:"kill,omitempty"`
 	// Rest (repel) says how the selection was scored: once converged and
@@ -45,7 +47,7 @@ type methodReport struct {
 
 // methodFlags are the flags of `peer swarm` that configure the methods.
 type methodFlags struct {
-	superpeers, capacity, probe, explore int
+	superpeers, capacity, probe, explore, exploreFirst int
 	// fraction makes prefix's S follow it (0: fixed); capacityGiven says
 	// --capacity was set, which then holds instead of 2⌈1/fraction⌉.
 	fraction                    float64
@@ -81,7 +83,7 @@ func (f methodFlags) params() swarm.MethodParams {
 		capacity = 0 // the fraction's: 2⌈1/f⌉
 	}
 	return swarm.MethodParams{Superpeers: f.superpeers, Fraction: f.fraction, Capacity: capacity, TTL: f.ttl, Pow2: f.pow2, StartSpread: f.startSpread,
-		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Explore: explore, Dissemination: f.dissemination}
+		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Explore: explore, ExploreFirst: f.exploreFirst, Dissemination: f.dissemination}
 }
 
 // parseMethods reads --method: all (every registered method), none, or
@@ -185,6 +187,8 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		}
 		mr.Superpeers, mr.Repel = &sum, &rs
 		mr.RSSBytes, mr.Goroutines = swarm.RSS(), swarm.Goroutines()
+		cs := s.ConnectionStats()
+		mr.Connections = &cs
 		state = func() metrics.Assignment { return rr.State().Assignment }
 		if f.hold > 0 {
 			select {

@@ -37,6 +37,7 @@ type MethodParams struct {
 	Displace      time.Duration
 	Probe         int
 	Explore       int // RepelOptions.Explore
+	ExploreFirst  int // RepelOptions.ExploreFirst
 	Dissemination repel.Dissemination
 }
 
@@ -68,7 +69,7 @@ func (p MethodParams) RepelOptions() RepelOptions {
 	if p.Fraction > 0 && capacity == 0 {
 		capacity = 2 * int(math.Ceil(1/p.Fraction))
 	}
-	return RepelOptions{Config: cfg, Capacity: capacity, TTL: p.TTL, Attach: []superpeer.Option{superpeer.WithDisplace(p.Displace)}, Probe: p.Probe, Explore: p.Explore, Dissemination: p.Dissemination}
+	return RepelOptions{Config: cfg, Capacity: capacity, TTL: p.TTL, Attach: []superpeer.Option{superpeer.WithDisplace(p.Displace)}, Probe: p.Probe, Explore: p.Explore, ExploreFirst: p.ExploreFirst, Dissemination: p.Dissemination}
 }
 
 // ActiveCount is the superpeer count peer i's selector holds: the prefix

@@ -148,6 +148,9 @@ type RepelOptions struct {
 	// measures after an attach step, at most every five renewals
 	// (repel.WithExplore; 0: the selector's default, 1; negative: none).
 	Explore int
+	// ExploreFirst has clients explore at every step while they have
+	// measured fewer holders than this (repel.WithExploreFirst; 0: none).
+	ExploreFirst int
 	// Dissemination is how announcements travel (default repel.Piggyback;
 	// repel.GossipSub needs nodes with RepelNodeOptions).
 	Dissemination repel.Dissemination
@@ -204,6 +207,9 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	}
 	if opts.Explore != 0 {
 		ropts = append(ropts, repel.WithExplore(opts.Explore))
+	}
+	if opts.ExploreFirst != 0 {
+		ropts = append(ropts, repel.WithExploreFirst(opts.ExploreFirst))
 	}
 	run, err := s.StartMethod(ctx, "repel", MethodOptions{
 		Env:     superpeer.Env{Options: ropts},

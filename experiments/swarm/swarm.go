@@ -1006,15 +1006,47 @@ func Goroutines() int { return runtime.NumGoroutine() }
 // Connections is the mean and the largest number of peers a live peer is
 // connected to.
 func (s *Swarm) Connections() (mean float64, most int) {
+	c := s.ConnectionStats()
+	return c.Mean, c.Max
+}
+
+// ConnectionStats is how many peers the live peers are connected to, and
+// how many of those their connection managers protect. go-libp2p's
+// BasicConnMgr trims, once a peer holds more than the high watermark, the
+// unprotected connections past their grace period down to the low
+// watermark: the protected ones (kad-dht's two widest buckets, a client's
+// superpeer and a superpeer's clients) and the young ones come on top.
+type ConnectionStats struct {
+	Mean           float64 `json:"mean"`
+	Max            int     `json:"max"`
+	ProtectedMean  float64 `json:"protected_mean"`
+	UnprotectedMax int     `json:"unprotected_max"`
+}
+
+// ConnectionStats reads every live peer's connections.
+func (s *Swarm) ConnectionStats() ConnectionStats {
 	live := s.Live()
+	var c ConnectionStats
 	if len(live) == 0 {
-		return 0, 0
+		return c
 	}
-	total := 0
+	total, protected := 0, 0
 	for _, i := range live {
-		c := len(s.Peers[i].Host.Network().Peers())
-		total += c
-		most = max(most, c)
+		h := s.Peers[i].Host
+		ps := h.Network().Peers()
+		free := 0
+		for _, q := range ps {
+			if h.ConnManager().IsProtected(q, "") {
+				protected++
+			} else {
+				free++
+			}
+		}
+		total += len(ps)
+		c.Max = max(c.Max, len(ps))
+		c.UnprotectedMax = max(c.UnprotectedMax, free)
 	}
-	return float64(total) / float64(len(live)), most
+	c.Mean = float64(total) / float64(len(live))
+	c.ProtectedMean = float64(protected) / float64(len(live))
+	return c
 }
