@@ -119,15 +119,17 @@ type killReport struct {
 }
 
 // restReport is how a repel selection was scored: once it had stayed
-// converged and unchanged for RestSeconds (Renewals renewal intervals) of
-// the network's time; the selection's converge_seconds is when that resting
-// state began, FirstConvergedSeconds when the selection was first
-// consistent (every token held once and settled, every client served by a
-// holder that lists it).
+// converged, with the same token holders, for RestSeconds (Renewals renewal
+// intervals) of the network's time; the selection's converge_seconds is
+// when that resting state began, FirstConvergedSeconds when the selection
+// was first consistent (every token held once and settled, every client
+// served by a holder that lists it), ClientsMoved the clients served by
+// another holder at the end of the rest than at its start.
 type restReport struct {
 	Renewals              float64 `json:"renewals"`
 	RestSeconds           float64 `json:"rest_seconds"`
 	FirstConvergedSeconds float64 `json:"first_converged_seconds"`
+	ClientsMoved          int     `json:"clients_moved"`
 }
 
 // holdReport is the repel selection after the swarm ran on for HeldSeconds
@@ -206,7 +208,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	explore := fs.Int("explore", 1, "repel: how many more holders, not yet measured, a client measures after an attach step, at most every five renewals, nearest by its coordinates first (0: none)")
 	exploreFirst := fs.Int("explore-first", 0, "repel: a client explores at every attach step, not every five renewals, while it has measured fewer than this many holders (0: every five renewals from the start)")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every five renewals) before it chooses, nearest by its coordinates first")
-	rest := fs.Float64("rest", 1.5, "repel: score the selection once it has been converged and unchanged (every token's holder, every client's holder) for this many renewal intervals (a third of --ttl each) of the network's time, so that clients placed by whoever had room in the moment have stepped on what they know (0: at its first convergence)")
+	rest := fs.Float64("rest", 1.5, "repel: score the selection once it has been converged at every reading, with the same token holders, for this many renewal intervals (a third of --ttl each) of the network's time, so that clients placed by whoever had room in the moment have stepped on what they know (0: at its first convergence)")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
 	dilate := fs.Float64("dilate", 1, "repel and Vivaldi: stretch time by this factor once the DHT has converged: link latencies and the protocols' timers this many times longer, measured RTTs divided by it, so that the machine's own delays shrink by it in what the peers measure (the run takes that much longer; every figure is in the network's time)")
@@ -677,8 +679,8 @@ func printMethod(w io.Writer, mr *methodReport) {
 	}
 	printSelection(w, "selection", mr.Superpeers)
 	if r := mr.Rest; r != nil && r.Renewals > 0 {
-		fmt.Fprintf(w, "  at rest          from %.1f s, scored after %.1f s more unchanged (%g renewals); first converged at %.1f s\n",
-			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.FirstConvergedSeconds)
+		fmt.Fprintf(w, "  at rest          from %.1f s, scored after %.1f s more converged with the same token holders (%g renewals; %d clients moved meanwhile); first converged at %.1f s\n",
+			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.ClientsMoved, r.FirstConvergedSeconds)
 	}
 	if c := mr.Connections; c != nil {
 		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected), max %d, unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.Max, c.UnprotectedMax)

@@ -172,11 +172,11 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 				return nil, err
 			}
 		}
-		took, first, err := rr.WaitAtRest(ctx, rr.Start(), time.Duration(f.rest*float64(f.ttl)/3))
+		took, first, moved, err := rr.WaitAtRest(ctx, rr.Start(), time.Duration(f.rest*float64(f.ttl)/3))
 		if err != nil {
 			return nil, err
 		}
-		mr.Rest = &restReport{Renewals: f.rest, RestSeconds: f.rest * f.ttl.Seconds() / 3, FirstConvergedSeconds: first.Seconds()}
+		mr.Rest = &restReport{Renewals: f.rest, RestSeconds: f.rest * f.ttl.Seconds() / 3, FirstConvergedSeconds: first.Seconds(), ClientsMoved: moved}
 		// Read before the summary: its baselines (a greedy k-median over
 		// the matrix, random draws) are the report's work, not the
 		// swarm's, and load the machine while the peers still sample.

@@ -546,30 +546,35 @@ func (r *RepelRun) WaitConverged(ctx context.Context, since time.Time) (time.Dur
 }
 
 // WaitAtRest waits until the selection is converged (RepelState.Converged)
-// and at rest: the same holders, superpeers and clients' attachments for
-// rest of the network's time without a break. It returns when that resting
-// state began (from since, in the network's time) and when the selection
-// first converged. A first convergence is one moment's consistency: clients
-// displaced or left by a token's move just before it are served, but by
-// whichever holder had room, and move to a nearer one at their next step
-// (within one renewal). Choose rest of at least one renewal interval (the
-// attach TTL's third) so that every client has stepped on what it knows;
-// the simulator likewise scores the tokens once quiet (sim.RepelOptions.Quiet).
-func (r *RepelRun) WaitAtRest(ctx context.Context, since time.Time, rest time.Duration) (at, first time.Duration, err error) {
+// and at rest: converged at every reading, with the same holders of every
+// token, for rest of the network's time without a break. It returns when
+// that resting state began (from since, in the network's time), when the
+// selection first converged, and how many clients changed holders during
+// the rest (moves from one holder that lists them to a nearer one; at
+// 2 000 peers some client does so every few seconds, so a rest that
+// allowed none never came). A first convergence is one moment's
+// consistency: clients displaced or left by a token's move just before it
+// are served, but by whichever holder had room, and move to a nearer one
+// at their next step (within one renewal). Choose rest of at least one
+// renewal interval (the attach TTL's third) so that every client has
+// stepped on what it knows; the simulator likewise scores the tokens once
+// quiet (sim.RepelOptions.Quiet).
+func (r *RepelRun) WaitAtRest(ctx context.Context, since time.Time, rest time.Duration) (at, first time.Duration, moved int, err error) {
 	w := restWatch{rest: rest}
 	_, err = r.Wait(ctx, since, func(st RepelState) bool { return w.see(st, r.s.Elapsed(since)) })
-	return w.at, w.first, err
+	return w.at, w.first, w.moved, err
 }
 
 // restWatch follows a selection's states, read at network times now (from
-// a common origin, non-decreasing), until it has been converged and
-// unchanged for rest.
+// a common origin, non-decreasing), until it has been converged with the
+// same token holders for rest.
 type restWatch struct {
 	rest      time.Duration
-	prev      RepelState
-	resting   bool          // prev is converged, unchanged since at
+	start     RepelState    // the state the rest began with
+	resting   bool          // converged at every reading since at, the same token holders as start
 	at, first time.Duration // when the resting state began; the first convergence
 	seen      bool
+	moved     int // clients with another holder than at the rest's start
 }
 
 // see takes the state at now and says whether the selection has rested.
@@ -581,17 +586,22 @@ func (w *restWatch) see(st RepelState, now time.Duration) bool {
 	if !w.seen {
 		w.seen, w.first = true, now
 	}
-	if !w.resting || !sameSelection(w.prev, st) {
-		w.prev, w.resting, w.at = st, true, now
+	if !w.resting || !sameTokens(w.start, st) {
+		w.start, w.resting, w.at = st, true, now
+	}
+	w.moved = 0
+	for i, sp := range st.Assignment {
+		if i < len(w.start.Assignment) && w.start.Assignment[i] != sp {
+			w.moved++
+		}
 	}
 	return now-w.at >= w.rest
 }
 
-// sameSelection is true when a and b have the same holders of every token,
-// the same superpeers and every client with the same holder.
-func sameSelection(a, b RepelState) bool {
-	return slices.EqualFunc(a.Holders, b.Holders, slices.Equal) && slices.Equal(a.Superpeers, b.Superpeers) &&
-		slices.Equal(a.Assignment, b.Assignment)
+// sameTokens is true when a and b have the same holders of every token
+// and the same superpeers.
+func sameTokens(a, b RepelState) bool {
+	return slices.EqualFunc(a.Holders, b.Holders, slices.Equal) && slices.Equal(a.Superpeers, b.Superpeers)
 }
 
 // RepelSummary is the `repel` block of the swarm report: what the tokens

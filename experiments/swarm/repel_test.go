@@ -244,9 +244,10 @@ func TestRepelState_Converged(t *testing.T) {
 }
 
 // TestRestWatch_ScoresTheStateThatRested: the watch ends only after the
-// selection has been converged and unchanged for the rest; a client that
-// moves, a token that moves or a moment unconverged starts the rest again,
-// and the resting state's start and the first convergence are reported.
+// selection has been converged with the same token holders for the rest; a
+// token that moves or a moment unconverged starts the rest again, a client
+// that moves to another holder while served does not but is counted, and
+// the resting state's start and the first convergence are reported.
 func TestRestWatch_ScoresTheStateThatRested(t *testing.T) {
 	const s = time.Second
 	a := RepelState{Holders: [][]int{{1}, {2}}, Superpeers: []int{1, 2}, Assignment: []int{1, 1, 2, 1}}
@@ -254,32 +255,34 @@ func TestRestWatch_ScoresTheStateThatRested(t *testing.T) {
 	clientMoved.Assignment = []int{1, 1, 2, 2}
 	tokenMoved := clientMoved
 	tokenMoved.Holders, tokenMoved.Superpeers, tokenMoved.Assignment = [][]int{{1}, {3}}, []int{1, 3}, []int{1, 1, 3, 3}
+	clientBack := tokenMoved
+	clientBack.Assignment = []int{1, 1, 3, 1}
 	broken := tokenMoved
 	broken.Wrong = 1
 	w := restWatch{rest: 2 * s}
 	steps := []struct {
-		st   RepelState
-		now  time.Duration
-		done bool
+		st    RepelState
+		now   time.Duration
+		done  bool
+		moved int
 	}{
-		{broken, 0, false},
-		{a, 1 * s, false},            // first convergence
-		{a, 2 * s, false},            // one second at rest
-		{clientMoved, 2500e6, false}, // a client moved: rest again from 2.5 s
-		{clientMoved, 4 * s, false},
-		{tokenMoved, 4 * s, false}, // a token moved: from 4 s
-		{broken, 5 * s, false},     // unconverged for a moment
-		{tokenMoved, 6 * s, false}, // from 6 s
-		{tokenMoved, 7999e6, false},
-		{tokenMoved, 8 * s, true},
+		{broken, 0, false, 0},
+		{a, 1 * s, false, 0},            // first convergence, rest from 1 s
+		{clientMoved, 2500e6, false, 1}, // a client moved: counted, the rest goes on
+		{tokenMoved, 2900e6, false, 0},  // a token moved: from 2.9 s
+		{broken, 4 * s, false, 0},       // unconverged for a moment
+		{tokenMoved, 5 * s, false, 0},   // from 5 s
+		{clientBack, 6 * s, false, 1},
+		{clientBack, 6999e6, false, 1},
+		{clientBack, 7 * s, true, 1},
 	}
 	for k, step := range steps {
-		if got := w.see(step.st, step.now); got != step.done {
-			t.Fatalf("step %d at %v: rested %v, want %v", k, step.now, got, step.done)
+		if got := w.see(step.st, step.now); got != step.done || w.moved != step.moved {
+			t.Fatalf("step %d at %v: rested %v with %d moved, want %v with %d", k, step.now, got, w.moved, step.done, step.moved)
 		}
 	}
-	if w.at != 6*s || w.first != 1*s {
-		t.Fatalf("rested from %v (want 6s), first converged at %v (want 1s)", w.at, w.first)
+	if w.at != 5*s || w.first != 1*s {
+		t.Fatalf("rested from %v (want 5s), first converged at %v (want 1s)", w.at, w.first)
 	}
 	if z := (restWatch{}); !z.see(a, 0) {
 		t.Fatal("no rest asked: the first converged state should do")
