@@ -259,10 +259,11 @@ func (c *Chooser) Next(now time.Time, cur string, cands []Candidate) string {
 // next choice.
 func (c *Chooser) Explore(now time.Time, cands []Candidate) string {
 	c.forget(now, cands)
+	if c.cfg.Explore <= 0 {
+		return ""
+	}
 	rs := c.rank(now, cands)
 	switch {
-	case c.cfg.Explore <= 0:
-		return ""
 	case c.exploreAt.Equal(now):
 		if c.explored >= c.cfg.Explore {
 			return ""

@@ -47,8 +47,8 @@ func (s *Selector) attacher(ctx context.Context) {
 }
 
 // chooser is the client's Chooser from the selector options: Probe,
-// Explore, ExploreFirst and Switch as given, measurements and explorations at most every
-// five renewals.
+// Explore, ExploreFirst and Switch as given, measurements and explorations
+// at most every five renewals.
 func (s *Selector) chooser() *Chooser {
 	cfg := DefaultAttachConfig()
 	cfg.Probe = max(s.opts.Probe, 0)

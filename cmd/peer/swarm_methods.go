@@ -32,8 +32,8 @@ type methodReport struct {
 	Connections *swarm.ConnectionStats `json:"connections,omitempty"`
 	// Kill, when peers were killed after convergence.
 	Kill *killReport `json:"kill,omitempty"`
-	// Rest (repel) says how the selection was scored: once converged and
-	// unchanged for a while (--rest).
+	// Rest (repel) says how the selection was scored: once converged, with
+	// the same token holders, for a while (--rest).
 	Rest *restReport `json:"rest,omitempty"`
 	// Hold (repel, --hold) is the selection again after the swarm kept
 	// running for a while past its first convergence.
@@ -55,7 +55,8 @@ type methodFlags struct {
 	pow2, killSP                bool
 	ttl, displace, survey, hold time.Duration
 	// rest is how many renewal intervals (ttl/3) a repel selection must
-	// stay converged and unchanged before it is scored (0: at once).
+	// stay converged, with the same token holders, before it is scored (0:
+	// at once).
 	rest          float64
 	startSpread   time.Duration
 	force         string
@@ -172,11 +173,12 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 				return nil, err
 			}
 		}
-		took, first, moved, err := rr.WaitAtRest(ctx, rr.Start(), time.Duration(f.rest*float64(f.ttl)/3))
+		rest := time.Duration(f.rest * float64(f.ttl) / 3)
+		took, first, moved, err := rr.WaitAtRest(ctx, rr.Start(), rest)
 		if err != nil {
 			return nil, err
 		}
-		mr.Rest = &restReport{Renewals: f.rest, RestSeconds: f.rest * f.ttl.Seconds() / 3, FirstConvergedSeconds: first.Seconds(), ClientsMoved: moved}
+		mr.Rest = &restReport{Renewals: f.rest, RestSeconds: rest.Seconds(), FirstConvergedSeconds: first.Seconds(), ClientsMoved: moved}
 		// Read before the summary: its baselines (a greedy k-median over
 		// the matrix, random draws) are the report's work, not the
 		// swarm's, and load the machine while the peers still sample.
