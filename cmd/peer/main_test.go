@@ -251,6 +251,9 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--method", "repel", "--hold", "-1s"}, 2, "--hold"},
 		{[]string{"swarm", "--method", "repel", "--rest", "-1"}, 2, "--rest"},
 		{[]string{"swarm", "--method", "repel", "--rest", "NaN"}, 2, "--rest"},
+		{[]string{"swarm", "--method", "repel", "--in-transit", "1"}, 2, "--in-transit"},
+		{[]string{"swarm", "--method", "repel", "--in-transit", "-0.1"}, 2, "--in-transit"},
+		{[]string{"swarm", "--method", "repel", "--in-transit", "NaN"}, 2, "--in-transit"},
 		{[]string{"swarm", "--method", "repel", "--probe", "0"}, 2, "--probe"},
 		{[]string{"swarm", "--method", "repel", "--explore", "-1"}, 2, "--explore"},
 		{[]string{"swarm", "--method", "repel", "--explore-first", "-1"}, 2, "--explore-first"},
@@ -340,6 +343,10 @@ func TestSwarm_RepelScoredAtRest(t *testing.T) {
 	}
 	if r.Renewals != 1.5 || r.RestSeconds != 1.5*rep.TTLSeconds/3 {
 		t.Errorf("rested %v renewals, %v s; want 1.5 renewals of a %v s TTL", r.Renewals, r.RestSeconds, rep.TTLSeconds)
+	}
+	// 36 clients: the default 1% allows none in transit.
+	if r.InTransitFraction != 0.01 || r.InTransitAllowed != 0 || r.InTransitMax != 0 || r.InTransitEnd != 0 {
+		t.Errorf("in transit: fraction %v, allowed %d, at most %d, at the end %d; want 0.01, 0, 0, 0", r.InTransitFraction, r.InTransitAllowed, r.InTransitMax, r.InTransitEnd)
 	}
 	if !(r.FirstConvergedSeconds > 0 && r.FirstConvergedSeconds <= sum.ConvergeSeconds) {
 		t.Errorf("first converged at %v s, at rest from %v s", r.FirstConvergedSeconds, sum.ConvergeSeconds)

@@ -124,12 +124,19 @@ type killReport struct {
 // when that resting state began, FirstConvergedSeconds when the selection
 // was first consistent (every token held once and settled, every client
 // served by a holder that lists it), ClientsMoved the clients served by
-// another holder at the end of the rest than at its start.
+// another holder at the end of the rest than at its start. Up to
+// InTransitAllowed clients (--in-transit of them) could be between holders
+// at each reading of the rest; InTransitMax were at most, InTransitEnd at
+// its end, and those are scored as unserved.
 type restReport struct {
 	Renewals              float64 `json:"renewals"`
 	RestSeconds           float64 `json:"rest_seconds"`
 	FirstConvergedSeconds float64 `json:"first_converged_seconds"`
 	ClientsMoved          int     `json:"clients_moved"`
+	InTransitFraction     float64 `json:"in_transit_fraction"`
+	InTransitAllowed      int     `json:"in_transit_allowed"`
+	InTransitMax          int     `json:"in_transit_max"`
+	InTransitEnd          int     `json:"in_transit_end"`
 }
 
 // holdReport is the repel selection after the swarm ran on for HeldSeconds
@@ -208,6 +215,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	explore := fs.Int("explore", 1, "repel: how many more holders, not yet measured, a client measures after an attach step, at most every five renewals, nearest by its coordinates first (0: none)")
 	exploreFirst := fs.Int("explore-first", 0, "repel: a client explores at every attach step, not every five renewals, while it has measured fewer than this many holders (0: every five renewals from the start)")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every five renewals) before it chooses, nearest by its coordinates first")
+	inTransit := fs.Float64("in-transit", 0.01, "repel: during the rest, a reading still counts as converged with up to this fraction of the clients between holders (attached to one that does not list them yet, or unserved while a holder has room); they are scored as unserved. At 2 000 peers some client always is, and a rest that waited for none never came (0: none)")
 	rest := fs.Float64("rest", 1.5, "repel: score the selection once it has been converged at every reading, with the same token holders, for this many renewal intervals (a third of --ttl each) of the network's time, so that clients placed by whoever had room in the moment have stepped on what they know (0: at its first convergence)")
 	hold := fs.Duration("hold", 0, "repel: after convergence keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged (before any --kill)")
 	killSP := fs.Bool("kill-superpeers", false, "after convergence also kill every superpeer")
@@ -319,6 +327,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --explore-first %d must be at least 0", errUsage, *exploreFirst)
 	case !(*rest >= 0) || math.IsInf(*rest, 0):
 		return fmt.Errorf("%w: --rest %v must be a number of renewals ≥ 0", errUsage, *rest)
+	case !(*inTransit >= 0 && *inTransit < 1):
+		return fmt.Errorf("%w: --in-transit %v must be a fraction in [0, 1)", errUsage, *inTransit)
 	case *hold < 0:
 		return fmt.Errorf("%w: --hold %v is negative", errUsage, *hold)
 	case !(*dilate >= 1) || *dilate > 1000:
@@ -503,7 +513,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Dilation = s.Dilation()
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: *explore, exploreFirst: *exploreFirst, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
-		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, rest: *rest, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
+		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, rest: *rest, inTransit: *inTransit, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
 	f.view = web.View()
 	for k, m := range methods {
 		f.keep = web.keeper(k == len(methods)-1)
@@ -679,8 +689,8 @@ func printMethod(w io.Writer, mr *methodReport) {
 	}
 	printSelection(w, "selection", mr.Superpeers)
 	if r := mr.Rest; r != nil && r.Renewals > 0 {
-		fmt.Fprintf(w, "  at rest          from %.1f s, scored after %.1f s more converged with the same token holders (%g renewals; %d clients moved meanwhile); first converged at %.1f s\n",
-			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.ClientsMoved, r.FirstConvergedSeconds)
+		fmt.Fprintf(w, "  at rest          from %.1f s, scored after %.1f s more converged with the same token holders (%g renewals; %d clients moved meanwhile; in transit at most %d of %d allowed, %d at the end); first converged at %.1f s\n",
+			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.ClientsMoved, r.InTransitMax, r.InTransitAllowed, r.InTransitEnd, r.FirstConvergedSeconds)
 	}
 	if c := mr.Connections; c != nil {
 		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected), max %d, unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.Max, c.UnprotectedMax)

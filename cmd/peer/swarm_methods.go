@@ -57,7 +57,10 @@ type methodFlags struct {
 	// rest is how many renewal intervals (ttl/3) a repel selection must
 	// stay converged, with the same token holders, before it is scored (0:
 	// at once).
-	rest          float64
+	rest float64
+	// inTransit is the fraction of the clients that may be between holders
+	// at a reading of the rest.
+	inTransit     float64
 	startSpread   time.Duration
 	force         string
 	kill          float64
@@ -174,11 +177,14 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 			}
 		}
 		rest := time.Duration(f.rest * float64(f.ttl) / 3)
-		took, first, moved, err := rr.WaitAtRest(ctx, rr.Start(), rest)
+		transit := int(f.inTransit * float64(max(0, len(s.Live())-f.superpeers)))
+		at, err := rr.WaitAtRest(ctx, rr.Start(), rest, transit)
 		if err != nil {
 			return nil, err
 		}
-		mr.Rest = &restReport{Renewals: f.rest, RestSeconds: rest.Seconds(), FirstConvergedSeconds: first.Seconds(), ClientsMoved: moved}
+		took := at.At
+		mr.Rest = &restReport{Renewals: f.rest, RestSeconds: rest.Seconds(), FirstConvergedSeconds: at.First.Seconds(), ClientsMoved: at.Moved,
+			InTransitFraction: f.inTransit, InTransitAllowed: transit, InTransitMax: at.InTransitMax, InTransitEnd: at.InTransitEnd}
 		// Read before the summary: its baselines (a greedy k-median over
 		// the matrix, random draws) are the report's work, not the
 		// swarm's, and load the machine while the peers still sample.

@@ -3,6 +3,7 @@ package swarm
 import (
 	"context"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -286,5 +287,51 @@ func TestRestWatch_ScoresTheStateThatRested(t *testing.T) {
 	}
 	if z := (restWatch{}); !z.see(a, 0) {
 		t.Fatal("no rest asked: the first converged state should do")
+	}
+}
+
+// TestRestWatch_AllowsClientsInTransit: with a transit allowance, readings
+// with up to that many clients between holders (wrong, or unserved while a
+// holder has room) rest, one more breaks the rest, and the most in transit
+// during the rest and at its end are reported; with no room left unserved
+// clients are not in transit.
+func TestRestWatch_AllowsClientsInTransit(t *testing.T) {
+	const s = time.Second
+	a := RepelState{Holders: [][]int{{1}, {2}}, Superpeers: []int{1, 2}, Assignment: []int{1, 1, 2, 1, 2}, Room: 3}
+	one := a
+	one.Wrong = 1
+	two := a
+	two.Wrong, two.Unserved = 1, 1
+	three := two
+	three.Unserved = 2
+	full := three
+	full.Room = 0
+	if got := []int{a.InTransit(), one.InTransit(), two.InTransit(), three.InTransit(), full.InTransit()}; !slices.Equal(got, []int{0, 1, 2, 3, 1}) {
+		t.Fatalf("in transit %v, want [0 1 2 3 1]", got)
+	}
+	if one.Converged() || !one.ConvergedWithin(1) || two.ConvergedWithin(1) || !two.ConvergedWithin(2) {
+		t.Fatal("ConvergedWithin does not bound the clients in transit")
+	}
+	w := restWatch{rest: 2 * s, transit: 2}
+	steps := []struct {
+		st       RepelState
+		now      time.Duration
+		done     bool
+		max, end int
+	}{
+		{one, 0, false, 1, 1},       // first convergence within the allowance, rest from 0
+		{three, 1 * s, false, 1, 1}, // one too many in transit: unconverged
+		{two, 1500e6, false, 2, 2},  // from 1.5 s
+		{a, 2500e6, false, 2, 0},
+		{full, 3 * s, false, 2, 1}, // no room: the unserved wait for none
+		{one, 3500e6, true, 2, 1},
+	}
+	for k, step := range steps {
+		if got := w.see(step.st, step.now); got != step.done || w.transitMax != step.max || w.transitEnd != step.end {
+			t.Fatalf("step %d at %v: rested %v with at most %d in transit, %d at the end; want %v, %d, %d", k, step.now, got, w.transitMax, w.transitEnd, step.done, step.max, step.end)
+		}
+	}
+	if w.at != 1500*time.Millisecond || w.first != 0 {
+		t.Fatalf("rested from %v (want 1.5s), first converged at %v (want 0)", w.at, w.first)
 	}
 }
