@@ -140,8 +140,9 @@ type restReport struct {
 }
 
 // holdReport is the repel selection after the swarm ran on for HeldSeconds
-// past its first convergence (and, if the tokens were moving then, until it
-// converged again): whether the selection improves as the coordinates do.
+// past its rest (and, if the tokens were moving then, until it converged
+// again, with as many clients in transit as the rest allowed): whether the
+// selection improves as the coordinates do.
 type holdReport struct {
 	HeldSeconds   float64                 `json:"held_seconds"`
 	WaitedSeconds float64                 `json:"waited_seconds"`

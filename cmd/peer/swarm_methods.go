@@ -205,7 +205,7 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 			case <-time.After(s.Wall(f.hold)):
 			}
 			start := time.Now()
-			waited, err := rr.WaitConverged(ctx, start)
+			waited, err := rr.Wait(ctx, start, func(st swarm.RepelState) bool { return st.ConvergedWithin(transit) })
 			if err != nil {
 				return nil, err
 			}
