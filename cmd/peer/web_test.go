@@ -128,15 +128,25 @@ func sseFrames(ctx context.Context, t *testing.T, url string) <-chan frame {
 		defer close(out)
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		event := ""
+		// An event is dispatched at the blank line that ends it, as a
+		// browser does: a line cut short when ctx ends (the scanner hands
+		// back the partial last line) is never decoded.
+		event, data := "", ""
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
 			case strings.HasPrefix(line, "event: "):
 				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && event == "snapshot":
+			case strings.HasPrefix(line, "data: "):
+				data += strings.TrimPrefix(line, "data: ")
+			case line == "":
+				ev, d := event, data
+				event, data = "", ""
+				if ev != "snapshot" {
+					continue
+				}
 				var f frame
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &f); err != nil {
+				if err := json.Unmarshal([]byte(d), &f); err != nil {
 					t.Errorf("a snapshot that does not decode: %v", err)
 					return
 				}
