@@ -590,25 +590,22 @@ type Rest struct {
 // that allowed none never came. Scored at the end of the rest, such a
 // client counts as unserved.
 func (r *RepelRun) WaitAtRest(ctx context.Context, since time.Time, rest time.Duration, transit int) (Rest, error) {
-	w := restWatch{rest: rest, transit: transit}
+	w := restWatch{period: rest, transit: transit}
 	_, err := r.Wait(ctx, since, func(st RepelState) bool { return w.see(st, r.s.Elapsed(since)) })
-	return Rest{At: w.at, First: w.first, Moved: w.moved, InTransitMax: w.transitMax, InTransitEnd: w.transitEnd}, err
+	return w.Rest, err
 }
 
 // restWatch follows a selection's states, read at network times now (from
-// a common origin, non-decreasing), until it has been converged with the
-// same token holders for rest.
+// a common origin, non-decreasing), until it has been converged, with at
+// most transit clients in transit at each reading, with the same token
+// holders for period. Its Rest says how, so far.
 type restWatch struct {
-	rest      time.Duration
-	start     RepelState    // the state the rest began with
-	resting   bool          // converged at every reading since at, the same token holders as start
-	at, first time.Duration // when the resting state began; the first convergence
-	seen      bool
-	moved     int // clients with another holder than at the rest's start
-	// transit is how many clients may be in transit at a reading;
-	// transitMax the most that were during the rest, transitEnd at its
-	// last reading.
-	transit, transitMax, transitEnd int
+	Rest
+	period  time.Duration
+	transit int
+	start   RepelState // the state the rest began with
+	resting bool       // converged at every reading since At, the same token holders as start
+	seen    bool
 }
 
 // see takes the state at now and says whether the selection has rested.
@@ -618,20 +615,20 @@ func (w *restWatch) see(st RepelState, now time.Duration) bool {
 		return false
 	}
 	if !w.seen {
-		w.seen, w.first = true, now
+		w.seen, w.First = true, now
 	}
 	if !w.resting || !sameTokens(w.start, st) {
-		w.start, w.resting, w.at, w.transitMax = st, true, now, 0
+		w.start, w.resting, w.At, w.InTransitMax = st, true, now, 0
 	}
-	w.transitEnd = st.InTransit()
-	w.transitMax = max(w.transitMax, w.transitEnd)
-	w.moved = 0
+	w.InTransitEnd = st.InTransit()
+	w.InTransitMax = max(w.InTransitMax, w.InTransitEnd)
+	w.Moved = 0
 	for i, sp := range st.Assignment {
 		if i < len(w.start.Assignment) && w.start.Assignment[i] != sp {
-			w.moved++
+			w.Moved++
 		}
 	}
-	return now-w.at >= w.rest
+	return now-w.At >= w.period
 }
 
 // sameTokens is true when a and b have the same holders of every token

@@ -260,7 +260,7 @@ func TestRestWatch_ScoresTheStateThatRested(t *testing.T) {
 	clientBack.Assignment = []int{1, 1, 3, 1}
 	broken := tokenMoved
 	broken.Wrong = 1
-	w := restWatch{rest: 2 * s}
+	w := restWatch{period: 2 * s}
 	steps := []struct {
 		st    RepelState
 		now   time.Duration
@@ -278,12 +278,12 @@ func TestRestWatch_ScoresTheStateThatRested(t *testing.T) {
 		{clientBack, 7 * s, true, 1},
 	}
 	for k, step := range steps {
-		if got := w.see(step.st, step.now); got != step.done || w.moved != step.moved {
-			t.Fatalf("step %d at %v: rested %v with %d moved, want %v with %d", k, step.now, got, w.moved, step.done, step.moved)
+		if got := w.see(step.st, step.now); got != step.done || w.Moved != step.moved {
+			t.Fatalf("step %d at %v: rested %v with %d moved, want %v with %d", k, step.now, got, w.Moved, step.done, step.moved)
 		}
 	}
-	if w.at != 5*s || w.first != 1*s {
-		t.Fatalf("rested from %v (want 5s), first converged at %v (want 1s)", w.at, w.first)
+	if w.At != 5*s || w.First != 1*s {
+		t.Fatalf("rested from %v (want 5s), first converged at %v (want 1s)", w.At, w.First)
 	}
 	if z := (restWatch{}); !z.see(a, 0) {
 		t.Fatal("no rest asked: the first converged state should do")
@@ -312,7 +312,7 @@ func TestRestWatch_AllowsClientsInTransit(t *testing.T) {
 	if one.Converged() || !one.ConvergedWithin(1) || two.ConvergedWithin(1) || !two.ConvergedWithin(2) {
 		t.Fatal("ConvergedWithin does not bound the clients in transit")
 	}
-	w := restWatch{rest: 2 * s, transit: 2}
+	w := restWatch{period: 2 * s, transit: 2}
 	steps := []struct {
 		st       RepelState
 		now      time.Duration
@@ -327,11 +327,11 @@ func TestRestWatch_AllowsClientsInTransit(t *testing.T) {
 		{one, 3500e6, true, 2, 1},
 	}
 	for k, step := range steps {
-		if got := w.see(step.st, step.now); got != step.done || w.transitMax != step.max || w.transitEnd != step.end {
-			t.Fatalf("step %d at %v: rested %v with at most %d in transit, %d at the end; want %v, %d, %d", k, step.now, got, w.transitMax, w.transitEnd, step.done, step.max, step.end)
+		if got := w.see(step.st, step.now); got != step.done || w.InTransitMax != step.max || w.InTransitEnd != step.end {
+			t.Fatalf("step %d at %v: rested %v with at most %d in transit, %d at the end; want %v, %d, %d", k, step.now, got, w.InTransitMax, w.InTransitEnd, step.done, step.max, step.end)
 		}
 	}
-	if w.at != 1500*time.Millisecond || w.first != 0 {
-		t.Fatalf("rested from %v (want 1.5s), first converged at %v (want 0)", w.at, w.first)
+	if w.At != 1500*time.Millisecond || w.First != 0 {
+		t.Fatalf("rested from %v (want 1.5s), first converged at %v (want 0)", w.At, w.First)
 	}
 }
