@@ -52,7 +52,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	id := fs.String("id", "", "run directory name (default: start time, size and seed)")
 	timeout := fs.Duration("timeout", 2*time.Hour, "give up after this long")
 	var algo, trace, method, where string
-	var n int
+	var n, exploreFirst int
 	var phases []int
 	if name == "growth" {
 		fs.Func("phases", "network sizes in turn, `N,N,...` (default: the experiment's own)", func(v string) error {
@@ -67,6 +67,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 		})
 		fs.StringVar(&method, "method", "", "only this method's rows: prefix or repel (default both)")
 		fs.StringVar(&where, "where", "", "only the simulator's rows (sim) or the live swarms' (live) (default both)")
+	}
+	if name == "repel" {
+		fs.IntVar(&exploreFirst, "explore-first", 0, "clients explore a holder at every step while they have measured fewer than `N` (repel.WithExploreFirst; default 0: the selector's default)")
 	}
 	if name == "elections" {
 		fs.StringVar(&algo, "algo", "", "only the algorithms of this name (every variant) or name/variant: "+strings.Join(electionKeys(), ", "))
@@ -97,6 +100,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if where != "" && where != "sim" && where != "live" {
 		return fmt.Errorf("%w: --where %q: want sim or live", errUsage, where)
 	}
+	if exploreFirst < 0 {
+		return fmt.Errorf("%w: --explore-first %d must not be negative", errUsage, exploreFirst)
+	}
 	if n < 0 {
 		return fmt.Errorf("%w: --n %d must be positive", errUsage, n)
 	}
@@ -105,7 +111,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	_, err := e.Run(exp.Options{Ctx: ctx, Quick: *quick, Seed: *seed, Out: *out, ID: *id, Stdout: stdout, Stderr: stderr,
-		Algo: algo, N: n, Trace: trace, Method: method, Where: where, Phases: phases})
+		Algo: algo, N: n, Trace: trace, Method: method, Where: where, Phases: phases, ExploreFirst: exploreFirst})
 	return err
 }
 

@@ -36,6 +36,8 @@ func TestExperiment_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"experiment", "scale", "--timeout", "-1s"}, "--timeout"},
 		{[]string{"experiment", "list", "--quick"}, "flag provided but not defined"},
 		{[]string{"experiment", "elections", "--algo", "bogus"}, `unknown --algo "bogus"`},
+		{[]string{"experiment", "repel", "--explore-first", "-1"}, "--explore-first -1 must not be negative"},
+		{[]string{"experiment", "vivaldi", "--explore-first", "8"}, "flag provided but not defined: -explore-first"},
 		{[]string{"experiment", "elections", "--n", "-3"}, "--n"},
 		{[]string{"experiment", "scale", "--algo", "lcr"}, "flag provided but not defined: -algo"},
 		{[]string{"experiment", "growth", "--method", "bogus"}, `--method "bogus": want prefix or repel`},

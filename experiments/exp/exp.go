@@ -48,6 +48,10 @@ type Options struct {
 	// Phases, if set, are the growth experiment's network sizes in turn,
 	// for the simulator's rows and the live swarms' alike.
 	Phases []int
+	// ExploreFirst, if positive, has the repel experiment's clients
+	// explore at every step while they have measured fewer holders than
+	// this (repel.AttachConfig.ExploreFirst; 0: the default choice's).
+	ExploreFirst int
 	// tiny shrinks an experiment further than Quick, for tests.
 	tiny bool
 	// liarSeeds, if set, runs the coordinate liars' goal rows alone (the

@@ -3,6 +3,7 @@ package exp
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -261,4 +262,57 @@ func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
 			t.Errorf("row %+v", r)
 		}
 	}
+}
+
+// TestRepel_ExploreFirstReachesTheClients: Options.ExploreFirst (`peer
+// experiment repel --explore-first`) is recorded in the run's parameters
+// and makes the simulated clients explore more than the default choice.
+func TestRepel_ExploreFirstReachesTheClients(t *testing.T) {
+	e, _ := Lookup("repel")
+	dir := t.TempDir()
+	type result struct {
+		Params struct {
+			Choose struct{ ExploreFirst int } `json:"choose"`
+		} `json:"params"`
+		Results struct {
+			Rows []struct {
+				Method string `json:"method"`
+				Repel  *struct {
+					Attach struct {
+						Explored int `json:"explored"`
+					} `json:"attach"`
+				} `json:"repel"`
+			} `json:"rows"`
+		} `json:"results"`
+	}
+	run := func(id string, first int) (int, int) {
+		rd, err := e.Run(Options{Seed: 3, Out: dir, ID: id, Stdout: io.Discard, ExploreFirst: first, tiny: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(rd, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res result
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Results.Rows {
+			if r.Method == mAttract && r.Repel != nil {
+				return res.Params.Choose.ExploreFirst, r.Repel.Attach.Explored
+			}
+		}
+		t.Fatalf("%s: no %s row", id, mAttract)
+		return 0, 0
+	}
+	first0, explored0 := run("default", 0)
+	first4, explored4 := run("first4", 4)
+	if first0 != 0 || first4 != 4 {
+		t.Errorf("recorded ExploreFirst %d and %d, want 0 and 4", first0, first4)
+	}
+	if explored4 <= explored0 {
+		t.Errorf("explorations: %d with ExploreFirst 4, %d without", explored4, explored0)
+	}
+	t.Logf("explorations: %d by default, %d with ExploreFirst 4", explored0, explored4)
 }

@@ -68,7 +68,7 @@ func repelGrowthSim(o Options, f float64, ns []int, seed int64, rounds int) ([]r
 			rbar := report.NewProgress(o.Stderr, fmt.Sprintf("repel n = %d from %d (virtual s)", n, from), 7200)
 			rr, err := sim.SimulateRepel(sim.RepelOptions{
 				RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs, Config: cfg, Seed: seed,
-				Attach: sim.AttachSelector, Capacity: C, Choose: repelChoice(), Displace: superpeer.DefaultDisplace,
+				Attach: sim.AttachSelector, Capacity: C, Choose: sim.RepelChoice(), Displace: superpeer.DefaultDisplace,
 				Limit:    2 * time.Hour,
 				Progress: func(now, _ time.Duration) { rbar.Set(int(now.Seconds())) },
 			})
@@ -107,14 +107,6 @@ func repelGrowthSim(o Options, f float64, ns []int, seed int64, rounds int) ([]r
 		}
 	}
 	return rows, t, nil
-}
-
-// repelChoice is the clients' choice in the experiments' token runs: the
-// selector's, measuring again every five renewals (15 s views).
-func repelChoice() repel.AttachConfig {
-	c := repel.DefaultAttachConfig()
-	c.ProbeEvery = 5 * 15 * time.Second
-	return c
 }
 
 // reschemeRow is one change of S by one given to a converged simulated

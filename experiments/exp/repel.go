@@ -195,9 +195,12 @@ func runRepel(o Options, r *report.Run) error {
 	p := repelParams{
 		common: commonOf(o), Latency: latency.Default, VivaldiRounds: 1000, RandomDraws: 20,
 		Attract: repelConfig(0), Repulsion: repelConfig(0),
-		Attach: sim.AttachSelector.String(), Choose: repelChoice(),
+		Attach: sim.AttachSelector.String(), Choose: sim.RepelChoice(),
 		ViewEvery: "15s", Limit: "30m", GoalKMed: goalKMedian, GoalRandom: goalRandom,
 		Displace: superpeer.DefaultDisplace.String(),
+	}
+	if o.ExploreFirst > 0 {
+		p.Choose.ExploreFirst = o.ExploreFirst
 	}
 	p.Repulsion.Model = repel.Repulsion
 	// Lo et al.'s rule as they give it: no surveys (a survey would move

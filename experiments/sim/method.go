@@ -128,7 +128,7 @@ func init() {
 		r, err := SimulateRepel(RepelOptions{
 			RTT: env.RTT, Coords: env.Coords, Neighbors: env.Neighbors, IDs: ids, Config: cfg, Seed: env.Seed,
 			Attach: AttachSelector, Capacity: env.Capacity, Displace: superpeer.DefaultDisplace,
-			Choose: repelChoose(),
+			Choose: RepelChoice(),
 		})
 		if err != nil {
 			return Outcome{}, err
@@ -137,9 +137,10 @@ func init() {
 	}})
 }
 
-// repelChoose is the clients' choice of `peer experiment repel`: the
-// selector's, measuring again every five renewals.
-func repelChoose() repel.AttachConfig {
+// RepelChoice is the clients' choice in the experiments' token runs
+// (`peer experiment repel`, growth): the selector's, measuring again every
+// five renewals of the simulator's 15 s views.
+func RepelChoice() repel.AttachConfig {
 	c := repel.DefaultAttachConfig()
 	c.ProbeEvery = 5 * 15 * time.Second
 	return c
