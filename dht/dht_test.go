@@ -349,6 +349,57 @@ func TestNode_JoinAddsABootstrapPeerKadDidNot(t *testing.T) {
 	}
 }
 
+// The other side of the same join: the bootstrap peer's kad-dht admits the
+// joiner only after its own liveness query, which here never answers in
+// time. Its self-lookup used to fail on the empty table ("failed to find
+// any peer in table", seen on a loaded CI machine); it now waits for the
+// connected peer to enter the table.
+func TestNode_SelfLookupWaitsForAJoinerInTheTable(t *testing.T) {
+	mn, err := mocknet.FullMeshLinked(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hs := mn.Hosts()
+	b, err := New(ctx, hs[0], WithRoutingTableRefresh(0), WithKadOptions(kaddht.RoutingTableRefreshQueryTimeout(time.Nanosecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a, err := New(ctx, hs[1], WithRoutingTableRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if err := b.SelfLookup(ctx); err != nil {
+		t.Fatalf("the bootstrap peer's self-lookup: %v", err)
+	}
+	if b.RoutingTable().Find(a.ID()) == "" {
+		t.Fatal("the joiner is not in the bootstrap peer's table after its self-lookup")
+	}
+	// A node with no connection has nothing to wait for: it fails at once.
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lone, err := New(ctx, h, WithRoutingTableRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.Close()
+	start := time.Now()
+	if err := lone.SelfLookup(ctx); err == nil {
+		t.Fatal("a self-lookup with an empty table and no connection succeeded")
+	} else if waited := time.Since(start); waited > bootstrapAdd {
+		t.Fatalf("a node with no connection waited %v before failing", waited)
+	}
+}
+
 // TestNode_ClosestResiliencyEndsEarlierAndStaysExact: with the default β the
 // lookup stops once the 3 closest live peers have answered, so it sends fewer
 // requests than one that waits for all k = 20 (WithResiliency(20)) and still

@@ -493,8 +493,16 @@ func (n *Node) Join(ctx context.Context, peers ...peer.AddrInfo) error {
 }
 
 // SelfLookup looks up the node's own key with kad-dht, adding the peers it
-// meets to the routing table.
+// meets to the routing table. A node others joined through gains them in
+// its table only once kad-dht has checked them; while its table is empty
+// and it has connections, SelfLookup waits for that (as Join does, up to
+// 30 s) instead of failing on the empty table.
 func (n *Node) SelfLookup(ctx context.Context) error {
+	if conns := n.h.Network().Peers(); len(conns) > 0 {
+		if err := n.waitRoutingTable(ctx, bootstrapWait, conns); err != nil {
+			return err
+		}
+	}
 	_, err := n.LookupName(ctx, string(n.h.ID()))
 	return err
 }
