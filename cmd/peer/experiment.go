@@ -53,6 +53,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 2*time.Hour, "give up after this long")
 	var algo, trace, method, where string
 	var n, exploreFirst int
+	dilate := 1.0
 	var phases []int
 	if name == "growth" {
 		fs.Func("phases", "network sizes in turn, `N,N,...` (default: the experiment's own)", func(v string) error {
@@ -67,6 +68,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 		})
 		fs.StringVar(&method, "method", "", "only this method's rows: prefix or repel (default both)")
 		fs.StringVar(&where, "where", "", "only the simulator's rows (sim) or the live swarms' (live) (default both)")
+		fs.Float64Var(&dilate, "dilate", 1, "the live token swarm's time dilation once its DHT has converged, as peer swarm --dilate (needs --method repel --where live)")
 	}
 	if name == "repel" {
 		fs.IntVar(&exploreFirst, "explore-first", 0, "clients explore a holder at every step while they have measured fewer than `N` (repel.WithExploreFirst; default 0: the selector's default)")
@@ -100,6 +102,12 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	if where != "" && where != "sim" && where != "live" {
 		return fmt.Errorf("%w: --where %q: want sim or live", errUsage, where)
 	}
+	if !(dilate >= 1) || dilate > 1000 {
+		return fmt.Errorf("%w: --dilate %v must be in [1, 1000]", errUsage, dilate)
+	}
+	if dilate != 1 && (method != "repel" || where != "live") {
+		return fmt.Errorf("%w: --dilate needs --method repel --where live (the prefix selector's timers do not follow it; the simulator has no machine to outpace)", errUsage)
+	}
 	if exploreFirst < 0 {
 		return fmt.Errorf("%w: --explore-first %d must not be negative", errUsage, exploreFirst)
 	}
@@ -111,7 +119,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	_, err := e.Run(exp.Options{Ctx: ctx, Quick: *quick, Seed: *seed, Out: *out, ID: *id, Stdout: stdout, Stderr: stderr,
-		Algo: algo, N: n, Trace: trace, Method: method, Where: where, Phases: phases, ExploreFirst: exploreFirst})
+		Algo: algo, N: n, Trace: trace, Method: method, Where: where, Phases: phases, ExploreFirst: exploreFirst, Dilate: dilate})
 	return err
 }
 

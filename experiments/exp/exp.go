@@ -52,6 +52,9 @@ type Options struct {
 	// explore at every step while they have measured fewer holders than
 	// this (repel.AttachConfig.ExploreFirst; 0: the default choice's).
 	ExploreFirst int
+	// Dilate, if above 1, stretches the growth experiment's live token
+	// swarm's time by this factor (growthParams.LiveDilate).
+	Dilate float64
 	// tiny shrinks an experiment further than Quick, for tests.
 	tiny bool
 	// liarSeeds, if set, runs the coordinate liars' goal rows alone (the

@@ -46,6 +46,11 @@ type growthParams struct {
 	LiveTimeout      string   `json:"live_timeout"`
 	LiveTTL          string   `json:"live_ttl"`
 	LiveVivaldiBound float64  `json:"live_vivaldi_bound"`
+	// LiveDilate stretches the live token swarm's time by this factor
+	// once its DHT has converged (swarm.Swarm.Dilate, as `peer swarm
+	// --dilate`): link latencies and the protocols' timers that many times
+	// longer, every figure in the network's time. 0 or 1: not dilated.
+	LiveDilate float64 `json:"live_dilate,omitempty"`
 	// LiveConcurrent runs the methods' swarms at the same time (each on
 	// its own peers) rather than one after the other.
 	LiveConcurrent bool   `json:"live_concurrent"`
@@ -139,6 +144,12 @@ func runGrowth(o Options, r *report.Run) error {
 	}
 	if len(o.Phases) > 0 {
 		p.Phases, p.LivePhases = o.Phases, o.Phases
+	}
+	if o.Dilate > 1 {
+		if o.Method != "repel" || o.Where != "live" {
+			return fmt.Errorf("growth: a dilation of %g is for the live token swarm alone (--method repel --where live): the prefix selector's timers do not follow it, and the simulator has no machine to outpace", o.Dilate)
+		}
+		p.LiveDilate = o.Dilate
 	}
 	switch o.Where {
 	case "live":

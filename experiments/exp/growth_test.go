@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -146,6 +148,23 @@ func TestGrowth_RepelSimulatorOnly(t *testing.T) {
 	for _, row := range res.Results.Growth.Steady {
 		if row.Method != "repel" || row.Where != "sim" {
 			t.Errorf("row %+v: want only the token method's simulator rows", row)
+		}
+	}
+}
+
+// A dilation is the live token swarm's alone: asked of the prefix method's
+// live swarm (whose timers do not follow it) or of the simulator, growth
+// refuses before it runs anything.
+func TestGrowth_DilateOnlyForTheLiveTokenSwarm(t *testing.T) {
+	e, _ := Lookup("growth")
+	for _, o := range []Options{
+		{Dilate: 4},
+		{Dilate: 4, Method: "prefix", Where: "live"},
+		{Dilate: 4, Method: "repel", Where: "sim"},
+	} {
+		o.Seed, o.Out, o.ID, o.Stdout, o.Stderr, o.tiny = 1, t.TempDir(), "a", io.Discard, io.Discard, true
+		if _, err := e.Run(o); err == nil || !strings.Contains(err.Error(), "live token swarm alone") {
+			t.Errorf("method %q where %q dilated ×4: %v, want the refusal", o.Method, o.Where, err)
 		}
 	}
 }
