@@ -314,29 +314,41 @@ func joinAll(t *testing.T, ctx context.Context, nodes []*Node) {
 	}
 }
 
-// kad-dht adds a connected peer to its table only once a liveness query to
-// it answers; when that query fails (here it has no time at all, as on a
-// loaded machine it can time out) Join adds the bootstrap peer itself,
-// having seen it speak the DHT protocol, instead of failing.
-func TestNode_JoinAddsABootstrapPeerKadDidNot(t *testing.T) {
+// slowPair builds two linked nodes on mocknet, b (the bootstrap) and a (the
+// joiner), not yet connected; the one named by slow ("a" or "b") runs
+// kad-dht with no time at all for the liveness query that admits a new
+// peer to its table, as on a loaded machine where that query times out.
+func slowPair(t *testing.T, slow string) (ctx context.Context, mn mocknet.Mocknet, a, b *Node) {
+	t.Helper()
 	mn, err := mocknet.FullMeshLinked(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mn.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	hs := mn.Hosts()
-	b, err := New(ctx, hs[0], WithRoutingTableRefresh(0))
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(cancel)
+	node := func(i int, name string) *Node {
+		opts := []Option{WithRoutingTableRefresh(0)}
+		if name == slow {
+			opts = append(opts, WithKadOptions(kaddht.RoutingTableRefreshQueryTimeout(time.Nanosecond)))
+		}
+		n, err := New(ctx, mn.Hosts()[i], opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
 	}
-	defer b.Close()
-	a, err := New(ctx, hs[1], WithRoutingTableRefresh(0), WithKadOptions(kaddht.RoutingTableRefreshQueryTimeout(time.Nanosecond)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	b, a = node(0, "b"), node(1, "a")
+	return ctx, mn, a, b
+}
+
+// kad-dht adds a connected peer to its table only once a liveness query to
+// it answers; when that query fails (here it has no time at all, as on a
+// loaded machine it can time out) Join adds the bootstrap peer itself,
+// having seen it speak the DHT protocol, instead of failing.
+func TestNode_JoinAddsABootstrapPeerKadDidNot(t *testing.T) {
+	ctx, _, a, b := slowPair(t, "a")
 	if err := a.Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
 		t.Fatalf("join: %v", err)
 	}
@@ -355,24 +367,7 @@ func TestNode_JoinAddsABootstrapPeerKadDidNot(t *testing.T) {
 // any peer in table", seen on a loaded CI machine); it now waits for the
 // connected peer to enter the table.
 func TestNode_SelfLookupWaitsForAJoinerInTheTable(t *testing.T) {
-	mn, err := mocknet.FullMeshLinked(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	hs := mn.Hosts()
-	b, err := New(ctx, hs[0], WithRoutingTableRefresh(0), WithKadOptions(kaddht.RoutingTableRefreshQueryTimeout(time.Nanosecond)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	a, err := New(ctx, hs[1], WithRoutingTableRefresh(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	ctx, mn, a, b := slowPair(t, "b")
 	if err := a.Join(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
 		t.Fatalf("join: %v", err)
 	}
