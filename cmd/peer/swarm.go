@@ -399,11 +399,9 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		bar.update(stage, done, total)
 		web.View().Progress(stage, done, total)
 	}
+	connGrace, connSilence := swarm.DilatedConnPeriods(*dilate)
 	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: progress, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
-		// The connection manager's clock is not dilated: with its grace and
-		// check periods stretched too, a dilated swarm trims (and redials,
-		// and kad-dht re-checks) no more often per second of network time.
-		ConnGrace: time.Duration(float64(swarm.DefaultConnGrace) * *dilate), ConnSilence: time.Duration(float64(swarm.DefaultConnSilence) * *dilate),
+		ConnGrace: connGrace, ConnSilence: connSilence,
 		Transport: where.transport, ListenIP: where.ip, From: where.from, To: where.to, Bootstrap: where.join})
 	if err != nil {
 		return err

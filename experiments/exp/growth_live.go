@@ -41,11 +41,10 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(o.Stderr, "growth live %s: "+format+"\n", append([]any{method}, args...)...)
 	}
-	dilate := max(1, p.LiveDilate)
+	dilate := max(1, p.LiveDilate) // runGrowth allows it for repel alone
+	connGrace, connSilence := swarm.DilatedConnPeriods(dilate)
 	s, finish, err := buildSwarm(ctx, swarm.Config{N: maxN, Seed: o.Seed, RTT: rtt, HostOf: pl.Host, Hold: maxN - p.LivePhases[0],
-		// As peer swarm --dilate: the connection manager's clock is not
-		// dilated, so its periods are stretched by hand.
-		ConnGrace: time.Duration(float64(swarm.DefaultConnGrace) * dilate), ConnSilence: time.Duration(float64(swarm.DefaultConnSilence) * dilate),
+		ConnGrace: connGrace, ConnSilence: connSilence,
 		Log: func(line string) { logf("%s", line) }}, o.Stderr)
 	if err != nil {
 		return nil, err
@@ -53,9 +52,6 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 	defer s.Close()
 	defer finish()
 	if dilate > 1 {
-		if method != "repel" {
-			return nil, fmt.Errorf("growth: live %s: a dilation of %g is for the token method alone", method, dilate)
-		}
 		if err := s.Dilate(dilate); err != nil {
 			return nil, err
 		}

@@ -94,6 +94,15 @@ const (
 	DefaultConnSilence = 10 * time.Second
 )
 
+// DilatedConnPeriods are the connection manager's grace and silence
+// periods for a swarm to be dilated by f (Dilate). The manager's clock is
+// not dilated: with its periods stretched by hand, a dilated swarm trims
+// (and redials, and kad-dht re-checks) no more often per second of
+// network time.
+func DilatedConnPeriods(f float64) (grace, silence time.Duration) {
+	return time.Duration(float64(DefaultConnGrace) * f), time.Duration(float64(DefaultConnSilence) * f)
+}
+
 // Peer is one member of the swarm.
 type Peer struct {
 	Index int
