@@ -238,19 +238,20 @@ type Selector struct {
 
 // Counter names of Selector.Stats.
 const (
-	statAnnounceSent  = "announce_sent"
-	statAnnounceBytes = "announce_bytes"
-	statAnnounceRecv  = "announce_received"
-	statMoveSent      = "move_frames_sent"
-	statMoveBytes     = "move_bytes"
-	statLookups       = "token_lookups"
-	statPublishDrop   = "publish_queue_full"
-	statMoveLost      = "move_streams_lost" // the other side reset or closed before a frame
-	statHolderProbes  = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
-	statProbesFailed  = "holder_probes_failed"
-	statExplored      = "client_explored" // Vivaldi exchanges a client made with holders it had not measured (AttachConfig.Explore)
-	statDropped       = "client_dropped"  // notices from this client's holder that it took another client in its place
-	statGossipRetired = "gossip_retired"  // versions of tokens a smaller count retired, from peers that had not heard of it
+	statAnnounceSent   = "announce_sent"
+	statAnnounceBytes  = "announce_bytes"
+	statAnnounceRecv   = "announce_received"
+	statMoveSent       = "move_frames_sent"
+	statMoveBytes      = "move_bytes"
+	statLookups        = "token_lookups"
+	statPublishDrop    = "publish_queue_full"
+	statMoveLost       = "move_streams_lost" // the other side reset or closed before a frame
+	statHolderProbes   = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
+	statProbesFailed   = "holder_probes_failed"
+	statExplored       = "client_explored" // Vivaldi exchanges a client made with holders it had not measured (AttachConfig.Explore)
+	statDropped        = "client_dropped"  // notices from this client's holder that it took another client in its place
+	statGossipRetired  = "gossip_retired"  // versions of tokens a smaller count retired, from peers that had not heard of it
+	statStalledRetries = "stalled_retries" // exchanges asked again because this process stalled in them (vivaldi.ErrStalled)
 	// Piggyback dissemination: piggybacks sent on the Vivaldi exchanges
 	// (both directions) and their bytes, versions received that were
 	// news, signatures checked, and piggybacks the loop was too busy to
@@ -981,6 +982,23 @@ func (s *Selector) receive(ctx context.Context) {
 	}
 }
 
+// sample is one Vivaldi exchange with p for an RTT this peer acts on,
+// asked again up to stallRetries times while this process stalls in it
+// (vivaldi.ErrStalled: the RTT measured the machine; the peer is not at
+// fault, and a failure would rank it last).
+func (s *Selector) sample(ctx context.Context, p peer.ID) (time.Duration, error) {
+	for try := 0; ; try++ {
+		rtt, err := s.viv.Sample(ctx, p)
+		if !errors.Is(err, vivaldi.ErrStalled) || try == stallRetries || ctx.Err() != nil {
+			return rtt, err
+		}
+		s.stats.Add(statStalledRetries, 1)
+	}
+}
+
+// stallRetries bounds the exchanges Selector.sample asks again.
+const stallRetries = 3
+
 // probeHolder measures the RTT to p (another holder, or a client attached
 // to this one) with one Vivaldi exchange, as the model asked
 // (Ready.Probes), and hands it to the loop. The exchange is also a Vivaldi
@@ -989,7 +1007,7 @@ func (s *Selector) probeHolder(p peer.ID) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.Config.MoveTimeout)
 	defer cancel()
 	s.stats.Add(statHolderProbes, 1)
-	rtt, err := s.viv.Sample(ctx, p)
+	rtt, err := s.sample(ctx, p)
 	if err != nil {
 		s.stats.Add(statProbesFailed, 1)
 	}

@@ -90,7 +90,7 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 	}
 	now := time.Now()
 	for id := ch.Next(now, string(cur), cands); id != ""; id = ch.Next(now, string(cur), cands) {
-		rtt, err := s.viv.Sample(ctx, peer.ID(id))
+		rtt, err := s.sample(ctx, peer.ID(id))
 		ch.Measured(now, id, rtt, err == nil)
 	}
 	order := ch.Ranked(now, string(cur), cands)
@@ -123,7 +123,7 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 		// link that matters most. The holder learns where we are from the
 		// request itself (its clients' coordinates drive Attract).
 		if p != cur || ch.due(now, id) {
-			if rtt, err := s.viv.Sample(ctx, p); err == nil {
+			if rtt, err := s.sample(ctx, p); err == nil {
 				ch.Observed(time.Now(), id, rtt)
 			}
 		}
@@ -141,7 +141,7 @@ func (s *Selector) attachStep(ctx context.Context, ch *Chooser) {
 // each), after the step has asked, so that no renewal waits on them.
 func (s *Selector) explore(ctx context.Context, ch *Chooser, now time.Time, cands []Candidate) {
 	for id := ch.Explore(now, cands); id != ""; id = ch.Explore(now, cands) {
-		rtt, err := s.viv.Sample(ctx, peer.ID(id))
+		rtt, err := s.sample(ctx, peer.ID(id))
 		ch.Explored(now, id, rtt, err == nil)
 		s.stats.Add(statExplored, 1)
 	}

@@ -767,3 +767,59 @@ func TestSelector_ChooserFromOptions(t *testing.T) {
 		t.Error("WithExploreFirst(-1) accepted")
 	}
 }
+
+// An exchange this process stalled in (vivaldi.ErrStalled) is asked again,
+// up to stallRetries times, and counted; past that the error is the
+// caller's.
+func TestSelector_SampleRetriesStalledExchanges(t *testing.T) {
+	mn, err := mocknet.FullMeshConnected(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mn.Close() })
+	hs := mn.Hosts()
+	var (
+		mu     sync.Mutex
+		stalls int // exchanges still to call stalled
+		checks int
+	)
+	check := func(start, end time.Time) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		checks++
+		if stalls > 0 {
+			stalls--
+			return true
+		}
+		return false
+	}
+	viv, err := vivaldi.NewService(hs[0], vivaldi.WithInterval(0), vivaldi.WithStallCheck(check))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { viv.Close() })
+	other, err := vivaldi.NewService(hs[1], vivaldi.WithInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	s := &Selector{viv: viv}
+	ctx := context.Background()
+
+	stalls = 2
+	if _, err := s.sample(ctx, hs[1].ID()); err != nil {
+		t.Fatalf("two stalls then a clear exchange: %v", err)
+	}
+	if got := s.Stats()[statStalledRetries]; got != 2 || checks != 3 {
+		t.Fatalf("%d retries over %d exchanges, want 2 over 3", got, checks)
+	}
+	mu.Lock()
+	stalls, checks = 100, 0
+	mu.Unlock()
+	if _, err := s.sample(ctx, hs[1].ID()); !errors.Is(err, vivaldi.ErrStalled) {
+		t.Fatalf("always stalled: %v, want ErrStalled", err)
+	}
+	if checks != stallRetries+1 {
+		t.Fatalf("%d exchanges, want %d", checks, stallRetries+1)
+	}
+}

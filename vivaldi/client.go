@@ -19,6 +19,10 @@ var (
 	// peers' rule out (Config.TriangleMargin) or, with the outlier test on,
 	// the node's recent samples call a lie (Config.OutlierFactor).
 	ErrImplausible = errors.New("vivaldi: sample implausible against recent ones")
+	// ErrStalled is a sample Service.Sample discarded because this
+	// process stalled while timing it (WithStallCheck): the RTT measured
+	// the machine, not the link. Nothing is wrong with the peer.
+	ErrStalled = errors.New("vivaldi: sample timed across a stall of this process")
 )
 
 // MaxRTT is the longest RTT a sample may have: nothing on Earth is further,

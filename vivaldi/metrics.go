@@ -15,7 +15,7 @@ var metricFamilies = []counters.Family{
 var dropReasons = []string{
 	dropOversize, dropDecode, dropNoCoord, dropNonFinite, dropOutOfRange, dropDimensions, dropStream, dropRate,
 	dropNeighborID, dropNeighborCoord, dropNeighborRTT, dropNeighborAddr, dropNeighborExcess, dropNeighborDup, dropPiggyback,
-	dropImplausible, dropRescaled,
+	dropImplausible, dropRescaled, dropStalled,
 }
 
 // report emits the service's metrics (metricFamilies).

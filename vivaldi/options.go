@@ -28,6 +28,7 @@ type config struct {
 	now        func() time.Time
 	observe    func(peer.ID, time.Duration)
 	connRTT    func(network.Conn) (time.Duration, bool)
+	stalled    func(start, end time.Time) bool
 	timeScale  float64
 	reg        prometheus.Registerer
 	prefix     protocol.ID
@@ -225,6 +226,25 @@ func WithConnRTT(f func(network.Conn) (time.Duration, bool)) Option {
 			return errors.New("WithConnRTT: nil function")
 		}
 		cfg.connRTT = f
+		return nil
+	}
+}
+
+// WithStallCheck has every timed exchange checked with f over the span it
+// was timed in; where f says this process stalled in it (internal/stall
+// watches for that), the RTT is discarded: the model, the near neighbours
+// and Sample's caller never see it (Sample returns ErrStalled), and the
+// drop is counted under "stalled". The reply is used otherwise (its
+// piggyback is delivered). On mocknet every link delay is one of this
+// process's timers, so a collector's pause or a CPU behind its goroutines
+// adds itself to every exchange in flight; a sample taken from the
+// transport (WithConnRTT) is not timed by the process and is not checked.
+func WithStallCheck(f func(start, end time.Time) bool) Option {
+	return func(cfg *config) error {
+		if f == nil {
+			return errors.New("WithStallCheck: nil function")
+		}
+		cfg.stalled = f
 		return nil
 	}
 }

@@ -2,8 +2,10 @@ package vivaldi
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -84,6 +86,7 @@ func TestNewService_Options(t *testing.T) {
 		"WithClock":          WithClock(nil),
 		"WithObserver":       WithObserver(nil),
 		"WithConnRTT":        WithConnRTT(nil),
+		"WithStallCheck":     WithStallCheck(nil),
 		"WithTimeScale":      WithTimeScale(0.5),
 		"WithProtocolPrefix": WithProtocolPrefix("superpeer"),
 	} {
@@ -719,6 +722,75 @@ func TestService_ConnRTT(t *testing.T) {
 	newService(t, ms[1], WithInterval(0), WithSeed(2))
 	if rtt, err := b.Sample(ctx, ms[1].ID()); err != nil || rtt < 20*time.Millisecond || b.Stats().TransportRTTs != 0 {
 		t.Fatalf("mocknet sample %v (%v), %d transport samples", rtt, err, b.Stats().TransportRTTs)
+	}
+}
+
+// A sample timed across a stall of this process (WithStallCheck) is
+// discarded: Sample says ErrStalled, the model and the observer never see
+// the RTT, the drop is counted, and the reply's piggyback is still
+// delivered. The check is asked about the span the exchange was timed in.
+func TestService_StallCheck(t *testing.T) {
+	mn, hs := mockHosts(t, 2)
+	for _, l := range mn.LinksBetweenPeers(hs[0].ID(), hs[1].ID()) {
+		l.SetOptions(mocknet.LinkOptions{Latency: 10 * time.Millisecond})
+	}
+	var (
+		mu       sync.Mutex
+		stall    bool
+		spans    []time.Duration
+		observed int
+	)
+	check := func(start, end time.Time) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		spans = append(spans, end.Sub(start))
+		return stall
+	}
+	observe := func(peer.ID, time.Duration) { mu.Lock(); observed++; mu.Unlock() }
+	a := newService(t, hs[0], WithInterval(0), WithSeed(1), WithStallCheck(check), WithObserver(observe))
+	b := newService(t, hs[1], WithInterval(0), WithSeed(2))
+	ra, rb := newRecorder("from a"), newRecorder("from b")
+	if err := a.SetPiggyback(ra); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetPiggyback(rb); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if rtt, err := a.Sample(ctx, hs[1].ID()); err != nil || rtt < 20*time.Millisecond {
+		t.Fatalf("clear sample: %v, %v", rtt, err)
+	}
+	before := a.Coordinate()
+	mu.Lock()
+	stall = true
+	mu.Unlock()
+	ra.mu.Lock()
+	ra.replies = map[peer.ID][]byte{}
+	ra.mu.Unlock()
+	rtt, err := a.Sample(ctx, hs[1].ID())
+	if !errors.Is(err, ErrStalled) || rtt != 0 {
+		t.Fatalf("stalled sample: %v, %v; want ErrStalled", rtt, err)
+	}
+	if _, rep := ra.got(hs[1].ID()); string(rep) != "from b" {
+		t.Errorf("the stalled exchange's piggyback was not delivered: %q", rep)
+	}
+	st := a.Stats()
+	if st.Samples != 1 || st.SampleFailure != 0 || st.Model.Updates != 1 {
+		t.Errorf("stats %+v: want the clear sample alone counted, no failure", st)
+	}
+	if got := a.Coordinate(); !reflect.DeepEqual(got, before) {
+		t.Errorf("the stalled sample moved the coordinate: %v -> %v", before, got)
+	}
+	if d := a.Drops(); d[dropStalled] != 1 || len(d) != 1 {
+		t.Errorf("drops %v, want one %q", d, dropStalled)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if observed != 1 {
+		t.Errorf("the observer saw %d samples, want the clear one", observed)
+	}
+	if len(spans) != 2 || spans[0] < 20*time.Millisecond || spans[1] < 20*time.Millisecond {
+		t.Errorf("spans checked %v: want the two exchanges' (20 ms and more)", spans)
 	}
 }
 

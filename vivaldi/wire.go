@@ -67,6 +67,9 @@ const (
 	// dropRescaled is a sample timed across a change of the time scale
 	// (Service.SetTimeScale): discarded, not a frame refused.
 	dropRescaled = "rescaled"
+	// dropStalled is a sample timed across a stall of this process
+	// (WithStallCheck): its reply is used, its RTT is not.
+	dropStalled = "stalled"
 )
 
 // wireFrame is one decoded Message: a request (Coord, Want) or a reply (Coord,
