@@ -234,6 +234,7 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--conns", "64:32"}, 2, "--conns"},
 		{[]string{"swarm", "--conns", "many"}, 2, "--conns"},
 		{[]string{"swarm", "--memlimit", "lots"}, 2, "--memlimit"},
+		{[]string{"swarm", "--stall", "-1ms"}, 2, "--stall"},
 		{[]string{"swarm", "--memlimit", "0MiB"}, 2, "--memlimit"},
 		{[]string{"swarm", "--memlimit", "99999999999GiB"}, 2, "--memlimit"},
 		{[]string{"swarm", "--pprof", "nowhere:port"}, 2, "--pprof"},

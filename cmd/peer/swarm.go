@@ -203,6 +203,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	force := fs.String("force", "attract", "repel: the force model, repulsion (Lo et al.'s) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
 	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good, in the network's time (0: 300ms, or n×1.25ms above 240 peers, so an undilated swarm takes at most 800 samples a second; a dilated warm-up may take the same samples a second of the clock with this divided by the dilation)")
+	stallAfter := fs.Duration("stall", 0, "discard every Vivaldi sample timed across a stall of this process longer than this, in the network's time (a wake-up of a 1 ms watch that late: a collector's pause, or the CPU behind the swarm's goroutines; on mocknet the links' delays are the process's own timers, so a stall adds itself to every exchange in flight); repel clients and holders measure such an exchange again. 0: every sample is used")
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (unless given: 0.12, and 0.10 from 2 000 peers on — `peer experiment repel-coords`: at 490 peers the tokens place within 1.17× the k-median in coordinates of 0.12, at 2 000 they need 0.09–0.10)")
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
 	pow2 := fs.Bool("pow2", false, "prefix: Lo et al.'s 2^⌈log2 S⌉ groups instead of exactly S")
@@ -298,6 +299,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --force %q: want repulsion or attract", errUsage, *force)
 	case coords && !*viv:
 		return fmt.Errorf("%w: --method %s needs --vivaldi (it places superpeers by coordinates)", errUsage, *method)
+	case *stallAfter < 0:
+		return fmt.Errorf("%w: --stall %v is negative", errUsage, *stallAfter)
 	case *vivInterval < 0:
 		return fmt.Errorf("%w: --vivaldi-interval %v is negative", errUsage, *vivInterval)
 	case !(*vivBound >= 0):
@@ -482,7 +485,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			// experiments/README.md, "… on better coordinates".
 			*vivInterval = swarm.VivaldiWarmInterval(*n)
 		}
-		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval}); err != nil {
+		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval, Stall: *stallAfter}); err != nil {
 			return err
 		}
 		defer vr.Close()
@@ -696,6 +699,7 @@ func printMethod(w io.Writer, mr *methodReport) {
 	}
 	if a := mr.VivaldiAfter; a != nil {
 		fmt.Fprintf(w, "  vivaldi          median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])
+		printStalls(w, a.Stalls)
 		if a.RTTExcessMs[0] > slowMachineExcessMs {
 			fmt.Fprintf(w, "warning          the machine is not keeping up: samples measured %.0f ms over the true RTT (median); coordinates and client RTTs are distorted (a larger --dilate, fewer peers, or a larger --gogc)\n", a.RTTExcessMs[0])
 		}
@@ -706,6 +710,7 @@ func printMethod(w io.Writer, mr *methodReport) {
 	if h := mr.Hold; h != nil {
 		fmt.Fprintf(w, "held             %.0f s more (converged again %.1f s later); Vivaldi median %.3f p90 %.3f, samples %.1f / %.1f ms over the true RTT\n",
 			h.HeldSeconds, h.WaitedSeconds, h.VivaldiAfter.Median, h.VivaldiAfter.P90, h.VivaldiAfter.RTTExcessMs[0], h.VivaldiAfter.RTTExcessMs[1])
+		printStalls(w, h.VivaldiAfter.Stalls)
 		printSelection(w, "after the hold", h.After)
 		printRepel(w, h.RepelAfter, h.After)
 	}
@@ -889,6 +894,8 @@ type vivaldiError struct {
 	Median      float64    `json:"median"`
 	P90         float64    `json:"p90"`
 	RTTExcessMs [2]float64 `json:"rtt_excess_ms"`
+	// Stalls is what --stall discarded so far (nil: off).
+	Stalls *swarm.Stalls `json:"stalls,omitempty"`
 }
 
 // vivaldiErrorOf is the live coordinates' error and the latest samples'
@@ -897,6 +904,7 @@ func vivaldiErrorOf(vr *swarm.VivaldiRun) *vivaldiError {
 	med, p90 := vr.Error()
 	e := &vivaldiError{Median: med, P90: p90}
 	e.RTTExcessMs[0], e.RTTExcessMs[1], _ = vr.RTTExcess()
+	e.Stalls = vr.Stalls()
 	return e
 }
 
@@ -933,4 +941,17 @@ func parseMemTotal(meminfo string) uint64 {
 		}
 	}
 	return 0
+}
+
+// printStalls prints what --stall discarded (nothing when it is off).
+func printStalls(w io.Writer, st *swarm.Stalls) {
+	if st == nil {
+		return
+	}
+	frac := 0.0
+	if st.Samples > 0 {
+		frac = float64(st.Discarded) / float64(st.Samples)
+	}
+	fmt.Fprintf(w, "  stalls           %d of %d samples (%.1f%%) discarded as timed across a stall over %g ms; the watch woke late %d of %d times (worst %.0f ms on the clock)\n",
+		st.Discarded, st.Samples, 100*frac, st.ThresholdMs, st.Late, st.Ticks, st.WorstMs)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 	"github.com/superpeer-overlay/superpeer/experiments/vivaldieval"
+	"github.com/superpeer-overlay/superpeer/internal/stall"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
@@ -37,7 +38,18 @@ type VivaldiOptions struct {
 	Config *vivaldi.Config
 	// Near is the neighbour set (default vivaldi.DefaultNearConfig()).
 	Near *vivaldi.NearConfig
+	// Stall, if positive, discards every sample timed across a stall of
+	// this process longer than Stall of the network's time (a wake-up of
+	// an internal/stall watch that late; vivaldi.WithStallCheck): on
+	// mocknet the links' delays are this process's timers, and a
+	// collector's pause or a CPU behind its goroutines adds itself to
+	// every exchange in flight. The repel selector asks a discarded
+	// exchange again. 0: every sample is used.
+	Stall time.Duration
 }
+
+// stallTick is how often the stall watch wakes, on the clock.
+const stallTick = time.Millisecond
 
 // VivaldiWait says when the coordinates are good enough: the live median
 // relative error passes Bound, or it has not improved by MinImprove
@@ -104,6 +116,8 @@ type VivaldiRun struct {
 	// network's time: a peer joining late samples at it.
 	interval atomic.Int64
 	closed   atomic.Bool
+	// watch is the stall watch samples are checked against (nil: Stall 0).
+	watch *stall.Watch
 }
 
 // excessRing keeps the last samples' excess over the true RTT (measured
@@ -163,11 +177,18 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 	if opts.Seed == 0 {
 		opts.Seed = s.cfg.Seed + 7
 	}
-	if opts.Random < 0 || opts.Interval < 0 || opts.MaxInFlight < 0 {
-		return nil, fmt.Errorf("swarm: vivaldi Random %d / Interval %v / MaxInFlight %d must not be negative", opts.Random, opts.Interval, opts.MaxInFlight)
+	if opts.Random < 0 || opts.Interval < 0 || opts.MaxInFlight < 0 || opts.Stall < 0 {
+		return nil, fmt.Errorf("swarm: vivaldi Random %d / Interval %v / MaxInFlight %d / Stall %v must not be negative", opts.Random, opts.Interval, opts.MaxInFlight, opts.Stall)
 	}
 	rng := rand.New(rand.NewSource(opts.Seed))
 	v := &VivaldiRun{s: s, opts: opts, svcs: make([]*vivaldi.Service, len(s.Peers)), dead: make([]bool, len(s.Peers))}
+	if opts.Stall > 0 {
+		w, err := stall.New(stallTick, s.Wall(opts.Stall))
+		if err != nil {
+			return nil, err
+		}
+		v.watch = w
+	}
 	v.interval.Store(int64(opts.Interval))
 	live := s.Live()
 	for _, i := range live {
@@ -216,6 +237,9 @@ func (v *VivaldiRun) newService(i int, live []int, rng *rand.Rand, interval time
 	}
 	if opts.Near != nil {
 		vo = append(vo, vivaldi.WithNearConfig(*opts.Near))
+	}
+	if v.watch != nil {
+		vo = append(vo, vivaldi.WithStallCheck(v.watch.Stalled))
 	}
 	svc, err := vivaldi.NewService(p.Host, vo...)
 	if err != nil {
@@ -486,6 +510,9 @@ func (v *VivaldiRun) Close() {
 			_ = svc.Close()
 		}
 	}
+	if v.watch != nil {
+		v.watch.Close()
+	}
 }
 
 // rescale makes the running services follow the swarm's dilation now
@@ -500,5 +527,40 @@ func (v *VivaldiRun) rescale() error {
 		}
 	}
 	v.SetInterval(time.Duration(v.interval.Load()))
+	if v.watch != nil {
+		v.watch.SetThreshold(v.s.Wall(v.opts.Stall))
+	}
 	return nil
+}
+
+// Stalls is what the stall check did (Stall): nil when it is off.
+type Stalls struct {
+	ThresholdMs float64 `json:"threshold_ms"` // Stall, in the network's time
+	// Discarded is the samples discarded for a stall, of Samples taken
+	// (discarded or not) by every peer's service since it started.
+	Discarded uint64 `json:"samples_discarded"`
+	Samples   uint64 `json:"samples"`
+	// Ticks and Late are the watch's wake-ups and those late by more than
+	// the threshold; WorstMs the latest one's delay (on the clock).
+	Ticks   uint64  `json:"watch_ticks"`
+	Late    uint64  `json:"watch_late"`
+	WorstMs float64 `json:"watch_worst_ms"`
+}
+
+// Stalls is what the stall check has done so far (nil when it is off).
+func (v *VivaldiRun) Stalls() *Stalls {
+	if v.watch == nil {
+		return nil
+	}
+	st := v.watch.Stats()
+	out := &Stalls{ThresholdMs: float64(v.opts.Stall) / float64(time.Millisecond), Ticks: st.Ticks, Late: st.Late,
+		WorstMs: float64(st.Worst) / float64(time.Millisecond)}
+	for _, svc := range v.svcs {
+		if svc != nil {
+			d := svc.Drops()["stalled"]
+			out.Discarded += d
+			out.Samples += svc.Stats().Samples + d
+		}
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package swarm
 
 import (
 	"context"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -230,4 +232,62 @@ func TestVivaldiRun_PlateauCountsSamples(t *testing.T) {
 		t.Errorf("the patient wait ended after %.1f samples a peer, want at least 12", patient.Samples-from)
 	}
 	t.Logf("plateau after %.1f samples a peer (polls alone) and %.1f more (12 samples of patience)", quick.Samples, patient.Samples-from)
+}
+
+// TestVivaldiRun_StallDiscardsTheMachinesSamples: with Stall set, samples
+// timed across a stall of the process are discarded and counted, the rest
+// used; without it nothing is counted. The stalls are made: every P busy
+// for 40 ms at a time while the peers sample.
+func TestVivaldiRun_StallDiscardsTheMachinesSamples(t *testing.T) {
+	s, _ := planetlabSwarm(t, 20, 6)
+	if _, err := s.StartVivaldi(VivaldiOptions{Stall: -time.Millisecond}); err == nil {
+		t.Fatal("a negative Stall was accepted")
+	}
+	v, err := s.StartVivaldi(VivaldiOptions{Interval: 50 * time.Millisecond, Stall: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hog := func() {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range runtime.GOMAXPROCS(0) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for x := 0; time.Since(start) < 40*time.Millisecond; x++ {
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if !pollUntil(ctx, func() bool {
+		hog()
+		st := v.Stalls()
+		return st.Discarded >= 5 && st.Samples >= st.Discarded+50
+	}) {
+		t.Fatalf("stalls never discarded 5 samples beside 50 used: %+v", v.Stalls())
+	}
+	st := v.Stalls()
+	if st.ThresholdMs != 2 || st.Late == 0 || st.Ticks == 0 {
+		t.Errorf("stalls %+v: want the 2 ms threshold, late wake-ups seen", st)
+	}
+	used := uint64(0)
+	for i := range s.Peers {
+		used += v.Service(i).Stats().Samples
+	}
+	if used+st.Discarded != st.Samples {
+		t.Errorf("%d used + %d discarded != %d samples", used, st.Discarded, st.Samples)
+	}
+	v.Close()
+	v2, err := s.StartVivaldi(VivaldiOptions{Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v2.Close()
+	if v2.Stalls() != nil {
+		t.Error("Stalls reported with the check off")
+	}
 }
