@@ -541,7 +541,7 @@ type Stalls struct {
 	Discarded uint64 `json:"samples_discarded"`
 	Samples   uint64 `json:"samples"`
 	// Ticks and Late are the watch's wake-ups and those late by more than
-	// the threshold; WorstMs the latest one's delay (on the clock).
+	// the threshold; WorstMs the largest delay of one (on the clock).
 	Ticks   uint64  `json:"watch_ticks"`
 	Late    uint64  `json:"watch_late"`
 	WorstMs float64 `json:"watch_worst_ms"`

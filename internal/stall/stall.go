@@ -27,7 +27,7 @@ const ring = 1024
 type Stats struct {
 	Ticks uint64        // wake-ups
 	Late  uint64        // wake-ups later than the threshold
-	Worst time.Duration // the latest wake-up's delay beyond its due time
+	Worst time.Duration // the largest delay of a wake-up beyond its due time
 }
 
 // Watch records this process's stalls. Safe for concurrent use.
