@@ -342,6 +342,9 @@ func TestSwarm_RepelScoredAtRest(t *testing.T) {
 	if r == nil || sum == nil {
 		t.Fatalf("no rest or selection in the report: %+v, %+v", r, sum)
 	}
+	if rep.StallMs != 0 || rep.Methods[0].VivaldiAfter == nil || rep.Methods[0].VivaldiAfter.Stalls != nil {
+		t.Errorf("an undilated run checked its samples for stalls: --stall %v ms", rep.StallMs)
+	}
 	if r.Renewals != 1.5 || r.RestSeconds != 1.5*rep.TTLSeconds/3 {
 		t.Errorf("rested %v renewals, %v s; want 1.5 renewals of a %v s TTL", r.Renewals, r.RestSeconds, rep.TTLSeconds)
 	}
@@ -370,6 +373,9 @@ func TestSwarm_WarmsUpUndilatedThenDilates(t *testing.T) {
 		"--warm-dilate", "1", "--dilate", "3")
 	if rep.Dilation != 3 || rep.WarmDilation != 1 || rep.Vivaldi == nil || rep.Vivaldi.Stopped == "" {
 		t.Errorf("dilation %v, warm-up's %v, vivaldi %+v", rep.Dilation, rep.WarmDilation, rep.Vivaldi)
+	}
+	if rep.StallMs != 5 {
+		t.Errorf("a dilated run's --stall is %v ms, want the default 5", rep.StallMs)
 	}
 	if !strings.Contains(out+errs, "the warm-up ran at ×1") {
 		t.Errorf("the change of dilation is not logged:\n%s\n%s", out, errs)
