@@ -952,10 +952,10 @@ func parseMemTotal(meminfo string) uint64 {
 	return 0
 }
 
-// dilatedStall is --stall's default in a dilated run: at 490 peers ×4 it
-// discarded 6–7% of the samples and held the rest within 2–5 ms of the
-// matrix at p90; 1 ms starved the warm-up (experiments/README.md, "Samples
-// timed across a stall").
+// dilatedStall is --stall's default in a dilated run, chosen by the
+// 490-peer runs of experiments/README.md, "Samples timed across a stall"
+// (a shorter one counts the ordinary jitter of the swarm's goroutines as
+// stalls and starves the warm-up).
 const dilatedStall = 5 * time.Millisecond
 
 // printStalls prints what --stall discarded (nothing when it is off).
