@@ -138,6 +138,10 @@ type ServiceStats struct {
 	// Skipped counts background ticks that found WithMaxInFlight samples
 	// still waiting for their reply.
 	Skipped uint64
+	// Stalled counts the exchanges whose RTT was discarded because this
+	// process stalled while timing them (WithStallCheck; the drop reason
+	// "stalled"): neither samples nor failures.
+	Stalled uint64
 	// Near is the neighbour set's state and counters.
 	Near NearStats
 }
@@ -263,6 +267,7 @@ func (s *Service) Stats() ServiceStats {
 		Model: m, Served: s.served, Samples: s.ok, SampleFailure: s.failed,
 		NearSamples: s.picked[kindNear], Probes: s.picked[kindProbe], RandomSamples: s.picked[kindRandom],
 		Skipped: s.skipped, Near: s.near.Stats(), TransportRTTs: s.transportRTTs,
+		Stalled: s.drops.Get(dropStalled),
 	}
 }
 
@@ -379,11 +384,12 @@ func shareAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 func (s *Service) Sample(ctx context.Context, p peer.ID) (time.Duration, error) {
 	rtt, transport, err := s.sample(ctx, p)
 	s.mu.Lock()
-	if errors.Is(err, ErrStalled) {
+	switch {
+	case errors.Is(err, ErrStalled):
 		// Not the peer's failure, nor a measurement: counted as a drop.
-	} else if err != nil {
+	case err != nil:
 		s.failed++
-	} else {
+	default:
 		s.ok++
 		if transport {
 			s.transportRTTs++

@@ -557,9 +557,9 @@ func (v *VivaldiRun) Stalls() *Stalls {
 		WorstMs: float64(st.Worst) / float64(time.Millisecond)}
 	for _, svc := range v.svcs {
 		if svc != nil {
-			d := svc.Drops()["stalled"]
-			out.Discarded += d
-			out.Samples += svc.Stats().Samples + d
+			st := svc.Stats()
+			out.Discarded += st.Stalled
+			out.Samples += st.Samples + st.Stalled
 		}
 	}
 	return out

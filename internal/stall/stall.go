@@ -79,9 +79,6 @@ func (w *Watch) SetThreshold(d time.Duration) {
 	}
 }
 
-// Threshold is the delay beyond which a wake-up is a stall.
-func (w *Watch) Threshold() time.Duration { return time.Duration(w.threshold.Load()) }
-
 func (w *Watch) run() {
 	defer close(w.done)
 	t := time.NewTimer(w.tick)
