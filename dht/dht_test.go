@@ -13,6 +13,7 @@ import (
 	kaddht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
@@ -122,6 +123,60 @@ func TestNode_LookupNameUsesKadDHT(t *testing.T) {
 	}
 	if nodes[0].Stats().KadSent.Load() == 0 {
 		t.Error("kad requests are not counted")
+	}
+}
+
+// A peer that takes a kad-dht request and never answers costs a lookup one
+// request's timeout (a quarter of the lookup's), not the lookup: kad-dht,
+// told the request failed, goes on with the other peers. Before requests
+// had their own timeout, the silent peer held the lookup to its deadline
+// and it failed.
+func TestNode_LookupNameGoesOnPastASilentPeer(t *testing.T) {
+	const lookup = 4 * time.Second
+	nodes := testNetwork(t, 20, WithLookupTimeout(lookup))
+	from := nodes[0]
+	others := nodes[1:]
+	// A name whose closest peer (but from) is in from's table, so that
+	// from's lookup asks it among the first.
+	var name string
+	var silent *Node
+	for i := 0; silent == nil; i++ {
+		name = fmt.Sprintf("silent-%d", i)
+		if c := closestNode(others, KeyOfName(name)); from.RoutingTable().Find(c.ID()) != "" {
+			silent = c
+		}
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	var asked atomic.Int64
+	silent.Host().SetStreamHandler(protocol.ID(silent.kadProtocols()), func(s network.Stream) {
+		asked.Add(1)
+		select {
+		case <-done:
+		case <-time.After(2 * lookup):
+		}
+		_ = s.Reset()
+	})
+	start := time.Now()
+	got, err := from.LookupName(context.Background(), name)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("lookup past a silent peer: %v after %v", err, took)
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the silent peer was never asked")
+	}
+	var live []*Node
+	for _, n := range others {
+		if n != silent {
+			live = append(live, n)
+		}
+	}
+	if want := closestNode(live, KeyOfName(name)).ID(); len(got) == 0 || got[0] != want {
+		t.Errorf("closest answer %v, want the closest peer that answers, %s", got, want)
+	}
+	if took >= lookup {
+		t.Errorf("the lookup took %v, its whole timeout", took)
 	}
 }
 

@@ -164,7 +164,7 @@ func WithRoutingTableRefresh(period time.Duration) Option {
 }
 
 // WithLookupTimeout bounds one lookup (default 20 s); each request of a
-// raw-key lookup gets a quarter of it.
+// lookup, raw-key or kad-dht's, gets a quarter of it.
 func WithLookupTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -389,7 +389,7 @@ func newKad(h host.Host, cfg config, stats *Stats) (*kaddht.IpfsDHT, error) {
 	}
 	if !cfg.reuseStreams {
 		kopts = append(kopts, kaddht.WithCustomMessageSender(func(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
-			return &oneShotSender{h: h, protos: protos, stats: stats}
+			return &oneShotSender{h: h, protos: protos, stats: stats, timeout: cfg.lookupTimeout / 4}
 		}))
 	}
 	if cfg.autoRefresh {

@@ -3,6 +3,7 @@ package dht
 import (
 	"context"
 	"fmt"
+	"time"
 
 	kadpb "github.com/libp2p/go-libp2p-kad-dht/pb"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -21,10 +22,17 @@ import (
 // goroutines apiece) were most of the memory. Stream opening costs no round
 // trip here (multistream negotiation is pipelined with the first message),
 // so the only price is a little framing.
+//
+// Each request ends after timeout, as kad-dht's own sender gives up reading
+// an answer after 10 s: a lookup asks its peers with the lookup's deadline,
+// and one peer that never answers (gone, or its identify lost on a loaded
+// mocknet) would otherwise hold the whole lookup until that deadline and
+// fail it, where kad-dht, told the peer failed, goes on with the others.
 type oneShotSender struct {
-	h      host.Host
-	protos []protocol.ID
-	stats  *Stats
+	h       host.Host
+	protos  []protocol.ID
+	stats   *Stats
+	timeout time.Duration
 }
 
 func (m *oneShotSender) OnDisconnect(context.Context, peer.ID) {}
@@ -46,6 +54,8 @@ func (m *oneShotSender) open(ctx context.Context, p peer.ID, mes *kadpb.Message)
 }
 
 func (m *oneShotSender) SendRequest(ctx context.Context, p peer.ID, mes *kadpb.Message) (*kadpb.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
 	s, stop, err := m.open(ctx, p, mes)
 	if err != nil {
 		return nil, err
@@ -66,6 +76,8 @@ func (m *oneShotSender) SendRequest(ctx context.Context, p peer.ID, mes *kadpb.M
 }
 
 func (m *oneShotSender) SendMessage(ctx context.Context, p peer.ID, mes *kadpb.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
 	s, stop, err := m.open(ctx, p, mes)
 	if err != nil {
 		return err
