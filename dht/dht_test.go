@@ -127,7 +127,7 @@ func TestNode_LookupNameUsesKadDHT(t *testing.T) {
 }
 
 // A peer that takes a kad-dht request and never answers costs a lookup one
-// request's timeout (a quarter of the lookup's), not the lookup: kad-dht,
+// request's timeout (half the lookup's), not the lookup: kad-dht,
 // told the request failed, goes on with the other peers. Before requests
 // had their own timeout, the silent peer held the lookup to its deadline
 // and it failed.

@@ -164,7 +164,10 @@ func WithRoutingTableRefresh(period time.Duration) Option {
 }
 
 // WithLookupTimeout bounds one lookup (default 20 s); each request of a
-// lookup, raw-key or kad-dht's, gets a quarter of it.
+// raw-key lookup gets a quarter of it, each kad-dht request half (10 s by
+// default, kad-dht's own sender's read timeout: kad-dht drops a peer whose
+// request failed from its routing table, so a slow peer is not cut sooner
+// than kad-dht itself would).
 func WithLookupTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -389,7 +392,7 @@ func newKad(h host.Host, cfg config, stats *Stats) (*kaddht.IpfsDHT, error) {
 	}
 	if !cfg.reuseStreams {
 		kopts = append(kopts, kaddht.WithCustomMessageSender(func(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
-			return &oneShotSender{h: h, protos: protos, stats: stats, timeout: cfg.lookupTimeout / 4}
+			return &oneShotSender{h: h, protos: protos, stats: stats, timeout: cfg.lookupTimeout / 2}
 		}))
 	}
 	if cfg.autoRefresh {

@@ -23,11 +23,13 @@ import (
 // trip here (multistream negotiation is pipelined with the first message),
 // so the only price is a little framing.
 //
-// Each request ends after timeout, as kad-dht's own sender gives up reading
-// an answer after 10 s: a lookup asks its peers with the lookup's deadline,
-// and one peer that never answers (gone, or its identify lost on a loaded
-// mocknet) would otherwise hold the whole lookup until that deadline and
-// fail it, where kad-dht, told the peer failed, goes on with the others.
+// Each request ends after timeout (half the lookup timeout: 10 s by
+// default, as kad-dht's own sender gives up reading an answer after 10 s).
+// A lookup asks its peers with the lookup's deadline, and one peer that
+// never answers (gone, or its identify lost on a loaded mocknet) would
+// otherwise hold the whole lookup until that deadline and fail it, where
+// kad-dht, told the request failed, goes on with the others (and drops that
+// peer from its routing table, as with its own sender).
 type oneShotSender struct {
 	h       host.Host
 	protos  []protocol.ID
