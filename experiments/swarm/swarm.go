@@ -516,7 +516,9 @@ func (s *Swarm) Join(ctx context.Context) error {
 				// Connected, but no peer entered the routing table in
 				// time or the self-lookup failed: WaitConverged looks
 				// again for every peer that still lacks its neighbours.
-				s.JoinLookupFailures.Add(1)
+				if s.JoinLookupFailures.Add(1) == 1 {
+					s.logf("join: peer %d left to convergence (the first): %v", p.Index, err)
+				}
 				return nil
 			}
 		}
