@@ -488,10 +488,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			// experiments/README.md, "… on better coordinates".
 			*vivInterval = swarm.VivaldiWarmInterval(*n)
 		}
-		if !flagSet(fs, "stall") && *dilate > 1 {
-			// A dilated run is for figures of the network: keep the
-			// machine's stalls out of its samples too.
-			*stallAfter = dilatedStall
+		if !flagSet(fs, "stall") {
+			*stallAfter = swarm.StallFor(*dilate)
 		}
 		rep.StallMs = float64(*stallAfter) / float64(time.Millisecond)
 		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval, Stall: *stallAfter}); err != nil {
@@ -952,21 +950,10 @@ func parseMemTotal(meminfo string) uint64 {
 	return 0
 }
 
-// dilatedStall is --stall's default in a dilated run, chosen by the
-// 490-peer runs of experiments/README.md, "Samples timed across a stall"
-// (a shorter one counts the ordinary jitter of the swarm's goroutines as
-// stalls and starves the warm-up).
-const dilatedStall = 5 * time.Millisecond
-
 // printStalls prints what --stall discarded (nothing when it is off).
 func printStalls(w io.Writer, st *swarm.Stalls) {
 	if st == nil {
 		return
 	}
-	frac := 0.0
-	if st.Samples > 0 {
-		frac = float64(st.Discarded) / float64(st.Samples)
-	}
-	fmt.Fprintf(w, "  stalls           %d of %d samples (%.1f%%) discarded as timed across a stall over %g ms; the watch woke late %d of %d times (worst %.0f ms on the clock)\n",
-		st.Discarded, st.Samples, 100*frac, st.ThresholdMs, st.Late, st.Ticks, st.WorstMs)
+	fmt.Fprintf(w, "  stalls           %s\n", st)
 }

@@ -51,6 +51,10 @@ type growthParams struct {
 	// --dilate`): link latencies and the protocols' timers that many times
 	// longer, every figure in the network's time. 0 or 1: not dilated.
 	LiveDilate float64 `json:"live_dilate,omitempty"`
+	// LiveStallMs is the live token swarm's stall check
+	// (swarm.VivaldiOptions.Stall, swarm.StallFor the dilation), ms of the
+	// network's time; 0: off.
+	LiveStallMs float64 `json:"live_stall_ms,omitempty"`
 	// LiveConcurrent runs the methods' swarms at the same time (each on
 	// its own peers) rather than one after the other.
 	LiveConcurrent bool   `json:"live_concurrent"`
@@ -150,6 +154,7 @@ func runGrowth(o Options, r *report.Run) error {
 			return fmt.Errorf("growth: a dilation of %g is for the live token swarm alone (--method repel --where live): the prefix selector's timers do not follow it, and the simulator has no machine to outpace", o.Dilate)
 		}
 		p.LiveDilate = o.Dilate
+		p.LiveStallMs = float64(swarm.StallFor(o.Dilate)) / float64(time.Millisecond)
 	}
 	switch o.Where {
 	case "live":

@@ -92,11 +92,16 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 		}
 		defer s.StopMethod()
 	case "repel":
-		vr, err := s.StartVivaldi(swarm.VivaldiOptions{Interval: swarm.VivaldiWarmInterval(len(s.Live()))})
+		vr, err := s.StartVivaldi(swarm.VivaldiOptions{Interval: swarm.VivaldiWarmInterval(len(s.Live())), Stall: time.Duration(p.LiveStallMs * float64(time.Millisecond))})
 		if err != nil {
 			return nil, err
 		}
 		defer vr.Close()
+		defer func() {
+			if st := vr.Stalls(); st != nil {
+				logf("%s", st)
+			}
+		}()
 		vs, err := vr.WarmUp(ctx, p.LiveVivaldiBound)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 )
 
 // runTiny runs experiment name at its test size with seed, checks that it
@@ -165,6 +168,35 @@ func TestGrowth_DilateOnlyForTheLiveTokenSwarm(t *testing.T) {
 		o.Seed, o.Out, o.ID, o.Stdout, o.Stderr, o.tiny = 1, t.TempDir(), "a", io.Discard, io.Discard, true
 		if _, err := e.Run(o); err == nil || !strings.Contains(err.Error(), "live token swarm alone") {
 			t.Errorf("method %q where %q dilated ×4: %v, want the refusal", o.Method, o.Where, err)
+		}
+	}
+}
+
+// A dilated live token swarm keeps the machine's stalls out of its Vivaldi
+// samples as `peer swarm --dilate` does (swarm.StallFor), and says so in
+// its parameters; undilated, the check is off.
+func TestGrowth_DilatedLiveSwarmChecksStalls(t *testing.T) {
+	e, _ := Lookup("growth")
+	for _, c := range []struct {
+		dilate float64
+		want   float64
+	}{{4, float64(swarm.DilatedStall) / float64(time.Millisecond)}, {0, 0}} {
+		rd, err := e.Run(Options{Seed: 1, Out: t.TempDir(), ID: "a", Stdout: io.Discard, Stderr: io.Discard, Method: "repel", Where: "live", Dilate: c.dilate, tiny: true})
+		if err != nil {
+			t.Fatalf("dilated ×%g: %v", c.dilate, err)
+		}
+		raw, err := os.ReadFile(filepath.Join(rd, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Params growthParams `json:"params"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Params.LiveStallMs != c.want {
+			t.Errorf("dilated ×%g: live_stall_ms %g, want %g", c.dilate, res.Params.LiveStallMs, c.want)
 		}
 	}
 }

@@ -441,6 +441,25 @@ func VivaldiWarmInterval(n int) time.Duration {
 	return max(300*time.Millisecond, time.Duration(n)*1250*time.Microsecond)
 }
 
+// StallFor is VivaldiOptions.Stall's default for a swarm dilated by f (what
+// `peer swarm --stall` and the live growth swarm use unless told):
+// DilatedStall when f > 1, else 0. A dilated run is for figures of the
+// network, so the machine's stalls are kept out of its samples; undilated,
+// the check discarded 17% of a 200-peer run's samples without a better
+// result (experiments/README.md, "Samples timed across a stall").
+func StallFor(f float64) time.Duration {
+	if f > 1 {
+		return DilatedStall
+	}
+	return 0
+}
+
+// DilatedStall is StallFor's threshold, chosen by the 490-peer runs of
+// experiments/README.md, "Samples timed across a stall" (a shorter one
+// counts the ordinary jitter of the swarm's goroutines as stalls and
+// starves the warm-up).
+const DilatedStall = 5 * time.Millisecond
+
 // VivaldiBoundFor is the median relative error peer swarm's warm-up waits
 // for with n peers (--vivaldi-bound unless given): 0.12 below 2 000 peers,
 // 0.10 from 2 000 on, where coordinates of 0.12 put tokens in the wrong
@@ -545,6 +564,16 @@ type Stalls struct {
 	Ticks   uint64  `json:"watch_ticks"`
 	Late    uint64  `json:"watch_late"`
 	WorstMs float64 `json:"watch_worst_ms"`
+}
+
+// String is the stalls in a line of a report.
+func (st *Stalls) String() string {
+	frac := 0.0
+	if st.Samples > 0 {
+		frac = float64(st.Discarded) / float64(st.Samples)
+	}
+	return fmt.Sprintf("%d of %d samples (%.1f%%) discarded as timed across a stall over %g ms; the watch woke late %d of %d times (worst %.0f ms on the clock)",
+		st.Discarded, st.Samples, 100*frac, st.ThresholdMs, st.Late, st.Ticks, st.WorstMs)
 }
 
 // Stalls is what the stall check has done so far (nil when it is off).
