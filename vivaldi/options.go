@@ -27,11 +27,13 @@ type config struct {
 	rng        *rand.Rand
 	now        func() time.Time
 	observe    func(peer.ID, time.Duration)
-	connRTT    func(network.Conn) (time.Duration, bool)
-	stalled    func(start, end time.Time) bool
-	timeScale  float64
-	reg        prometheus.Registerer
-	prefix     protocol.ID
+	// observeStalled sees the RTTs a stall check discarded.
+	observeStalled func(peer.ID, time.Duration)
+	connRTT        func(network.Conn) (time.Duration, bool)
+	stalled        func(start, end time.Time) bool
+	timeScale      float64
+	reg            prometheus.Registerer
+	prefix         protocol.ID
 	// rate and burst are WithRateLimit's (rateSet: given; else the
 	// default from the interval).
 	rate    float64
@@ -245,6 +247,20 @@ func WithStallCheck(f func(start, end time.Time) bool) Option {
 			return errors.New("WithStallCheck: nil function")
 		}
 		cfg.stalled = f
+		return nil
+	}
+}
+
+// WithStalledObserver has f called with every RTT the stall check
+// (WithStallCheck) discarded, after the exchange: what the sample would
+// have been, for experiments that check the discarded samples were the
+// bad ones. f must not block.
+func WithStalledObserver(f func(p peer.ID, rtt time.Duration)) Option {
+	return func(cfg *config) error {
+		if f == nil {
+			return errors.New("WithStalledObserver: nil function")
+		}
+		cfg.observeStalled = f
 		return nil
 	}
 }

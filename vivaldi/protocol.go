@@ -416,6 +416,9 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, bool, e
 	}
 	if stalled {
 		s.drops.Add(dropStalled, 1)
+		if s.cfg.observeStalled != nil {
+			s.cfg.observeStalled(p, rtt)
+		}
 		return 0, false, fmt.Errorf("%w (%s)", ErrStalled, p)
 	}
 	if s.cfg.observe != nil {

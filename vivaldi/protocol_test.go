@@ -735,10 +735,11 @@ func TestService_StallCheck(t *testing.T) {
 		l.SetOptions(mocknet.LinkOptions{Latency: 10 * time.Millisecond})
 	}
 	var (
-		mu       sync.Mutex
-		stall    bool
-		spans    []time.Duration
-		observed int
+		mu        sync.Mutex
+		stall     bool
+		spans     []time.Duration
+		observed  int
+		discarded []time.Duration
 	)
 	check := func(start, end time.Time) bool {
 		mu.Lock()
@@ -747,7 +748,8 @@ func TestService_StallCheck(t *testing.T) {
 		return stall
 	}
 	observe := func(peer.ID, time.Duration) { mu.Lock(); observed++; mu.Unlock() }
-	a := newService(t, hs[0], WithInterval(0), WithSeed(1), WithStallCheck(check), WithObserver(observe))
+	observeStalled := func(_ peer.ID, rtt time.Duration) { mu.Lock(); discarded = append(discarded, rtt); mu.Unlock() }
+	a := newService(t, hs[0], WithInterval(0), WithSeed(1), WithStallCheck(check), WithObserver(observe), WithStalledObserver(observeStalled))
 	b := newService(t, hs[1], WithInterval(0), WithSeed(2))
 	ra, rb := newRecorder("from a"), newRecorder("from b")
 	if err := a.SetPiggyback(ra); err != nil {
@@ -788,6 +790,9 @@ func TestService_StallCheck(t *testing.T) {
 	defer mu.Unlock()
 	if observed != 1 {
 		t.Errorf("the observer saw %d samples, want the clear one", observed)
+	}
+	if len(discarded) != 1 || discarded[0] < 20*time.Millisecond {
+		t.Errorf("the stalled observer saw %v, want the discarded RTT (20 ms and more)", discarded)
 	}
 	if len(spans) != 2 || spans[0] < 20*time.Millisecond || spans[1] < 20*time.Millisecond {
 		t.Errorf("spans checked %v: want the two exchanges' (20 ms and more)", spans)

@@ -112,6 +112,9 @@ type VivaldiRun struct {
 	start  time.Time
 	dead   []bool
 	excess excessRing
+	// stalledExcess is excess's for the samples the stall check
+	// discarded (Stalls).
+	stalledExcess excessRing
 	// interval is every peer's sampling interval now (SetInterval), in the
 	// network's time: a peer joining late samples at it.
 	interval atomic.Int64
@@ -151,9 +154,14 @@ func (r *excessRing) add(ms float64) {
 // every sample, the coordinates stretch, and so do the selection's RTT
 // figures.
 func (v *VivaldiRun) RTTExcess() (median, p90 float64, n int) {
-	v.excess.mu.Lock()
-	xs := append([]float64(nil), v.excess.ms...)
-	v.excess.mu.Unlock()
+	return v.excess.percentiles()
+}
+
+// percentiles is the median and p90 of the ring and how many it holds.
+func (r *excessRing) percentiles() (median, p90 float64, n int) {
+	r.mu.Lock()
+	xs := append([]float64(nil), r.ms...)
+	r.mu.Unlock()
 	if len(xs) == 0 {
 		return 0, 0, 0
 	}
@@ -239,7 +247,11 @@ func (v *VivaldiRun) newService(i int, live []int, rng *rand.Rand, interval time
 		vo = append(vo, vivaldi.WithNearConfig(*opts.Near))
 	}
 	if v.watch != nil {
-		vo = append(vo, vivaldi.WithStallCheck(v.watch.Stalled))
+		vo = append(vo, vivaldi.WithStallCheck(v.watch.Stalled), vivaldi.WithStalledObserver(func(q peer.ID, rtt time.Duration) {
+			if j := s.Index(q); j >= 0 {
+				v.stalledExcess.add(float64(rtt)/float64(time.Millisecond) - s.RTT(i, j))
+			}
+		}))
 	}
 	svc, err := vivaldi.NewService(p.Host, vo...)
 	if err != nil {
@@ -564,6 +576,10 @@ type Stalls struct {
 	Ticks   uint64  `json:"watch_ticks"`
 	Late    uint64  `json:"watch_late"`
 	WorstMs float64 `json:"watch_worst_ms"`
+	// DiscardedExcessMs is how much longer than the matrix RTT the last
+	// discarded samples (up to 4096) measured: median and p90, ms of the
+	// network's time — what they would have added had they been used.
+	DiscardedExcessMs [2]float64 `json:"discarded_excess_ms"`
 }
 
 // String is the stalls in a line of a report.
@@ -572,8 +588,8 @@ func (st *Stalls) String() string {
 	if st.Samples > 0 {
 		frac = float64(st.Discarded) / float64(st.Samples)
 	}
-	return fmt.Sprintf("%d of %d samples (%.1f%%) discarded as timed across a stall over %g ms; the watch woke late %d of %d times (worst %.0f ms on the clock)",
-		st.Discarded, st.Samples, 100*frac, st.ThresholdMs, st.Late, st.Ticks, st.WorstMs)
+	return fmt.Sprintf("%d of %d samples (%.1f%%) discarded as timed across a stall over %g ms (they were %.1f / %.1f ms over the matrix, median / p90); the watch woke late %d of %d times (worst %.0f ms on the clock)",
+		st.Discarded, st.Samples, 100*frac, st.ThresholdMs, st.DiscardedExcessMs[0], st.DiscardedExcessMs[1], st.Late, st.Ticks, st.WorstMs)
 }
 
 // Stalls is what the stall check has done so far (nil when it is off).
@@ -584,6 +600,7 @@ func (v *VivaldiRun) Stalls() *Stalls {
 	st := v.watch.Stats()
 	out := &Stalls{ThresholdMs: float64(v.opts.Stall) / float64(time.Millisecond), Ticks: st.Ticks, Late: st.Late,
 		WorstMs: float64(st.Worst) / float64(time.Millisecond)}
+	out.DiscardedExcessMs[0], out.DiscardedExcessMs[1], _ = v.stalledExcess.percentiles()
 	for _, svc := range v.svcs {
 		if svc != nil {
 			st := svc.Stats()

@@ -281,6 +281,10 @@ func TestVivaldiRun_StallDiscardsTheMachinesSamples(t *testing.T) {
 	if used+st.Discarded != st.Samples {
 		t.Errorf("%d used + %d discarded != %d samples", used, st.Discarded, st.Samples)
 	}
+	// The discarded samples are the ones the hogs delayed.
+	if med, _, _ := v.RTTExcess(); st.DiscardedExcessMs[0] <= med {
+		t.Errorf("discarded samples %.2f ms over the matrix (median), the used %.2f: want the discarded further off", st.DiscardedExcessMs[0], med)
+	}
 	v.Close()
 	v2, err := s.StartVivaldi(VivaldiOptions{Interval: 50 * time.Millisecond})
 	if err != nil {
