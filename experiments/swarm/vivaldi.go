@@ -456,9 +456,8 @@ func VivaldiWarmInterval(n int) time.Duration {
 // StallFor is VivaldiOptions.Stall's default for a swarm dilated by f (what
 // `peer swarm --stall` and the live growth swarm use unless told):
 // DilatedStall when f > 1, else 0. A dilated run is for figures of the
-// network, so the machine's stalls are kept out of its samples; undilated,
-// the check discarded 17% of a 200-peer run's samples without a better
-// result (experiments/README.md, "Samples timed across a stall").
+// network, so the machine's stalls are kept out of its samples; why not
+// undilated: experiments/README.md, "Samples timed across a stall".
 func StallFor(f float64) time.Duration {
 	if f > 1 {
 		return DilatedStall
