@@ -109,7 +109,14 @@ func TestSelector_FractionGrowsAndShrinks(t *testing.T) {
 			got := 0
 			for _, s := range live {
 				got += int(s.Stats()[EventRetired.String()])
-				if d := s.Drops(); len(d) > 0 {
+				// A frame cut off because its peer was killed mid-write
+				// (dropWrite, "the other side went away") is what killing
+				// half the peers does, not a refusal between honest peers;
+				// every other drop is one (a loaded CI run once wrote to a
+				// peer as it was closed).
+				d := s.Drops()
+				delete(d, dropWrite)
+				if len(d) > 0 {
 					t.Errorf("%s dropped messages between honest peers: %v (stats %v)", s.node.ID(), d, stepErrors(s.Stats()))
 				}
 			}
