@@ -229,16 +229,19 @@ func (v *VivaldiRun) newService(i int, live []int, rng *rand.Rand, interval time
 	source := func() []peer.ID {
 		return append(node.RoutingTable().ListPeers(), random...)
 	}
-	observe := func(q peer.ID, rtt time.Duration) {
-		if j := s.Index(q); j >= 0 {
-			v.excess.add(float64(rtt)/float64(time.Millisecond) - s.RTT(i, j))
+	// observe records each sample's excess over the matrix RTT in r.
+	observe := func(r *excessRing) func(peer.ID, time.Duration) {
+		return func(q peer.ID, rtt time.Duration) {
+			if j := s.Index(q); j >= 0 {
+				r.add(float64(rtt)/float64(time.Millisecond) - s.RTT(i, j))
+			}
 		}
 	}
 	vo := []vivaldi.Option{
 		vivaldi.WithInterval(s.Wall(interval)), vivaldi.WithPeerSource(source),
 		vivaldi.WithTimeScale(s.Dilation()), vivaldi.WithTimeout(min(s.Wall(vivaldiTimeout), vivaldi.MaxRTT)),
 		vivaldi.WithMaxInFlight(opts.MaxInFlight), vivaldi.WithSeed(rng.Int63()),
-		vivaldi.WithObserver(observe),
+		vivaldi.WithObserver(observe(&v.excess)),
 	}
 	if opts.Config != nil {
 		vo = append(vo, vivaldi.WithConfig(*opts.Config))
@@ -247,11 +250,7 @@ func (v *VivaldiRun) newService(i int, live []int, rng *rand.Rand, interval time
 		vo = append(vo, vivaldi.WithNearConfig(*opts.Near))
 	}
 	if v.watch != nil {
-		vo = append(vo, vivaldi.WithStallCheck(v.watch.Stalled), vivaldi.WithStalledObserver(func(q peer.ID, rtt time.Duration) {
-			if j := s.Index(q); j >= 0 {
-				v.stalledExcess.add(float64(rtt)/float64(time.Millisecond) - s.RTT(i, j))
-			}
-		}))
+		vo = append(vo, vivaldi.WithStallCheck(v.watch.Stalled), vivaldi.WithStalledObserver(observe(&v.stalledExcess)))
 	}
 	svc, err := vivaldi.NewService(p.Host, vo...)
 	if err != nil {
