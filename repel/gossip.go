@@ -72,6 +72,77 @@ const holderKeyPrefix = 8
 // holder's.
 var errBadSignature = errors.New("repel: token signature does not verify")
 
+// errBadCert is a hand-over whose certificate is missing, oversized or
+// not its giver's.
+var errBadCert = errors.New("repel: hand-over certificate does not verify")
+
+// maxCert bounds a hand-over certificate: a signature (Ed25519's is 64
+// bytes, RSA-4096's 512).
+const maxCert = 1024
+
+// handoverDomain prefixes what a giver signs, so that a hand-over
+// signature can never pass for another of the peer's signatures.
+const handoverDomain = "superpeer/repel/handover:"
+
+// handoverBytes is what the giver of t signs: t's ID, epoch and holder
+// and the giver's own version (Giver, GiverEpoch).
+func handoverBytes(t Token) ([]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&pb.Handover{
+		Id: t.ID, Epoch: t.Epoch, Holder: []byte(t.Holder), Giver: []byte(t.Giver), GiverEpoch: t.GiverEpoch,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(handoverDomain), b...), nil
+}
+
+// signHandover is t, an offer of this peer's token (t.Giver is this
+// peer), with its certificate, signed by key.
+func signHandover(t Token, key crypto.PrivKey) (Token, error) {
+	b, err := handoverBytes(t)
+	if err != nil {
+		return t, err
+	}
+	if t.Cert, err = key.Sign(b); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// publicKey is the public key of id: pub's (nil, or nil for id: the key
+// the peer ID holds, as for Ed25519 IDs).
+func publicKey(id peer.ID, pub func(peer.ID) crypto.PubKey) (crypto.PubKey, error) {
+	if pub != nil {
+		if k := pub(id); k != nil {
+			return k, nil
+		}
+	}
+	return id.ExtractPublicKey()
+}
+
+// verifyHandover checks t's certificate: none for a mint, else its
+// giver's signature over handoverBytes(t).
+func verifyHandover(t Token, pub func(peer.ID) crypto.PubKey) error {
+	if t.Giver == "" {
+		if len(t.Cert) > 0 {
+			return fmt.Errorf("%w: a certificate without a giver", errBadCert)
+		}
+		return nil
+	}
+	k, err := publicKey(peer.ID(t.Giver), pub)
+	if err != nil {
+		return fmt.Errorf("%w: no public key for giver %s: %v", errBadCert, peer.ID(t.Giver), err)
+	}
+	b, err := handoverBytes(t)
+	if err != nil {
+		return err
+	}
+	if ok, err := k.Verify(b, t.Cert); err != nil || !ok {
+		return errBadCert
+	}
+	return nil
+}
+
 // signedBytes is what a holder signs of t: its deterministic encoding
 // without the digest.
 func signedBytes(m *pb.Token) ([]byte, error) {
@@ -94,20 +165,15 @@ func signToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
 	return &pb.SignedToken{Token: m, Signature: sig}, nil
 }
 
-// verifyToken checks that st is signed by the holder it names, whose
-// public key pub gives (nil: the key the peer ID holds, as for Ed25519
-// IDs); t has tokenFromPB's checks.
+// verifyToken checks that st is signed by the holder it names, and its
+// hand-over certificate by its giver (verifyHandover), whose public keys
+// pub gives (nil: the key the peer ID holds, as for Ed25519 IDs); t has
+// tokenFromPB's checks.
 func verifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) error {
 	id := peer.ID(t.Holder)
-	var k crypto.PubKey
-	if pub != nil {
-		k = pub(id)
-	}
-	if k == nil {
-		var err error
-		if k, err = id.ExtractPublicKey(); err != nil {
-			return fmt.Errorf("%w: no public key for %s: %v", errBadSignature, id, err)
-		}
+	k, err := publicKey(id, pub)
+	if err != nil {
+		return fmt.Errorf("%w: no public key for %s: %v", errBadSignature, id, err)
 	}
 	b, err := signedBytes(st.GetToken())
 	if err != nil {
@@ -117,7 +183,7 @@ func verifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) e
 	if err != nil || !ok {
 		return errBadSignature
 	}
-	return nil
+	return verifyHandover(t, pub)
 }
 
 // signedToken is one decoded, not yet verified, version of a gossip frame
@@ -232,30 +298,6 @@ func (g *gossipTable) resize(S int) {
 	g.entries = append(g.entries, make([]gossipEntry, S-len(g.entries))...)
 }
 
-// wants reports whether t is news to the table (a token out of its range
-// is not).
-func (g *gossipTable) wants(t Token) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if int(t.ID) >= len(g.entries) {
-		return false
-	}
-	e := g.entries[t.ID]
-	return !e.known || fresher(t, e.tok)
-}
-
-// wantsVersion reports whether t is a version the table does not know
-// (a later heartbeat of a known version is not).
-func (g *gossipTable) wantsVersion(t Token) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if int(t.ID) >= len(g.entries) {
-		return false
-	}
-	e := g.entries[t.ID]
-	return !e.known || t.Beats(e.tok)
-}
-
 // offer keeps st (the version t, verified) if it is news, to be pushed on
 // the next requests; it reports whether it was.
 func (g *gossipTable) offer(t Token, st *pb.SignedToken) bool {
@@ -276,6 +318,30 @@ func (g *gossipTable) offer(t Token, st *pb.SignedToken) bool {
 	t.Digest = nil
 	*e = gossipEntry{known: true, tok: t, st: st, pushes: g.push}
 	return true
+}
+
+// put makes t (verified, with its signed form st) the table's version of
+// its token, to be pushed on the next requests, unless the table holds
+// that version already with as late a heartbeat: the caller (the
+// selector's loop) puts what its model took, which may be older than
+// what the table held (a version the model went back to).
+func (g *gossipTable) put(t Token, st *pb.SignedToken) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if int(t.ID) >= len(g.entries) {
+		return
+	}
+	e := &g.entries[t.ID]
+	if e.known && e.tok.sameVersion(t) && e.tok.Seq >= t.Seq {
+		return
+	}
+	if len(st.GetToken().GetDigest()) > 0 {
+		c := proto.Clone(st).(*pb.SignedToken)
+		c.Token.Digest = nil
+		st = c
+	}
+	t.Digest = nil
+	*e = gossipEntry{known: true, tok: t, st: st, pushes: g.push}
 }
 
 // request is the piggyback of a request: what this peer knows, and the

@@ -91,11 +91,8 @@ func TestGossipTable_PushPull(t *testing.T) {
 	if !a.offer(t0, sign(t0)) || !a.offer(t1, sign(t1)) {
 		t.Fatal("news refused")
 	}
-	if old := tokenOf(0, 1, 1, id); a.wants(old) || a.offer(old, sign(old)) {
+	if old := tokenOf(0, 1, 1, id); a.offer(old, sign(old)) {
 		t.Fatal("a copy of a known heartbeat taken as news")
-	}
-	if next := tokenOf(0, 1, 2, id); !a.wants(next) {
-		t.Fatal("a higher Seq is not news")
 	}
 	decode := func(b []byte) ([]*pb.Version, []signedToken) {
 		t.Helper()

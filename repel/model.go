@@ -148,6 +148,14 @@ const (
 	// EventCounted: this node proposed a new count (Token is its
 	// announcement carrying it).
 	EventCounted
+	// EventUntraced: this node refused Token, a fresher version it cannot
+	// trace to the holder of the version it knows while that holder lives
+	// (see Node.observe): a forged version, or a mint over a live holder.
+	EventUntraced
+	// EventReverted: the holder of a version this node had replaced by an
+	// untraced one announced that it still holds (Token); this node went
+	// back to it, and dropped its own token if it held the rival's.
+	EventReverted
 )
 
 func (k EventKind) String() string {
@@ -182,6 +190,10 @@ func (k EventKind) String() string {
 		return "retired"
 	case EventCounted:
 		return "counted"
+	case EventUntraced:
+		return "untraced"
+	case EventReverted:
+		return "reverted"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -241,6 +253,22 @@ type tableEntry struct {
 	tok       Token
 	known     bool
 	lastHeard time.Time // when the freshest version was last heard of (or start)
+	// prev is the version this entry held before it took a version it
+	// could not trace to prev's holder (a mint, a hand-over it missed the
+	// steps of, or a forgery), kept until prev has been silent for
+	// DeadAfter (from prevHeard): if prev's holder announces that it still
+	// holds, the entry goes back to it. untraced is the epoch of the first
+	// such version.
+	prev      Token
+	hasPrev   bool
+	prevHeard time.Time
+	prevSince time.Time
+	untraced  uint64
+	// contested: the entry went back to its holder's version over a rival;
+	// while that holder, or the peers it handed the token to, are heard,
+	// untraced versions are refused.
+	contested bool
+	since     time.Time // when the entry took its version
 }
 
 type pendingMove struct {
@@ -253,9 +281,13 @@ type held struct {
 	settled      bool
 	lastAnnounce time.Time
 	nextCheck    time.Time
-	lastOffered  uint64    // highest epoch this node has offered the token at
-	lastCool     time.Time // when Moves last came down (or the token settled)
-	pending      *pendingMove
+	lastOffered  uint64 // highest epoch this node has offered the token at
+	// unanswered is the last offer whose answer never came (timed out;
+	// zero: none): its taker may have taken it and handed it on.
+	unanswered Token
+	rival      uint64    // the highest epoch of a version of this token refused as untraced
+	lastCool   time.Time // when Moves last came down (or the token settled)
+	pending    *pendingMove
 	// Surveys (Config.SurveyInterval), once settled: the one in flight,
 	// when the next is due, the wait after it, and whether one has found
 	// this place the best.
@@ -462,6 +494,7 @@ func (n *Node) Tick(now time.Time) Ready {
 			// announcement (a higher epoch) fences this copy off later. If
 			// not, this node simply keeps the token. Either way it is held.
 			n.event(EventMoveTimedOut, h.pending.offer)
+			h.unanswered = h.pending.offer
 			h.pending = nil
 			h.nextCheck = now.Add(n.jitter(n.cfg.MoveInterval))
 		}
@@ -507,6 +540,7 @@ func (n *Node) announce(now time.Time) {
 	h.tok.Issued = now
 	h.tok.Digest = n.digest(now)
 	h.tok.Count = n.report(now)
+	h.tok.Rival = h.rival
 	e := &n.tokens[h.tok.ID]
 	e.lastHeard = now
 	e.tok.Digest = copyDigest(h.tok.Digest)
@@ -618,11 +652,15 @@ func (n *Node) maybeMint(now time.Time) {
 		if int64((silent-wait)/n.cfg.DeadAfter) < int64(rank) {
 			continue
 		}
-		epoch := uint64(1)
+		var over uint64
 		if e.known {
-			epoch = e.tok.Epoch + 1
+			over = e.tok.Epoch
 		}
-		t := Token{ID: uint32(i), Epoch: epoch, Holder: n.id, HolderKey: n.key, Coord: copyCoord(n.coord), HeldSince: now}
+		t := Token{ID: uint32(i), Epoch: over + 1, GiverEpoch: over, Holder: n.id, HolderKey: n.key, Coord: copyCoord(n.coord), HeldSince: now}
+		// The silent version stays at hand: should its holder announce
+		// that it still holds, it goes back to it and this mint is dropped.
+		n.replace(now, e, t, !n.cfg.Guard)
+		e.prevHeard = now
 		n.take(now, t)
 		n.event(EventMinted, t)
 		return
@@ -640,7 +678,7 @@ func (n *Node) take(now time.Time, t Token) {
 		lastOffered: t.Epoch,
 	}
 	e := &n.tokens[t.ID]
-	e.tok, e.known, e.lastHeard = t, true, now
+	e.tok, e.known, e.lastHeard, e.since = t, true, now, now
 	n.setRole(superpeer.Client) // a superpeer once settled
 	n.ready.RoleChanged = true
 	n.announce(now)
@@ -714,7 +752,7 @@ func (n *Node) check(m Message) error {
 		if m.To != n.id {
 			return errNotForMe
 		}
-		if m.Token.Holder != n.id || m.Token.HolderKey != n.key {
+		if m.Token.Holder != n.id || m.Token.HolderKey != n.key || m.Token.Giver != "" && m.Token.Giver != m.From {
 			return errBadOffer
 		}
 		return nil // the offered coordinate is the old holder's; ours replaces it
@@ -755,16 +793,49 @@ func (n *Node) check(m Message) error {
 	return nil
 }
 
-// observe learns of a token version, keeps the freshest per ID, and applies
-// the fencing rule to the token this node holds.
+// observe learns of a token version, keeps the freshest it can trust per
+// ID, and applies the fencing rule to the token this node holds.
+//
+// Without Config.Guard every fresher version is taken. With it, a fresher version replaces the known one at once if it is that version's
+// hand-over (Token.handedFrom: only its holder can sign one), or if the
+// known one is a mint younger than DeadAfter. Any other fresher version (a mint, a
+// hand-over whose steps this node missed, or a forgery) cannot be traced
+// to the known version's holder: the holder of the known version never
+// takes it (it knows it has not handed its token over, unless an offer of
+// its own went unanswered), and other nodes take it but keep the version
+// it replaced until that has been silent for DeadAfter. If that version's
+// holder announces meanwhile that it has refused the rival (Token.Rival),
+// they go back to it (EventReverted), and refuse untraced versions for as
+// long as they hear it. So a peer can take a token only from its holder,
+// or once its holder has been silent for DeadAfter, as a mint must wait.
 func (n *Node) observe(now time.Time, t Token) {
 	e := &n.tokens[t.ID]
+	if e.hasPrev && now.Sub(e.prevHeard) >= n.cfg.DeadAfter {
+		e.hasPrev = false
+	}
+	h := n.held
+	mine := h != nil && h.tok.ID == t.ID
 	switch {
+	case n.goesBack(now, e, t):
+		n.revert(now, e, t)
+		return
 	case !e.known || t.Beats(e.tok):
+		ok, traced := n.admit(now, e, t)
+		if !ok {
+			n.event(EventUntraced, t)
+			if mine {
+				h.rival = max(h.rival, t.Epoch)
+				if now.Sub(h.lastAnnounce) >= n.cfg.MovingAnnounceInterval {
+					n.announce(now)
+				}
+			}
+			return
+		}
 		if e.known && e.tok.Holder != t.Holder && n.cen != nil {
 			// The new holder reports for the token now.
 			n.cen.Forget(e.tok.Holder)
 		}
+		n.replace(now, e, t, traced)
 		e.tok, e.known, e.lastHeard = copyToken(t), true, now
 		n.hearReport(now, t)
 	case e.tok.sameVersion(t) && (t.Seq > e.tok.Seq || t.Seq == 0 && e.tok.Seq == 0):
@@ -774,8 +845,7 @@ func (n *Node) observe(now time.Time, t Token) {
 		e.tok = copyToken(t)
 		n.hearReport(now, t)
 	}
-	h := n.held
-	if h == nil || h.tok.ID != t.ID || t.sameVersion(h.tok) {
+	if !mine || t.sameVersion(h.tok) {
 		return
 	}
 	if t.Beats(h.tok) {
@@ -793,6 +863,110 @@ func (n *Node) observe(now time.Time, t Token) {
 	}
 }
 
+// news reports whether observe would do anything on hearing t: take it,
+// go back to it, refuse it as untraced, or take it as a later heartbeat.
+// The selector verifies signatures only of news.
+func (n *Node) news(now time.Time, t Token) bool {
+	if int(t.ID) >= len(n.tokens) {
+		return false
+	}
+	e := &n.tokens[t.ID]
+	switch {
+	case n.goesBack(now, e, t):
+		return true
+	case !e.known || t.Beats(e.tok):
+		return true
+	case e.tok.sameVersion(t):
+		return t.Seq > e.tok.Seq || t.Seq == 0 && e.tok.Seq == 0
+	}
+	return false
+}
+
+// knows reports whether t's version, with t's heartbeat, is the one this
+// node knows of its token.
+func (n *Node) knows(t Token) bool {
+	if int(t.ID) >= len(n.tokens) {
+		return false
+	}
+	e := n.tokens[t.ID]
+	return e.known && e.tok.sameVersion(t) && e.tok.Seq == t.Seq
+}
+
+// goesBack reports whether e, which took an untraced version over e.prev,
+// should go back to t: prev's holder announcing that it still holds after
+// refusing a rival at least as fresh as the first one e took, or prev's
+// hand-over (its lineage lives on).
+func (n *Node) goesBack(now time.Time, e *tableEntry, t Token) bool {
+	if !e.hasPrev || now.Sub(e.prevHeard) >= n.cfg.DeadAfter {
+		return false
+	}
+	return t.sameVersion(e.prev) && t.Seq > e.prev.Seq && t.Rival >= e.untraced || t.handedFrom(e.prev)
+}
+
+// admit decides whether t, fresher than e's version (or the first word
+// of its token), replaces it (ok), and whether t traces to e's version
+// (traced: its hand-over, a rival mint, or a version this node's own
+// unanswered offer may have led to). See observe.
+func (n *Node) admit(now time.Time, e *tableEntry, t Token) (ok, traced bool) {
+	if !e.known || !n.cfg.Guard || t.handedFrom(e.tok) {
+		return true, true
+	}
+	if e.contested && now.Sub(e.lastHeard) < n.cfg.DeadAfter {
+		return false, false
+	}
+	if e.tok.minted() && now.Sub(e.since) < n.cfg.DeadAfter {
+		// A mint is a guess that the token is lost. For DeadAfter any
+		// fresher version replaces it: a rival mint (the order keeps
+		// one), or the token itself, moved on where the minter did not hear.
+		return true, true
+	}
+	if h := n.held; h != nil && h.tok.sameVersion(e.tok) {
+		// This node holds e's version: it alone knows it has not handed it
+		// over, unless an offer it made is unanswered and t is its taker's
+		// own hand-over (heard before the taker's announcement or ack).
+		ok := h.unanswered.Giver != "" && t.handedFrom(h.unanswered)
+		if p := h.pending; p != nil {
+			ok = ok || t.handedFrom(p.offer)
+		}
+		return ok, true
+	}
+	return true, false
+}
+
+// replace does the bookkeeping of e taking t: an untraced t keeps the
+// version it replaces (the first such, with when it was last heard) for
+// observe to go back to.
+func (n *Node) replace(now time.Time, e *tableEntry, t Token, traced bool) {
+	if !traced {
+		if e.known && !e.hasPrev {
+			e.prev, e.hasPrev, e.prevHeard, e.prevSince, e.untraced = copyToken(e.tok), true, e.lastHeard, e.since, t.Epoch
+		}
+		// The entry gave up the version it went back to: its holder fell
+		// silent. A hand-over by that holder keeps the entry contested.
+		e.contested = false
+	}
+	e.since = now
+}
+
+// revert makes e go back to t (goesBack); this node drops its own token
+// if it held the rival's.
+func (n *Node) revert(now time.Time, e *tableEntry, t Token) {
+	if n.cen != nil && e.tok.Holder != t.Holder {
+		n.cen.Forget(e.tok.Holder)
+	}
+	since := now
+	if t.sameVersion(e.prev) {
+		since = e.prevSince // a mint is as young as it was
+	}
+	e.tok, e.lastHeard, e.since = copyToken(t), now, since
+	e.hasPrev, e.contested = false, true
+	n.hearReport(now, t)
+	n.event(EventReverted, t)
+	if h := n.held; h != nil && h.tok.ID == t.ID {
+		n.drop(EventFenced, t)
+	}
+}
+
 func (n *Node) onMove(now time.Time, m Message) {
 	t := m.Token
 	if h := n.held; h != nil {
@@ -804,7 +978,16 @@ func (n *Node) onMove(now time.Time, m Message) {
 		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: refuseHolding})
 		return
 	}
-	if e := n.tokens[t.ID]; e.known && !t.Beats(e.tok) {
+	e := &n.tokens[t.ID]
+	if e.known && !t.Beats(e.tok) {
+		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: refuseStale})
+		return
+	}
+	ok, traced := n.admit(now, e, t)
+	if !ok {
+		// The sender does not hold what this node knows of the token, and
+		// the version's holder lives: a stale holder, or a forger.
+		n.event(EventUntraced, t)
 		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: refuseStale})
 		return
 	}
@@ -816,6 +999,7 @@ func (n *Node) onMove(now time.Time, m Message) {
 	}
 	t.HeldSince = now
 	t.Digest = nil // the old holder's clients are not ours
+	n.replace(now, e, t, traced)
 	n.take(now, t)
 	n.event(EventAccepted, n.held.tok)
 	if t.Surveyed {
@@ -971,7 +1155,7 @@ func (n *Node) offer(now time.Time, to Peer, why EventKind) {
 	epoch := max(h.tok.Epoch, h.lastOffered) + 1
 	h.lastOffered = epoch
 	offer := Token{ID: h.tok.ID, Epoch: epoch, Holder: to.ID, HolderKey: to.Key, Coord: copyCoord(to.Coord),
-		Moves: h.tok.Moves + 1, Surveyed: why == EventSurveyMoved}
+		Moves: h.tok.Moves + 1, Surveyed: why == EventSurveyMoved, Giver: n.id, GiverEpoch: h.tok.Epoch}
 	h.pending = &pendingMove{offer: offer, deadline: now.Add(n.cfg.MoveTimeout)}
 	if why != 0 {
 		n.event(why, offer)

@@ -182,6 +182,18 @@ type Config struct {
 	// epoch above 1 and beats a mint of it. Validate asks for at least
 	// 2×AnnounceInterval and at most DeadAfter.
 	JoinWait time.Duration
+
+	// Guard makes a token change hands only by its holder's own hand-over
+	// while that holder lives (Node.observe): a fresher version that does
+	// not trace to the known one by a signed hand-over is taken only once
+	// the known holder has been silent for DeadAfter, and given up again
+	// if that holder says it still holds. Without it (the default) any
+	// fresher version fences the one known, so any peer can take any token
+	// by announcing a higher epoch (experiments/README.md, `attacks`). The
+	// price: after a partition longer than DeadAfter a token minted on
+	// both sides stays held on both until one holder leaves; without the
+	// guard the higher epoch fences the other at once.
+	Guard bool
 }
 
 // DefaultConfig is tuned for peers on the Internet: announcements every 30 s

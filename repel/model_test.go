@@ -328,6 +328,12 @@ func TestCluster_MintsAtClosest(t *testing.T) {
 // faults stop, the swarm ends with exactly S tokens, one holder each, and
 // every node agrees who holds them.
 func TestCluster_FaultyNetwork(t *testing.T) {
+	for _, guard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guard=%v", guard), func(t *testing.T) { faultyNetwork(t, guard) })
+	}
+}
+
+func faultyNetwork(t *testing.T, guard bool) {
 	seeds := 40
 	if testing.Short() {
 		seeds = 8
@@ -335,7 +341,9 @@ func TestCluster_FaultyNetwork(t *testing.T) {
 	fenced, timeouts := 0, 0
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		model := Model(seed % 2)
-		nw := newNetwork(t, testConfig(4, model), 16, seed)
+		cfg := testConfig(4, model)
+		cfg.Guard = guard
+		nw := newNetwork(t, cfg, 16, seed)
 		nw.drop, nw.dup, nw.reorder = 0.2, 0.1, true
 		nw.attach = seed%4 == 1 // Attract with client digests
 		for range 240 {         // 60 s of faults
@@ -497,8 +505,15 @@ func TestCluster_PotentialNeverRises(t *testing.T) {
 // no token is ever held twice (outside a move awaiting its ack), and the
 // swarm ends with exactly S settled tokens.
 func TestCluster_Recovery(t *testing.T) {
+	for _, guard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guard=%v", guard), func(t *testing.T) { recovery(t, guard) })
+	}
+}
+
+func recovery(t *testing.T, guard bool) {
 	for seed := uint64(1); seed <= 10; seed++ {
 		cfg := testConfig(4, Model(seed%2))
+		cfg.Guard = guard
 		nw := newNetwork(t, cfg, 20, seed)
 		settled := func() bool {
 			if !nw.exactlyS() {

@@ -70,6 +70,30 @@ type Token struct {
 	// Count is the holder's census under Config.Fraction (zero without
 	// one): the count it holds and its report as of this announcement.
 	Count Count
+	// Giver and GiverEpoch say how this version came to be. A hand-over
+	// names the peer that gave the token and the epoch of the version it
+	// held; Cert is then the giver's signature over the hand-over (the
+	// adapter signs and checks it; the model only carries it), so no peer
+	// but the holder of a version can make its successor. A mint has no
+	// Giver and no Cert, and GiverEpoch is the epoch of the version the
+	// minter found silent (0: none).
+	Giver      string
+	GiverEpoch uint64
+	Cert       []byte
+	// Rival is, in a holder's announcement, the highest epoch of a version
+	// of its token it refused as untraceable (0: none): the holder has
+	// heard of that rival and still holds. Peers that took the rival over
+	// this version go back to it (see Node.observe).
+	Rival uint64
+}
+
+// minted reports whether t is a mint: no giver, one epoch above the
+// version its minter found silent.
+func (t Token) minted() bool { return t.Giver == "" && t.Epoch == t.GiverEpoch+1 }
+
+// handedFrom reports whether t is the hand-over of version o by its holder.
+func (t Token) handedFrom(o Token) bool {
+	return t.Giver != "" && t.Giver == o.Holder && t.GiverEpoch == o.Epoch
 }
 
 // Count is a node's census as a token version carries it: the agreed token

@@ -82,6 +82,7 @@ const (
 	dropStep       = "step"         // the model refused the message (see StepErrors)
 	dropSurvey     = "bad-survey"   // a survey or report with no, too many, repeated or bad peers, or a bad RTT
 	dropCount      = "bad-count"    // a census count out of range or a report with a bad estimate
+	dropCert       = "bad-cert"     // a hand-over whose giver's certificate is missing, oversized or does not verify
 )
 
 // dropReason names the drop reason of an error from validateAnnounce or Step.
@@ -139,6 +140,7 @@ func TokenToPB(t Token) *pb.Token {
 	}
 	out.CountS, out.CountVersion, out.CountPeers = uint32(t.Count.S), t.Count.Version, uint32(t.Count.Peers)
 	out.CountSeq, out.CountEstimate = t.Count.Seq, t.Count.Estimate
+	out.Giver, out.GiverEpoch, out.Cert, out.Rival = []byte(t.Giver), t.GiverEpoch, t.Cert, t.Rival
 	for _, s := range t.Digest {
 		out.Digest = append(out.Digest, &pb.Sample{Id: []byte(s.ID), Coord: coordToPB(s.Coord), Weight: s.Weight, Rtt: s.RTT})
 	}
@@ -184,6 +186,19 @@ func tokenFromPB(m *pb.Token) (Token, error) {
 		t.Issued = time.Unix(0, m.IssuedUnixNano)
 	}
 	t.Count = Count{S: int(m.CountS), Version: m.CountVersion, Peers: int(m.CountPeers), Seq: m.CountSeq, Estimate: m.CountEstimate}
+	t.GiverEpoch, t.Rival = m.GiverEpoch, m.Rival
+	if len(m.Giver) > 0 {
+		giver, err := peer.IDFromBytes(m.Giver)
+		if err != nil {
+			return Token{}, fmt.Errorf("%w: giver: %v", errBadPeerID, err)
+		}
+		if len(m.Cert) == 0 || len(m.Cert) > maxCert {
+			return Token{}, fmt.Errorf("%w: a hand-over with a certificate of %d bytes", errBadCert, len(m.Cert))
+		}
+		t.Giver, t.Cert = string(giver), append([]byte(nil), m.Cert...)
+	} else if len(m.Cert) > 0 {
+		return Token{}, fmt.Errorf("%w: a certificate without a giver", errBadCert)
+	}
 	if !validCount(t.Count, math.MaxUint32) {
 		return Token{}, fmt.Errorf("%w: %+v", errInvalidCount, t.Count)
 	}
@@ -249,6 +264,8 @@ func tokenReason(err error) string {
 		return dropCoord
 	case errors.Is(err, errInvalidCount):
 		return dropCount
+	case errors.Is(err, errBadCert):
+		return dropCert
 	}
 	return dropDecode
 }
@@ -265,6 +282,11 @@ func announceValidator(cfg Config, count func(reason string)) pubsub.ValidatorEx
 		if err == nil {
 			err = validateAnnounce(cfg, string(m.GetFrom()), t)
 			reason = dropReason(err)
+		}
+		if err == nil {
+			if err = verifyHandover(t, nil); err != nil {
+				reason = dropCert
+			}
 		}
 		if err != nil {
 			count(reason)

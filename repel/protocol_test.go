@@ -1,6 +1,7 @@
 package repel
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -151,6 +152,10 @@ func FuzzDecodeAnnounce(f *testing.F) {
 	unmeasured.Digest[0].RTT = 0
 	b, _ := EncodeAnnounce(unmeasured)
 	f.Add(b)
+	handed := goodToken(p1, p2)
+	handed.Giver, handed.GiverEpoch, handed.Cert, handed.Rival = string(p2), 6, make([]byte, 64), 90
+	b, _ = EncodeAnnounce(handed)
+	f.Add(b)
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -166,8 +171,12 @@ func FuzzDecodeAnnounce(f *testing.F) {
 			t.Fatalf("accepted a digest the model refuses: %+v", tok.Digest)
 		}
 		again, _, err := decodeAnnounce(b)
-		if err != nil || again.Holder != tok.Holder || again.Epoch != tok.Epoch || len(again.Digest) != len(tok.Digest) {
+		if err != nil || again.Holder != tok.Holder || again.Epoch != tok.Epoch || len(again.Digest) != len(tok.Digest) ||
+			again.Giver != tok.Giver || again.GiverEpoch != tok.GiverEpoch || !bytes.Equal(again.Cert, tok.Cert) || again.Rival != tok.Rival {
 			t.Fatalf("round trip of an accepted announcement: %v", err)
+		}
+		if (tok.Giver == "") != (len(tok.Cert) == 0) || len(tok.Cert) > maxCert {
+			t.Fatalf("accepted a hand-over with giver %q and a certificate of %d bytes", tok.Giver, len(tok.Cert))
 		}
 		for i := range tok.Digest {
 			if again.Digest[i].RTT != tok.Digest[i].RTT || again.Digest[i].Weight != tok.Digest[i].Weight {

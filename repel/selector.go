@@ -584,8 +584,10 @@ func (s *Selector) loop(ctx context.Context) {
 				continue
 			}
 			if in.gossip != nil {
-				for _, t := range s.takeGossip(in.gossip, in.direct) {
+				for _, g := range s.takeGossip(now, in.gossip, in.direct) {
+					t := g.tok
 					s.step(now, Message{Type: MsgAnnounce, From: t.Holder, Token: t}, nil)
+					s.keepGossip(g)
 					if int(t.ID) < len(s.heard) {
 						s.heard[t.ID] = now
 					}
@@ -827,6 +829,11 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 				}
 			}
 		case MsgMove:
+			var err error
+			if m.Token, err = signHandover(m.Token, s.key); err != nil {
+				log.Warnw("repel: cannot sign a hand-over", "err", err)
+				continue
+			}
 			s.wg.Add(1)
 			go func(m Message) { defer s.wg.Done(); s.sendMove(m) }(m)
 		case MsgSurvey, MsgSurveyReport:

@@ -1,6 +1,7 @@
 package repel
 
 import (
+	"errors"
 	"time"
 
 	lpnet "github.com/libp2p/go-libp2p/core/network"
@@ -72,15 +73,17 @@ func (s *Selector) handOver(toks []signedToken, direct peer.ID) {
 	}
 }
 
-// takeGossip keeps the received versions that are news, once their
-// holders' signatures verify, and returns them for the model. A direct
+// takeGossip returns the received versions that are news to the model
+// (Node.news: what it would take, go back to, or refuse as untraced),
+// once their signatures and hand-over certificates verify. A direct
 // announcement comes from its holder (the connection says so) and goes to
-// the model with its digest whatever the table holds; the table takes it,
-// to relay, only as a new version (heartbeats spread at the holder's
-// GossipEvery). A relayed one goes to the model with the last digest its
-// holder sent this peer of that version. Loop only.
-func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
-	var out []Token
+// the model with its digest; a relayed one with the last digest its
+// holder sent this peer of that version. The caller steps the model with
+// each and then keeps in the gossip table, to relay, what the model took
+// (keepGossip), so that this peer relays only versions it trusts. Loop
+// only.
+func (s *Selector) takeGossip(now time.Time, toks []signedToken, direct peer.ID) []signedToken {
+	var out []signedToken
 	for _, g := range toks {
 		t := g.tok
 		if s.model.retired(t) {
@@ -97,41 +100,52 @@ func (s *Selector) takeGossip(toks []signedToken, direct peer.ID) []Token {
 			s.fitTokens(lim)
 		}
 		if direct == "" {
-			if !s.table.wants(t) || !s.verified(g) || !s.table.offer(t, g.pb) {
+			if !s.model.news(now, t) || !s.verified(g) {
 				continue
 			}
 			s.stats.Add(statGossipNews, 1)
 			if d := s.digests[t.ID]; d.sameVersion(t) {
 				t.Digest = copyDigest(d.Digest)
 			}
-			out = append(out, t)
+			out = append(out, signedToken{tok: t, pb: g.pb})
 			continue
 		}
 		if peer.ID(t.Holder) != direct {
 			s.drops.Add(dropNotHolder, 1)
 			continue
 		}
+		if !s.verified(g) {
+			continue
+		}
 		if len(t.Digest) > 0 {
 			// The holder's own word on its clients, for this version.
 			s.digests[t.ID] = copyToken(t)
 		}
-		if s.table.wantsVersion(t) {
-			if !s.verified(g) {
-				continue
-			}
-			s.table.offer(t, g.pb)
-		}
-		out = append(out, t)
+		out = append(out, g)
 	}
 	return out
 }
 
-// verified checks g's signature, counting the check and a refusal.
+// keepGossip puts g in the gossip table, to relay, if the model now knows
+// g's version as the freshest of its token (it took it or went back to
+// it). Loop only.
+func (s *Selector) keepGossip(g signedToken) {
+	if s.model.knows(g.tok) {
+		s.table.put(g.tok, g.pb)
+	}
+}
+
+// verified checks g's signature and hand-over certificate, counting the
+// check and a refusal.
 func (s *Selector) verified(g signedToken) bool {
 	s.stats.Add(statGossipVerified, 1)
 	if err := verifyToken(g.pb, g.tok, s.node.Host().Peerstore().PubKey); err != nil {
-		s.drops.Add(dropSignature, 1)
-		log.Debugw("repel: token signature refused", "holder", peer.ID(g.tok.Holder), "err", err)
+		reason := dropSignature
+		if errors.Is(err, errBadCert) {
+			reason = dropCert
+		}
+		s.drops.Add(reason, 1)
+		log.Debugw("repel: token refused", "holder", peer.ID(g.tok.Holder), "reason", reason, "err", err)
 		return false
 	}
 	return true
@@ -147,9 +161,10 @@ func (s *Selector) announce(now time.Time, t Token) {
 		log.Warnw("repel: cannot sign own announcement", "err", err)
 		return
 	}
-	if !t.sameVersion(s.gossiped) || now.Sub(s.gossiped.Issued) >= s.opts.GossipEvery {
+	// A holder that refused a rival spreads that at once (Token.Rival).
+	if !t.sameVersion(s.gossiped) || t.Rival != s.gossiped.Rival || now.Sub(s.gossiped.Issued) >= s.opts.GossipEvery {
 		s.table.offer(t, st)
-		s.gossiped = Token{ID: t.ID, Epoch: t.Epoch, HolderKey: t.HolderKey, Issued: t.Issued}
+		s.gossiped = Token{ID: t.ID, Epoch: t.Epoch, HolderKey: t.HolderKey, Issued: t.Issued, Rival: t.Rival}
 	}
 	if proto.Size(st) > maxAnnounceSize {
 		return

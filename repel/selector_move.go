@@ -87,6 +87,13 @@ func (s *Selector) handleMove(st lpnet.Stream) {
 		return
 	}
 	m, reason, err := decodeMove(&f, from, s.node.ID(), pb.MoveFrame_MOVE)
+	if err == nil {
+		// The new holder announces the offer's certificate: it must be
+		// the giver's.
+		if err = verifyHandover(m.Token, s.node.Host().Peerstore().PubKey); err != nil {
+			reason = dropCert
+		}
+	}
 	if err != nil {
 		s.drops.Add(reason, 1)
 		log.Debugw("repel: bad move frame", "from", from, "reason", reason, "err", err)

@@ -108,6 +108,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	settle := fs.Duration("settle", def.SettleAfter, "repel: T_settle, how long a peer holds a token before it is a superpeer")
 	dead := fs.Duration("dead", def.DeadAfter, "repel: T_dead, how long a token may go unheard before it is minted again; must exceed 2 × --announce")
 	survey := fs.Duration("survey", def.SurveyInterval, "repel: as a settled holder, survey the place this long after settling (then twice as long after each survey that keeps it): candidates among the clients measure their RTTs to the clients, and the token moves to one measured better (0: no surveys)")
+	guard := fs.Bool("guard", false, "repel: guard the tokens: a token changes hands only by its live holder's signed hand-over, so a peer cannot take one by announcing a higher epoch; a token minted on both sides of a partition longer than T_dead then stays held on both until one holder leaves (every peer of one network should run the same)")
 	announce := fs.Duration("announce", def.AnnounceInterval, "repel: how often a settled holder announces its token (a moving one: every "+def.MovingAnnounceInterval.String()+" or this, whichever is shorter)")
 	vivInterval := fs.Duration("vivaldi-interval", 2*time.Second, "repel: how often the peer measures one peer for its Vivaldi coordinate")
 	rttFlag := fs.String("rtt", "transport", "repel: a Vivaldi sample's RTT: transport (the kernel's minimum RTT of the TCP connection on Linux, quic-go's of a QUIC one; the exchange timed where neither is known) or exchange (the request and reply timed by the peer, which a busy machine stretches)")
@@ -197,6 +198,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	}
 	rcfg := repelConfig(*superpeers, *force, *settle, *dead, *announce)
 	rcfg.SurveyInterval = *survey
+	rcfg.Guard = *guard
 	if err := rcfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

@@ -220,6 +220,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	explore := fs.Int("explore", 1, "repel: how many more holders, not yet measured, a client measures after an attach step, at most every five renewals, nearest by its coordinates first (0: none)")
 	exploreFirst := fs.Int("explore-first", 0, "repel: a client explores at every attach step, not every five renewals, while it has measured fewer than this many holders (0: every five renewals from the start)")
 	probe := fs.Int("probe", 3, "repel: how many holders a client measures (one Vivaldi exchange each, then every five renewals) before it chooses, nearest by its coordinates first")
+	guard := fs.Bool("guard", false, "repel: guard the tokens: a token changes hands only by its live holder's signed hand-over, so a peer cannot take one by announcing a higher epoch; a token minted on both sides of a partition longer than T_dead then stays held on both until one holder leaves (every peer of one network should run the same)")
 	inTransit := fs.Float64("in-transit", 0.01, "repel: during the rest, a reading still counts as converged with up to this fraction of the clients between holders (attached to one that does not list them yet, or unserved while a holder has room); they are scored as unserved. At 2 000 peers some client always is, and a rest that waited for none never came (0: none)")
 	rest := fs.Float64("rest", 1.5, "repel: score the selection once it has been converged at every reading, with the same token holders, for this many renewal intervals (a third of --ttl each) of the network's time, so that clients placed by whoever had room in the moment have stepped on what they know (0: at its first convergence)")
 	hold := fs.Duration("hold", 0, "repel: after the rest keep the swarm running this long (Vivaldi sampling every 2 s), then report the selection again once converged with as many clients in transit as the rest allows (before any --kill)")
@@ -522,7 +523,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	rep.Dilation = s.Dilation()
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: *explore, exploreFirst: *exploreFirst, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
-		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, rest: *rest, inTransit: *inTransit, force: *force, kill: *kill, dissemination: dissemination, seed: *seed}
+		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, rest: *rest, inTransit: *inTransit, force: *force, kill: *kill, dissemination: dissemination, guard: *guard, seed: *seed}
 	f.view = web.View()
 	for k, m := range methods {
 		f.keep = web.keeper(k == len(methods)-1)
@@ -756,6 +757,9 @@ func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary
 		rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Fenced, rs.Surveys, rs.SurveyMoves, rs.SurveyKept, rs.RefusedFull, rs.Displaced, rs.Told)
 	if rs.Proposals > 0 || rs.Retired > 0 {
 		fmt.Fprintf(w, "  count            proposals of a new count %d, tokens retired %d\n", rs.Proposals, rs.Retired)
+	}
+	if rs.Guard {
+		fmt.Fprintf(w, "  guard            untraced versions refused %d, went back to a live holder %d\n", rs.Untraced, rs.Reverted)
 	}
 	pp := sum.PerPeerPerSecond
 	if l := rs.LagSeconds; l != nil {

@@ -65,6 +65,7 @@ type methodFlags struct {
 	force         string
 	kill          float64
 	dissemination repel.Dissemination
+	guard         bool
 	seed          int64
 	// view (--web) follows each method; keep, if set, keeps the method's
 	// selectors running past runMethod (release).
@@ -87,7 +88,8 @@ func (f methodFlags) params() swarm.MethodParams {
 		capacity = 0 // the fraction's: 2⌈1/f⌉
 	}
 	return swarm.MethodParams{Superpeers: f.superpeers, Fraction: f.fraction, Capacity: capacity, TTL: f.ttl, Pow2: f.pow2, StartSpread: f.startSpread,
-		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Explore: explore, ExploreFirst: f.exploreFirst, Dissemination: f.dissemination}
+		Model: model, Survey: f.survey, Displace: f.displace, Probe: f.probe, Explore: explore, ExploreFirst: f.exploreFirst, Dissemination: f.dissemination,
+		Guard: f.guard}
 }
 
 // parseMethods reads --method: all (every registered method), none, or

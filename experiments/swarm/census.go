@@ -39,6 +39,9 @@ type MethodParams struct {
 	Explore       int // RepelOptions.Explore
 	ExploreFirst  int // RepelOptions.ExploreFirst
 	Dissemination repel.Dissemination
+	// Guard: repel.Config.Guard, a token changes hands only by its live
+	// holder's signed hand-over.
+	Guard bool
 }
 
 // PrefixOptions are the prefix selector's options (StartPrefix).
@@ -65,6 +68,7 @@ func (p MethodParams) RepelOptions() RepelOptions {
 	cfg := RepelSwarmConfig(p.Superpeers, p.Model)
 	cfg.SurveyInterval = p.Survey
 	cfg.Fraction = p.Fraction
+	cfg.Guard = p.Guard
 	capacity := p.Capacity
 	if p.Fraction > 0 && capacity == 0 {
 		capacity = 2 * int(math.Ceil(1/p.Fraction))

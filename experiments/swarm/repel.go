@@ -656,6 +656,12 @@ type RepelSummary struct {
 	// smaller count.
 	Proposals uint64 `json:"proposals"`
 	Retired   uint64 `json:"retired"`
+	// Guard is repel.Config.Guard; Untraced counts the fresher versions
+	// peers refused as not handed over by a live holder, Reverted the
+	// times a peer went back to a holder that said it still holds.
+	Guard    bool   `json:"guard"`
+	Untraced uint64 `json:"untraced"`
+	Reverted uint64 `json:"reverted"`
 	// RefusedFull counts attach requests a full holder refused; Displaced,
 	// clients a full holder dropped for a newcomer that loses more without
 	// it (superpeer.WithDisplace), since selection started; Told, the
@@ -743,6 +749,9 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		Fenced:        stats[repel.EventFenced.String()],
 		Proposals:     stats[repel.EventCounted.String()],
 		Retired:       stats[repel.EventRetired.String()],
+		Guard:         r.opts.Config.Guard,
+		Untraced:      stats[repel.EventUntraced.String()],
+		Reverted:      stats[repel.EventReverted.String()],
 		Surveys:       stats[repel.EventSurvey.String()],
 		SurveyMoves:   stats[repel.EventSurveyMoved.String()],
 		SurveyKept:    stats[repel.EventSurveyKept.String()],

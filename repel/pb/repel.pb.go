@@ -78,7 +78,7 @@ func (x MoveFrame_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MoveFrame_Type.Descriptor instead.
 func (MoveFrame_Type) EnumDescriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{7, 0}
+	return file_repel_proto_rawDescGZIP(), []int{8, 0}
 }
 
 type SurveyFrame_Type int32
@@ -127,7 +127,7 @@ func (x SurveyFrame_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SurveyFrame_Type.Descriptor instead.
 func (SurveyFrame_Type) EnumDescriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{8, 0}
+	return file_repel_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type Coord struct {
@@ -292,6 +292,19 @@ type Token struct {
 	CountPeers    uint32  `protobuf:"varint,13,opt,name=count_peers,json=countPeers,proto3" json:"count_peers,omitempty"`
 	CountSeq      uint64  `protobuf:"varint,14,opt,name=count_seq,json=countSeq,proto3" json:"count_seq,omitempty"`
 	CountEstimate float64 `protobuf:"fixed64,15,opt,name=count_estimate,json=countEstimate,proto3" json:"count_estimate,omitempty"`
+	// How this version came to be. A hand-over names the peer that gave the
+	// token (giver, a peer ID) and the epoch of the version it held (its
+	// epoch); cert is the giver's signature over the Handover of this
+	// version, so only the holder of a version can make its successor. A
+	// mint has no giver and no cert; giver_epoch is then the epoch of the
+	// version the minter found silent (0: none).
+	Giver      []byte `protobuf:"bytes,16,opt,name=giver,proto3" json:"giver,omitempty"`
+	GiverEpoch uint64 `protobuf:"varint,17,opt,name=giver_epoch,json=giverEpoch,proto3" json:"giver_epoch,omitempty"`
+	Cert       []byte `protobuf:"bytes,18,opt,name=cert,proto3" json:"cert,omitempty"`
+	// In a holder's announcement: the highest epoch of a version of its
+	// token it refused as untraceable (0: none), so that peers that took
+	// that rival over this version go back to it.
+	Rival         uint64 `protobuf:"varint,19,opt,name=rival,proto3" json:"rival,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,6 +444,114 @@ func (x *Token) GetCountEstimate() float64 {
 	return 0
 }
 
+func (x *Token) GetGiver() []byte {
+	if x != nil {
+		return x.Giver
+	}
+	return nil
+}
+
+func (x *Token) GetGiverEpoch() uint64 {
+	if x != nil {
+		return x.GiverEpoch
+	}
+	return 0
+}
+
+func (x *Token) GetCert() []byte {
+	if x != nil {
+		return x.Cert
+	}
+	return nil
+}
+
+func (x *Token) GetRival() uint64 {
+	if x != nil {
+		return x.Rival
+	}
+	return 0
+}
+
+// Handover is what a giver signs to hand token id over: the new version
+// (epoch, holder) and the version it held (giver, giver_epoch). The signed
+// bytes are "superpeer/repel/handover:" followed by its deterministic
+// encoding.
+type Handover struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Holder        []byte                 `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	Giver         []byte                 `protobuf:"bytes,4,opt,name=giver,proto3" json:"giver,omitempty"`
+	GiverEpoch    uint64                 `protobuf:"varint,5,opt,name=giver_epoch,json=giverEpoch,proto3" json:"giver_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handover) Reset() {
+	*x = Handover{}
+	mi := &file_repel_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handover) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handover) ProtoMessage() {}
+
+func (x *Handover) ProtoReflect() protoreflect.Message {
+	mi := &file_repel_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handover.ProtoReflect.Descriptor instead.
+func (*Handover) Descriptor() ([]byte, []int) {
+	return file_repel_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Handover) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Handover) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Handover) GetHolder() []byte {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+func (x *Handover) GetGiver() []byte {
+	if x != nil {
+		return x.Giver
+	}
+	return nil
+}
+
+func (x *Handover) GetGiverEpoch() uint64 {
+	if x != nil {
+		return x.GiverEpoch
+	}
+	return 0
+}
+
 // Announce is one gossip message: the author's current version of its token.
 type Announce struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -441,7 +562,7 @@ type Announce struct {
 
 func (x *Announce) Reset() {
 	*x = Announce{}
-	mi := &file_repel_proto_msgTypes[3]
+	mi := &file_repel_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +574,7 @@ func (x *Announce) String() string {
 func (*Announce) ProtoMessage() {}
 
 func (x *Announce) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[3]
+	mi := &file_repel_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +587,7 @@ func (x *Announce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Announce.ProtoReflect.Descriptor instead.
 func (*Announce) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{3}
+	return file_repel_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Announce) GetToken() *Token {
@@ -492,7 +613,7 @@ type SignedToken struct {
 
 func (x *SignedToken) Reset() {
 	*x = SignedToken{}
-	mi := &file_repel_proto_msgTypes[4]
+	mi := &file_repel_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +625,7 @@ func (x *SignedToken) String() string {
 func (*SignedToken) ProtoMessage() {}
 
 func (x *SignedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[4]
+	mi := &file_repel_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +638,7 @@ func (x *SignedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignedToken.ProtoReflect.Descriptor instead.
 func (*SignedToken) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{4}
+	return file_repel_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SignedToken) GetToken() *Token {
@@ -547,7 +668,7 @@ type Version struct {
 
 func (x *Version) Reset() {
 	*x = Version{}
-	mi := &file_repel_proto_msgTypes[5]
+	mi := &file_repel_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +680,7 @@ func (x *Version) String() string {
 func (*Version) ProtoMessage() {}
 
 func (x *Version) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[5]
+	mi := &file_repel_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +693,7 @@ func (x *Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Version.ProtoReflect.Descriptor instead.
 func (*Version) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{5}
+	return file_repel_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Version) GetId() uint32 {
@@ -617,7 +738,7 @@ type Gossip struct {
 
 func (x *Gossip) Reset() {
 	*x = Gossip{}
-	mi := &file_repel_proto_msgTypes[6]
+	mi := &file_repel_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +750,7 @@ func (x *Gossip) String() string {
 func (*Gossip) ProtoMessage() {}
 
 func (x *Gossip) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[6]
+	mi := &file_repel_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +763,7 @@ func (x *Gossip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gossip.ProtoReflect.Descriptor instead.
 func (*Gossip) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{6}
+	return file_repel_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Gossip) GetKnown() []*Version {
@@ -671,7 +792,7 @@ type MoveFrame struct {
 
 func (x *MoveFrame) Reset() {
 	*x = MoveFrame{}
-	mi := &file_repel_proto_msgTypes[7]
+	mi := &file_repel_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +804,7 @@ func (x *MoveFrame) String() string {
 func (*MoveFrame) ProtoMessage() {}
 
 func (x *MoveFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[7]
+	mi := &file_repel_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +817,7 @@ func (x *MoveFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveFrame.ProtoReflect.Descriptor instead.
 func (*MoveFrame) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{7}
+	return file_repel_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MoveFrame) GetType() MoveFrame_Type {
@@ -735,7 +856,7 @@ type SurveyFrame struct {
 
 func (x *SurveyFrame) Reset() {
 	*x = SurveyFrame{}
-	mi := &file_repel_proto_msgTypes[8]
+	mi := &file_repel_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +868,7 @@ func (x *SurveyFrame) String() string {
 func (*SurveyFrame) ProtoMessage() {}
 
 func (x *SurveyFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_repel_proto_msgTypes[8]
+	mi := &file_repel_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +881,7 @@ func (x *SurveyFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SurveyFrame.ProtoReflect.Descriptor instead.
 func (*SurveyFrame) Descriptor() ([]byte, []int) {
-	return file_repel_proto_rawDescGZIP(), []int{8}
+	return file_repel_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SurveyFrame) GetType() SurveyFrame_Type {
@@ -804,7 +925,7 @@ const file_repel_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12,\n" +
 	"\x05coord\x18\x02 \x01(\v2\x16.superpeer.repel.CoordR\x05coord\x12\x16\n" +
 	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x10\n" +
-	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\xe6\x03\n" +
+	"\x03rtt\x18\x04 \x01(\x01R\x03rtt\"\xc7\x04\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
@@ -822,7 +943,19 @@ const file_repel_proto_rawDesc = "" +
 	"\vcount_peers\x18\r \x01(\rR\n" +
 	"countPeers\x12\x1b\n" +
 	"\tcount_seq\x18\x0e \x01(\x04R\bcountSeq\x12%\n" +
-	"\x0ecount_estimate\x18\x0f \x01(\x01R\rcountEstimate\"8\n" +
+	"\x0ecount_estimate\x18\x0f \x01(\x01R\rcountEstimate\x12\x14\n" +
+	"\x05giver\x18\x10 \x01(\fR\x05giver\x12\x1f\n" +
+	"\vgiver_epoch\x18\x11 \x01(\x04R\n" +
+	"giverEpoch\x12\x12\n" +
+	"\x04cert\x18\x12 \x01(\fR\x04cert\x12\x14\n" +
+	"\x05rival\x18\x13 \x01(\x04R\x05rival\"\x7f\n" +
+	"\bHandover\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\fR\x06holder\x12\x14\n" +
+	"\x05giver\x18\x04 \x01(\fR\x05giver\x12\x1f\n" +
+	"\vgiver_epoch\x18\x05 \x01(\x04R\n" +
+	"giverEpoch\"8\n" +
 	"\bAnnounce\x12,\n" +
 	"\x05token\x18\x01 \x01(\v2\x16.superpeer.repel.TokenR\x05token\"Y\n" +
 	"\vSignedToken\x12,\n" +
@@ -872,19 +1005,20 @@ func file_repel_proto_rawDescGZIP() []byte {
 }
 
 var file_repel_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_repel_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_repel_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_repel_proto_goTypes = []any{
 	(MoveFrame_Type)(0),   // 0: superpeer.repel.MoveFrame.Type
 	(SurveyFrame_Type)(0), // 1: superpeer.repel.SurveyFrame.Type
 	(*Coord)(nil),         // 2: superpeer.repel.Coord
 	(*Sample)(nil),        // 3: superpeer.repel.Sample
 	(*Token)(nil),         // 4: superpeer.repel.Token
-	(*Announce)(nil),      // 5: superpeer.repel.Announce
-	(*SignedToken)(nil),   // 6: superpeer.repel.SignedToken
-	(*Version)(nil),       // 7: superpeer.repel.Version
-	(*Gossip)(nil),        // 8: superpeer.repel.Gossip
-	(*MoveFrame)(nil),     // 9: superpeer.repel.MoveFrame
-	(*SurveyFrame)(nil),   // 10: superpeer.repel.SurveyFrame
+	(*Handover)(nil),      // 5: superpeer.repel.Handover
+	(*Announce)(nil),      // 6: superpeer.repel.Announce
+	(*SignedToken)(nil),   // 7: superpeer.repel.SignedToken
+	(*Version)(nil),       // 8: superpeer.repel.Version
+	(*Gossip)(nil),        // 9: superpeer.repel.Gossip
+	(*MoveFrame)(nil),     // 10: superpeer.repel.MoveFrame
+	(*SurveyFrame)(nil),   // 11: superpeer.repel.SurveyFrame
 }
 var file_repel_proto_depIdxs = []int32{
 	2,  // 0: superpeer.repel.Sample.coord:type_name -> superpeer.repel.Coord
@@ -892,8 +1026,8 @@ var file_repel_proto_depIdxs = []int32{
 	3,  // 2: superpeer.repel.Token.digest:type_name -> superpeer.repel.Sample
 	4,  // 3: superpeer.repel.Announce.token:type_name -> superpeer.repel.Token
 	4,  // 4: superpeer.repel.SignedToken.token:type_name -> superpeer.repel.Token
-	7,  // 5: superpeer.repel.Gossip.known:type_name -> superpeer.repel.Version
-	6,  // 6: superpeer.repel.Gossip.tokens:type_name -> superpeer.repel.SignedToken
+	8,  // 5: superpeer.repel.Gossip.known:type_name -> superpeer.repel.Version
+	7,  // 6: superpeer.repel.Gossip.tokens:type_name -> superpeer.repel.SignedToken
 	0,  // 7: superpeer.repel.MoveFrame.type:type_name -> superpeer.repel.MoveFrame.Type
 	4,  // 8: superpeer.repel.MoveFrame.token:type_name -> superpeer.repel.Token
 	1,  // 9: superpeer.repel.SurveyFrame.type:type_name -> superpeer.repel.SurveyFrame.Type
@@ -916,7 +1050,7 @@ func file_repel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_repel_proto_rawDesc), len(file_repel_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
