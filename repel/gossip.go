@@ -151,6 +151,11 @@ func signedBytes(m *pb.Token) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(c)
 }
 
+// SignToken is t, digest included, signed by key as its holder's: the
+// frame of the announce protocol and of a gossip piggyback. A peer can sign
+// only versions naming itself as the holder that others will take.
+func SignToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) { return signToken(t, key) }
+
 // signToken is t, digest included, signed by its holder's key.
 func signToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
 	m := TokenToPB(t)

@@ -29,7 +29,8 @@ func runFloods(o Options, r *report.Run) (floodParams, []flood.Result, error) {
 	p := floodParams{Kinds: flood.Kinds, Clients: 3, Workers: 64, TTLms: 1500,
 		Notes: []string{
 			"one process on TCP loopback: a victim built as peer run builds its host (internal/peerhost's resource manager), running repel (prefix with a fraction for census digests, the only method speaking the census protocol), 3 honest clients renewing every TTL/3 and one attacker host with 64 streams in flight and no resource manager of its own",
-			"defences false: go-libp2p's default limits (what libp2p.New makes) and no per-peer rate limits; true: repel.AddLimits over them and every constructor's default rate limits",
+			"defences false: go-libp2p's default limits (what libp2p.New makes), no per-peer rate limits and no token guard; true: repel.AddLimits over them, every constructor's default rate limits and repel.Config.Guard (a token changes hands only by its live holder's signed hand-over)",
+			"token: whether the repel victim still held its token after the flood, how often it was fenced, and how many fresher versions it refused as not its own hand-over (untraced)",
 			"dropped: the victim's refused frames by reason over its components (dht, attach, vivaldi, repel; repel's streams lost before a frame counted as lost); rcmgr_refused: streams its resource manager refused, by scope and protocol",
 			"peak_rss_bytes and peak_heap_bytes are the whole process's (victim, clients and attacker), sampled every 50 ms, after returning the earlier kinds' memory to the OS",
 		}}
@@ -52,13 +53,25 @@ func runFloods(o Options, r *report.Run) (floodParams, []flood.Result, error) {
 		}
 		rows = append(rows, rs...)
 	}
-	t := report.NewTable("kind", "defences", "frames sent", "frames/s", "dropped (by reason)", "rcmgr refused", "answered", "reflected", "renewals ok/all", "renewal max ms", "peak heap MiB", "peak RSS MiB")
+	t := report.NewTable("kind", "defences", "frames sent", "frames/s", "dropped (by reason)", "rcmgr refused", "answered", "reflected", "renewals ok/all", "renewal max ms", "token", "peak heap MiB", "peak RSS MiB")
 	for _, x := range rows {
 		t.Add(string(x.Kind), x.Defences, x.FramesSent, x.FramesPerSecond, counts(x.Dropped), x.RcmgrRefused["protocol-peer"]+x.RcmgrRefused["stream"]+x.RcmgrRefused["protocol"]+x.RcmgrRefused["memory"],
-			x.Answered, x.Reflected, fmt.Sprintf("%d/%d", x.Renewals-x.RenewalsFailed, x.Renewals), x.RenewalMaxMs, float64(x.PeakHeap)/(1<<20), float64(x.PeakRSS)/(1<<20))
+			x.Answered, x.Reflected, fmt.Sprintf("%d/%d", x.Renewals-x.RenewalsFailed, x.Renewals), x.RenewalMaxMs, tokenCell(x), float64(x.PeakHeap)/(1<<20), float64(x.PeakRSS)/(1<<20))
 	}
 	err := printTable(o, r, "floods", fmt.Sprintf("floods on one peer over TCP loopback (%v a kind, 64 streams in flight, 3 honest clients renewing every %v)", cfg.Duration, cfg.TTL/3), t)
 	return p, rows, err
+}
+
+// tokenCell is what became of the repel victim's token in a flood.
+func tokenCell(x flood.Result) string {
+	if x.Victim != "repel" {
+		return "-"
+	}
+	kept := "kept"
+	if !x.StillHolding {
+		kept = "lost"
+	}
+	return fmt.Sprintf("%s (fenced %d, untraced %d)", kept, x.Fenced, x.Untraced)
 }
 
 // counts is m as "k n, k n" in key order.

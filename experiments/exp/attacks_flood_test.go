@@ -43,6 +43,14 @@ func TestAttacks_Floods(t *testing.T) {
 		// unless the per-peer limit keeps it below: without the defences
 		// renewals may fail, and leases lapse.
 		mayFail := r.Kind == flood.Silent && !r.Defences
+		if r.Kind == flood.Forge && !r.Defences {
+			// Without the guard the first forgery takes the token: the
+			// victim stops serving (TestRun_Forge).
+			if r.StillHolding || r.Fenced == 0 {
+				t.Errorf("forge without defences: holding %v, fenced %d", r.StillHolding, r.Fenced)
+			}
+			continue
+		}
 		if r.FramesSent == 0 || (!r.RenewalsOK || !r.StillServing) && !mayFail || r.Renewals == 0 || r.PeakHeap == 0 {
 			t.Errorf("%s (defences %v): %d frames, renewals %d of which %d failed, still serving %v, heap %d",
 				r.Kind, r.Defences, r.FramesSent, r.Renewals, r.RenewalsFailed, r.StillServing, r.PeakHeap)
@@ -63,6 +71,9 @@ func TestAttacks_Floods(t *testing.T) {
 		if d := by[true][k].Dropped; d[reason] == 0 {
 			t.Errorf("%s with defences: dropped %v, want %s", k, d, reason)
 		}
+	}
+	if f := by[true][flood.Forge]; !f.StillHolding || f.Fenced != 0 || f.Untraced == 0 {
+		t.Errorf("forge with defences: holding %v, fenced %d, untraced %d", f.StillHolding, f.Fenced, f.Untraced)
 	}
 	if off, on := by[false][flood.Survey].Reflected, by[true][flood.Survey].Reflected; off == 0 || on >= off {
 		t.Errorf("survey reports reflected: %d without defences, %d with", off, on)

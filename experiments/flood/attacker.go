@@ -170,6 +170,30 @@ func (a *attacker) frames(k Kind, v *victim, rng *rand.Rand) ([]frame, error) {
 		}
 	case Silent:
 		out = append(out, frame{protoAttach, nil})
+	case Forge:
+		// A mint gives way to any fresher version for DeadAfter: forge
+		// against a token past that, as an attacker would.
+		held, ok := v.rsel.Held()
+		if !ok {
+			return nil, errors.New("flood: the repel victim holds no token to forge")
+		}
+		if d := time.Until(held.HeldSince.Add(2 * v.dead)); d > 0 {
+			time.Sleep(d) // the victim alone holds the token: it stays
+		}
+		me := string(a.h.ID())
+		key := a.h.Peerstore().PrivKey(a.h.ID())
+		for i := range uint64(64) {
+			tok := repel.Token{ID: held.ID, Epoch: held.Epoch + 1 + i, Holder: me, HolderKey: repel.PeerKey(me), Coord: coord, Seq: 1}
+			st, err := repel.SignToken(tok, key)
+			if err != nil {
+				return nil, err
+			}
+			b, err := delimited(st)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, frame{protoAnnounce, b})
+		}
 	case Probe:
 		b, err := delimited(&vpb.Message{Coord: &vpb.Coordinate{Vec: coord.Vec, Height: coord.Height, Error: coord.Error}, WantNeighbors: 8})
 		if err != nil {

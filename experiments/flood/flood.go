@@ -77,10 +77,17 @@ const (
 	// name, held open like Stall's: the victim holds each in its
 	// transient scope until protocol negotiation times out.
 	Silent Kind = "silent"
+	// Forge: announcements of the token the victim holds, each signed by
+	// the attacker as its own holder at a higher epoch (64 of them, one
+	// epoch more each), on the announce protocol: valid frames that,
+	// without the guard (repel.Config.Guard, one of the defences), take
+	// the token at the first. Last, as it may leave the victim without
+	// its token.
+	Forge Kind = "forge"
 )
 
 // Kinds are every kind, in the order Run floods them.
-var Kinds = []Kind{Garbage, Oversized, AttachChurn, Survey, Move, Census, Probe, Stall, Silent}
+var Kinds = []Kind{Garbage, Oversized, AttachChurn, Survey, Move, Census, Probe, Stall, Silent, Forge}
 
 // ParseKind is the kind named s.
 func ParseKind(s string) (Kind, error) {
@@ -108,9 +115,9 @@ type Config struct {
 	// clients renew every TTL/3.
 	TTL time.Duration
 	// Defences: the victim runs with peer run's resource-manager limits
-	// for our protocols and the per-peer rate limits (the default of
-	// every constructor); without, go-libp2p's default limits and no
-	// rate limits.
+	// for our protocols, the per-peer rate limits (the default of every
+	// constructor) and the token guard (repel.Config.Guard); without,
+	// go-libp2p's default limits, no rate limits and no guard.
 	Defences bool
 	Seed     int64
 	// Progress, if set, is told of each kind as it starts.
@@ -175,6 +182,12 @@ type Result struct {
 	// StillServing: the victim still served every honest client after the
 	// flood (its attach table lists them).
 	StillServing bool `json:"still_serving"`
+	// The repel victim's token: whether it held one after the flood, and
+	// how often during the flood it was fenced or refused a fresher
+	// version as not its own hand-over (repel.EventUntraced).
+	StillHolding bool   `json:"still_holding"`
+	Fenced       uint64 `json:"fenced"`
+	Untraced     uint64 `json:"untraced"`
 	// The process's resident set (VmRSS; 0 off Linux), Go heap in use and
 	// goroutines, sampled every 50 ms: before the flood and their peaks
 	// during it and its settling.
@@ -260,6 +273,7 @@ func flood(ctx context.Context, cfg Config, k Kind, v *victim, att *attacker, rn
 	debug.FreeOSMemory() // what earlier kinds left is not this one's
 	mem := startSampler()
 	drops0, refused0, reflected0 := v.drops(), v.refused.Snapshot(), att.reflected.Load()
+	fenced0, untraced0 := v.tokenStats()
 	win := v.clients.window()
 	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	start := time.Now()
@@ -289,7 +303,22 @@ func flood(ctx context.Context, cfg Config, k Kind, v *victim, att *attacker, rn
 	r.Renewals, r.RenewalsFailed, r.RenewalMaxMs = ren.ok+ren.failed, ren.failed, float64(ren.max)/float64(time.Millisecond)
 	r.RenewalsOK = ren.ok > 0 && ren.failed == 0
 	r.StillServing = v.serves(v.clients.ids())
+	if v.rsel != nil {
+		_, r.StillHolding = v.rsel.Held()
+		fenced, untraced := v.tokenStats()
+		r.Fenced, r.Untraced = fenced-fenced0, untraced-untraced0
+	}
 	return r, nil
+}
+
+// tokenStats are the repel victim's fencings and untraced refusals so
+// far (zero for another victim).
+func (v *victim) tokenStats() (fenced, untraced uint64) {
+	if v.rsel == nil {
+		return 0, 0
+	}
+	st := v.rsel.Stats()
+	return st[repel.EventFenced.String()], st[repel.EventUntraced.String()]
 }
 
 // delta is after − before for every counter that grew.
@@ -328,6 +357,7 @@ type victim struct {
 	node    *dht.Node
 	viv     *vivaldi.Service   // repel
 	rsel    *repel.Selector    // repel
+	dead    time.Duration      // repel: its DeadAfter
 	psel    superpeer.Selector // prefix
 	attach  *superpeer.Attach
 	refused *limits.Refusals
@@ -380,6 +410,8 @@ func newVictim(ctx context.Context, method string, cfg Config, rng *rand.Rand) (
 		if err != nil {
 			return nil, err
 		}
+		rc.Guard = cfg.Defences
+		v.dead = rc.DeadAfter
 		vo := []vivaldi.Option{vivaldi.WithInterval(time.Second), vivaldi.WithSeed(rng.Int63())}
 		ro := []repel.Option{repel.WithConfig(rc), repel.WithSeed(uint64(rng.Int63())), repel.WithAttach(attOpts...)}
 		if !cfg.Defences {

@@ -33,3 +33,31 @@ func TestRun_AttachChurn(t *testing.T) {
 		t.Errorf("%d dropped or refused of %d sent", got, r.FramesSent)
 	}
 }
+
+// Forged announcements of the victim's token on TCP loopback: without the
+// defences the victim loses its token to the attacker and stops serving
+// its clients; with them (the guard) it refuses every one, keeps its
+// token and keeps serving.
+func TestRun_Forge(t *testing.T) {
+	for _, def := range []bool{false, true} {
+		rs, err := Run(context.Background(), Config{Kinds: []Kind{Forge}, Duration: 500 * time.Millisecond, Settle: 200 * time.Millisecond, Defences: def, Seed: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rs[0]
+		t.Logf("defences %v: %d frames, holding %v, fenced %d, untraced %d, renewals %d/%d, serving %v",
+			def, r.FramesSent, r.StillHolding, r.Fenced, r.Untraced, r.Renewals-r.RenewalsFailed, r.Renewals, r.StillServing)
+		if r.FramesSent == 0 {
+			t.Fatalf("nothing sent: %+v", r)
+		}
+		if !def {
+			if r.StillHolding || r.Fenced == 0 || r.StillServing {
+				t.Fatalf("the unguarded victim kept its token: %+v", r)
+			}
+			continue
+		}
+		if !r.StillHolding || r.Fenced != 0 || r.Untraced == 0 || !r.RenewalsOK || !r.StillServing {
+			t.Fatalf("the guarded victim: %+v", r)
+		}
+	}
+}
