@@ -27,6 +27,35 @@
 // A node holds at most one token: it refuses a move while it holds one
 // (reason "holding"), and mints only while it holds none.
 //
+// # Hand-overs and the guard (Config.Guard)
+//
+// Every version says how it came to be: a hand-over names its Giver (the
+// holder of the version it replaced) and that version's epoch, and carries
+// the giver's signature over both and the new version's ID, epoch and
+// holder (Token.Cert: the adapter signs and checks it, the model carries
+// it); a mint has no giver, and its GiverEpoch is the epoch of the
+// version its minter found silent. Without the guard the order alone
+// decides, so any peer can take a token by signing a version of it at a
+// higher epoch. With it a version replaces the known one at once only if
+// it is that version's hand-over, or if the known one is a mint younger
+// than DeadAfter (rival mints, and a mint of a token the minter had not
+// heard of, resolve by the order). Its holder never takes any other
+// fresher version (but the hand-over of an offer of its own whose answer
+// never came): it counts EventUntraced and announces at once with
+// Token.Rival, the highest epoch it refused. Other nodes take such a
+// version provisionally and keep the one it replaced (for DeadAfter after
+// they last heard of it); when its holder announces again with a Rival at
+// least that fresh, or its hand-over comes, they go back to it
+// (EventReverted; a node that held the rival's token drops it) and refuse
+// untraced versions while they hear that holder or those it hands the
+// token to. A holder silent for DeadAfter is replaced, as a mint replaces
+// it. So a live holder keeps its token unless it hands it over; what the
+// guard leaves open is a mint's first DeadAfter, a node that has never
+// heard of a token (it takes the first version it hears), and two
+// lineages minted on both sides of a partition longer than DeadAfter,
+// which stay until one holder leaves (without the guard the higher epoch
+// fences the other).
+//
 // # Messages
 //
 //   - MsgAnnounce (To "": to everyone): the holder's current version,
