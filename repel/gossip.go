@@ -303,6 +303,18 @@ func (g *gossipTable) resize(S int) {
 	g.entries = append(g.entries, make([]gossipEntry, S-len(g.entries))...)
 }
 
+// wantsVersion reports whether t is a version the table does not know
+// (a later heartbeat of a known version is not).
+func (g *gossipTable) wantsVersion(t Token) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if int(t.ID) >= len(g.entries) {
+		return false
+	}
+	e := g.entries[t.ID]
+	return !e.known || !e.tok.sameVersion(t)
+}
+
 // offer keeps st (the version t, verified) if it is news, to be pushed on
 // the next requests; it reports whether it was.
 func (g *gossipTable) offer(t Token, st *pb.SignedToken) bool {

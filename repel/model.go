@@ -796,9 +796,10 @@ func (n *Node) check(m Message) error {
 // observe learns of a token version, keeps the freshest it can trust per
 // ID, and applies the fencing rule to the token this node holds.
 //
-// Without Config.Guard every fresher version is taken. With it, a fresher version replaces the known one at once if it is that version's
-// hand-over (Token.handedFrom: only its holder can sign one), or if the
-// known one is a mint younger than DeadAfter. Any other fresher version (a mint, a
+// Without Config.Guard every fresher version is taken. With it, a fresher
+// version replaces the known one at once if it is that version's hand-over
+// (Token.handedFrom: only its holder can sign one), or if the known one is
+// a mint younger than DeadAfter. Any other fresher version (a mint, a
 // hand-over whose steps this node missed, or a forgery) cannot be traced
 // to the known version's holder: the holder of the known version never
 // takes it (it knows it has not handed its token over, unless an offer of
@@ -979,11 +980,20 @@ func (n *Node) onMove(now time.Time, m Message) {
 		return
 	}
 	e := &n.tokens[t.ID]
-	if e.known && !t.Beats(e.tok) {
+	back := n.goesBack(now, e, t)
+	if back {
+		// The hand-over of the version this node gave up for an untraced
+		// one: that lineage lives.
+		n.revert(now, e, t)
+	}
+	if e.known && !t.Beats(e.tok) && !back {
 		n.send(Message{Type: MsgMoveRefuse, To: m.From, Token: t, Reason: refuseStale})
 		return
 	}
-	ok, traced := n.admit(now, e, t)
+	ok, traced := true, true
+	if !back {
+		ok, traced = n.admit(now, e, t)
+	}
 	if !ok {
 		// The sender does not hold what this node knows of the token, and
 		// the version's holder lives: a stale holder, or a forger.

@@ -240,3 +240,22 @@ func TestCluster_Forger(t *testing.T) {
 		}
 	}
 }
+
+// TestNode_GuardHandOverAfterAForgery: a peer that took a forgery
+// provisionally still takes the real holder's hand-over to it, going back
+// to that lineage.
+func TestNode_GuardHandOverAfterAForgery(t *testing.T) {
+	c := mustNode(t, "c", guardConfig())
+	c.Tick(at(0))
+	honest := Token{ID: 0, Epoch: 3, Holder: "h", HolderKey: PeerKey("h"), Coord: vivaldi.Coord{Vec: []float64{0, 0}}, Seq: 5}
+	announceTo(t, c, at(0), honest)
+	announceTo(t, c, at(1), forged("f", 50))
+	offer := Token{ID: 0, Epoch: 4, Holder: "c", HolderKey: PeerKey("c"), Coord: honest.Coord, Giver: "h", GiverEpoch: 3}
+	r, err := c.Step(at(2), Message{Type: MsgMove, From: "h", To: "c", Token: offer})
+	if err != nil || len(msgs(r, MsgMoveAck)) != 1 || !hasEvent(r, EventReverted) {
+		t.Fatalf("the holder's hand-over refused after a forgery: %v %+v", err, r)
+	}
+	if tok, ok := c.Held(); !ok || tok.Epoch != 4 {
+		t.Fatalf("holds %+v %v", tok, ok)
+	}
+}

@@ -587,7 +587,7 @@ func (s *Selector) loop(ctx context.Context) {
 				for _, g := range s.takeGossip(now, in.gossip, in.direct) {
 					t := g.tok
 					s.step(now, Message{Type: MsgAnnounce, From: t.Holder, Token: t}, nil)
-					s.keepGossip(g)
+					s.keepGossip(g, in.direct != "")
 					if int(t.ID) < len(s.heard) {
 						s.heard[t.ID] = now
 					}

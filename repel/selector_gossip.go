@@ -128,9 +128,10 @@ func (s *Selector) takeGossip(now time.Time, toks []signedToken, direct peer.ID)
 
 // keepGossip puts g in the gossip table, to relay, if the model now knows
 // g's version as the freshest of its token (it took it or went back to
-// it). Loop only.
-func (s *Selector) keepGossip(g signedToken) {
-	if s.model.knows(g.tok) {
+// it). A direct announcement only as a new version: heartbeats spread at
+// their holder's GossipEvery. Loop only.
+func (s *Selector) keepGossip(g signedToken, direct bool) {
+	if s.model.knows(g.tok) && (!direct || s.table.wantsVersion(g.tok)) {
 		s.table.put(g.tok, g.pb)
 	}
 }
