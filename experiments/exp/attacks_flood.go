@@ -30,7 +30,7 @@ func runFloods(o Options, r *report.Run) (floodParams, []flood.Result, error) {
 		Notes: []string{
 			"one process on TCP loopback: a victim built as peer run builds its host (internal/peerhost's resource manager), running repel (prefix with a fraction for census digests, the only method speaking the census protocol), 3 honest clients renewing every TTL/3 and one attacker host with 64 streams in flight and no resource manager of its own",
 			"defences false: go-libp2p's default limits (what libp2p.New makes), no per-peer rate limits and no token guard; true: repel.AddLimits over them, every constructor's default rate limits and repel.Config.Guard (a token changes hands only by its live holder's signed hand-over)",
-			"token: whether the repel victim still held its token after the flood, how often it was fenced, and how many fresher versions it refused as not its own hand-over (untraced)",
+			"token: kept if the repel victim was never fenced during the flood (and how many fresher versions it refused as not its own hand-over, untraced); taken N× if it was fenced N times, and whether it held the token again at the end (it mints it again once the forger's version has been silent for DeadAfter, 1 s here)",
 			"dropped: the victim's refused frames by reason over its components (dht, attach, vivaldi, repel; repel's streams lost before a frame counted as lost); rcmgr_refused: streams its resource manager refused, by scope and protocol",
 			"peak_rss_bytes and peak_heap_bytes are the whole process's (victim, clients and attacker), sampled every 50 ms, after returning the earlier kinds' memory to the OS",
 		}}
@@ -67,11 +67,17 @@ func tokenCell(x flood.Result) string {
 	if x.Victim != "repel" {
 		return "-"
 	}
-	kept := "kept"
-	if !x.StillHolding {
-		kept = "lost"
+	switch {
+	case x.Fenced > 0:
+		again := "minted again"
+		if !x.StillHolding {
+			again = "not held"
+		}
+		return fmt.Sprintf("taken %d× (%s at the end)", x.Fenced, again)
+	case !x.StillHolding:
+		return "not held"
 	}
-	return fmt.Sprintf("%s (fenced %d, untraced %d)", kept, x.Fenced, x.Untraced)
+	return fmt.Sprintf("kept (untraced %d)", x.Untraced)
 }
 
 // counts is m as "k n, k n" in key order.

@@ -35,9 +35,9 @@ func TestRun_AttachChurn(t *testing.T) {
 }
 
 // Forged announcements of the victim's token on TCP loopback: without the
-// defences the victim loses its token to the attacker and stops serving
-// its clients; with them (the guard) it refuses every one, keeps its
-// token and keeps serving.
+// defences the victim loses its token to the attacker (it mints it again
+// once the forger's version has been silent for DeadAfter); with them (the
+// guard) it refuses every one, keeps its token and keeps serving.
 func TestRun_Forge(t *testing.T) {
 	for _, def := range []bool{false, true} {
 		rs, err := Run(context.Background(), Config{Kinds: []Kind{Forge}, Duration: 500 * time.Millisecond, Settle: 200 * time.Millisecond, Defences: def, Seed: 4})
@@ -51,7 +51,7 @@ func TestRun_Forge(t *testing.T) {
 			t.Fatalf("nothing sent: %+v", r)
 		}
 		if !def {
-			if r.StillHolding || r.Fenced == 0 || r.StillServing {
+			if r.Fenced == 0 {
 				t.Fatalf("the unguarded victim kept its token: %+v", r)
 			}
 			continue
