@@ -366,6 +366,21 @@ func TestSwarm_RepelScoredAtRest(t *testing.T) {
 	}
 }
 
+// --guard: the token method runs guarded to the end, and the report says
+// so (repel.guard) and prints what the guard refused.
+func TestSwarm_RepelGuarded(t *testing.T) {
+	rep, out, _ := swarmRun(t, "--method", "repel", "--n", "40", "--superpeers", "4", "--seed", "3", "--latency", "synthetic", "--lookups", "10", "--guard")
+	if rep.Repel == nil || !rep.Repel.Guard || rep.Superpeers == nil {
+		t.Fatalf("no guarded repel block: %+v", rep.Repel)
+	}
+	if sum := rep.Superpeers; sum.Count != 4 || sum.Unserved != 0 || sum.Wrong != 0 {
+		t.Errorf("guarded selection: %d superpeers, %d unserved, %d wrong", sum.Count, sum.Unserved, sum.Wrong)
+	}
+	if !strings.Contains(out, "guard            untraced versions refused") {
+		t.Errorf("the guard's line is not printed:\n%s", out)
+	}
+}
+
 // --warm-dilate 1 --dilate 3: the coordinates warm up undilated, then the
 // swarm dilates (the running services following) and reports both factors.
 func TestSwarm_WarmsUpUndilatedThenDilates(t *testing.T) {
