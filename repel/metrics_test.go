@@ -95,6 +95,7 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 			{"superpeer_attach_clients", "", served},
 			{"superpeer_repel_drops_total", dropDecode, 1},
 			{"superpeer_repel_drops_total", dropSignature, 0},
+			{"superpeer_repel_drops_total", dropCert, 0},
 		} {
 			if g, ok := got[c.name][c.label]; !ok || g != c.want {
 				return fmt.Sprintf("%s{%q} = %v (present %v), want %v", c.name, c.label, g, ok, c.want)
@@ -114,8 +115,8 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	if g := got["superpeer_repel_token_events_total"][EventMinted.String()]; g < minted || g+float64(sels[4].Stats()[EventMinted.String()]) < 1 {
 		t.Errorf("minted events %v, the selectors' Stats said %v before", g, minted)
 	}
-	if n := len(got["superpeer_repel_token_events_total"]); n != int(EventSurveyKept) {
-		t.Errorf("%d token event series, want one per EventKind (%d)", n, EventSurveyKept)
+	if n := len(got["superpeer_repel_token_events_total"]); n != int(lastEvent) {
+		t.Errorf("%d token event series, want one per EventKind (%d)", n, lastEvent)
 	}
 	// Which peers look token names up depends on who minted: the five
 	// together looked up at least once.

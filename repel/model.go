@@ -156,6 +156,9 @@ const (
 	// untraced one announced that it still holds (Token); this node went
 	// back to it, and dropped its own token if it held the rival's.
 	EventReverted
+
+	// lastEvent is the last EventKind.
+	lastEvent = EventReverted
 )
 
 func (k EventKind) String() string {
