@@ -40,7 +40,7 @@
 // it is that version's hand-over, or if the known one is a mint younger
 // than DeadAfter (rival mints, and a mint of a token the minter had not
 // heard of, resolve by the order). Its holder never takes any other
-// fresher version (but the hand-over of an offer of its own whose answer
+// fresher version (but the taker's own hand-over of an offer whose answer
 // never came): it counts EventUntraced and announces at once with
 // Token.Rival, the highest epoch it refused. Other nodes take such a
 // version provisionally and keep the one it replaced (for DeadAfter after
