@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	lpnet "github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -276,7 +277,7 @@ func tokenReason(err error) string {
 // whose token ID is out of range, or whose coordinates or digest are
 // invalid; each refusal is counted by reason. An accepted message carries
 // the decoded Token in ValidatorData.
-func announceValidator(cfg Config, count func(reason string)) pubsub.ValidatorEx {
+func announceValidator(cfg Config, pub func(peer.ID) crypto.PubKey, count func(reason string)) pubsub.ValidatorEx {
 	return func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		t, reason, err := decodeAnnounce(m.GetData())
 		if err == nil {
@@ -284,7 +285,7 @@ func announceValidator(cfg Config, count func(reason string)) pubsub.ValidatorEx
 			reason = dropReason(err)
 		}
 		if err == nil {
-			if err = verifyHandover(t, nil); err != nil {
+			if err = verifyHandover(t, pub); err != nil {
 				reason = dropCert
 			}
 		}

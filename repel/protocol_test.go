@@ -96,7 +96,7 @@ func TestAnnounceValidator_RefusesEachBadKind(t *testing.T) {
 		})},
 	}
 	counts := map[string]int{}
-	v := announceValidator(cfg, func(r string) { counts[r]++ })
+	v := announceValidator(cfg, nil, func(r string) { counts[r]++ })
 	want := map[string]int{}
 	for _, c := range cases {
 		msg := &pubsub.Message{Message: &pspb.Message{From: []byte(c.from), Data: c.data}}

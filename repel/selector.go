@@ -386,18 +386,20 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 		att.Close()
 		return nil, fmt.Errorf("repel: metrics: %w", err)
 	}
+	// The key signs this peer's hand-overs, and with Piggyback its
+	// announcements.
+	s.key = node.Host().Peerstore().PrivKey(self)
+	if s.key == nil {
+		s.stopMetrics()
+		att.Close()
+		return nil, errors.New("repel: the host's peerstore has no private key to sign hand-overs and announcements with")
+	}
 	if opts.Dissemination == Piggyback {
-		s.key = node.Host().Peerstore().PrivKey(self)
-		if s.key == nil {
-			s.stopMetrics()
-			att.Close()
-			return nil, errors.New("repel: the host's peerstore has no private key to sign announcements with")
-		}
 		s.table = newGossipTable(opts.Config.Tokens, opts.GossipPush)
 		s.digests = make([]Token, opts.Config.Tokens)
 		return s, nil
 	}
-	if err := ps.RegisterTopicValidator(s.ids.topic, announceValidator(opts.Config, func(r string) { s.drops.Add(r, 1) })); err != nil {
+	if err := ps.RegisterTopicValidator(s.ids.topic, announceValidator(opts.Config, node.Host().Peerstore().PubKey, func(r string) { s.drops.Add(r, 1) })); err != nil {
 		s.stopMetrics()
 		att.Close()
 		return nil, fmt.Errorf("repel: topic validator: %w", err)
