@@ -318,23 +318,7 @@ func (g *gossipTable) wantsVersion(t Token) bool {
 // offer keeps st (the version t, verified) if it is news, to be pushed on
 // the next requests; it reports whether it was.
 func (g *gossipTable) offer(t Token, st *pb.SignedToken) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if int(t.ID) >= len(g.entries) {
-		return false
-	}
-	e := &g.entries[t.ID]
-	if e.known && !fresher(t, e.tok) {
-		return false
-	}
-	if len(st.GetToken().GetDigest()) > 0 {
-		c := proto.Clone(st).(*pb.SignedToken)
-		c.Token.Digest = nil
-		st = c
-	}
-	t.Digest = nil
-	*e = gossipEntry{known: true, tok: t, st: st, pushes: g.push}
-	return true
+	return g.store(t, st, func(e gossipEntry) bool { return !e.known || fresher(t, e.tok) })
 }
 
 // put makes t (verified, with its signed form st) the table's version of
@@ -343,14 +327,16 @@ func (g *gossipTable) offer(t Token, st *pb.SignedToken) bool {
 // selector's loop) puts what its model took, which may be older than
 // what the table held (a version the model went back to).
 func (g *gossipTable) put(t Token, st *pb.SignedToken) {
+	g.store(t, st, func(e gossipEntry) bool { return !e.known || !e.tok.sameVersion(t) || t.Seq > e.tok.Seq })
+}
+
+// store makes t, digest-less, the table's entry of its token if take
+// says so of the entry held, and reports whether it did.
+func (g *gossipTable) store(t Token, st *pb.SignedToken, take func(gossipEntry) bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if int(t.ID) >= len(g.entries) {
-		return
-	}
-	e := &g.entries[t.ID]
-	if e.known && e.tok.sameVersion(t) && e.tok.Seq >= t.Seq {
-		return
+	if int(t.ID) >= len(g.entries) || !take(g.entries[t.ID]) {
+		return false
 	}
 	if len(st.GetToken().GetDigest()) > 0 {
 		c := proto.Clone(st).(*pb.SignedToken)
@@ -358,7 +344,8 @@ func (g *gossipTable) put(t Token, st *pb.SignedToken) {
 		st = c
 	}
 	t.Digest = nil
-	*e = gossipEntry{known: true, tok: t, st: st, pushes: g.push}
+	g.entries[t.ID] = gossipEntry{known: true, tok: t, st: st, pushes: g.push}
+	return true
 }
 
 // request is the piggyback of a request: what this peer knows, and the
