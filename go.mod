@@ -3,6 +3,7 @@ module github.com/superpeer-overlay/superpeer
 go 1.26.6
 
 require (
+	github.com/benbjohnson/clock v1.3.5
 	github.com/chromedp/chromedp v0.23.0
 	github.com/hashicorp/serf v0.10.4
 	github.com/ipfs/go-log/v2 v2.9.2
@@ -32,7 +33,6 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect
-	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect

@@ -46,6 +46,9 @@ type swarmReport struct {
 	// MemLimit is the runtime's soft memory limit in bytes during the run
 	// (math.MaxInt64: none).
 	MemLimit int64 `json:"mem_limit"`
+	// OwnPeerstores: every mocknet host kept its own copy of what it
+	// learned of its peers (--own-peerstores), not the swarm's interned one.
+	OwnPeerstores bool `json:"own_peerstores,omitempty"`
 	// Dilation is the time dilation of the selection phase (--dilate):
 	// every figure is in the network's time.
 	Dilation float64 `json:"dilation"`
@@ -199,6 +202,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
+	ownPeerstores := fs.Bool("own-peerstores", false, "give every mocknet host go-libp2p's in-memory peerstore as it is, with its own copy of each peer's protocol list, metadata and addresses, instead of those kept once for the swarm (the same contents, a smaller heap)")
 	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB a peer), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
@@ -409,7 +413,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	connGrace, connSilence := swarm.DilatedConnPeriods(*dilate)
 	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: progress, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
 		ConnGrace: connGrace, ConnSilence: connSilence,
-		Transport: where.transport, ListenIP: where.ip, From: where.from, To: where.to, Bootstrap: where.join})
+		Transport: where.transport, ListenIP: where.ip, From: where.from, To: where.to, Bootstrap: where.join, OwnPeerstores: *ownPeerstores})
 	if err != nil {
 		return err
 	}
@@ -434,6 +438,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		N: *n, Seed: *seed, Latency: latName, Transport: string(where.transport), Args: args, Range: here,
 		GCPercent:          gcPercent(),
 		MemLimit:           debug.SetMemoryLimit(-1),
+		OwnPeerstores:      *ownPeerstores,
 		BuildSeconds:       s.BuildTime.Seconds(),
 		JoinRetries:        s.JoinRetries.Load(),
 		JoinLookupFailures: s.JoinLookupFailures.Load(),

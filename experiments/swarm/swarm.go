@@ -86,6 +86,11 @@ type Config struct {
 	// through: its first joinWave peers through them, the rest through
 	// those (real sockets only).
 	Bootstrap []peer.AddrInfo
+	// OwnPeerstores gives each mocknet host go-libp2p's in-memory peerstore
+	// as it is, with its own copy of every protocol list, metadata string
+	// and address; by default the hosts keep those interned, once for the
+	// swarm (peerstore.go), and see the same.
+	OwnPeerstores bool
 }
 
 // The connection manager's periods when Config leaves them zero.
@@ -126,6 +131,7 @@ type Swarm struct {
 	Peers []*Peer
 	index map[peer.ID]int
 	rng   *rand.Rand
+	in    *interner
 
 	BuildTime    time.Duration
 	ConvergeTime time.Duration
@@ -312,6 +318,7 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 		mn:    mocknet.New(),
 		index: make(map[peer.ID]int, cfg.N),
 		rng:   rand.New(rand.NewSource(cfg.Seed)),
+		in:    newInterner(),
 		dead:  make([]atomic.Bool, cfg.N),
 		held:  make([]atomic.Bool, cfg.N),
 	}
@@ -384,7 +391,13 @@ func (s *Swarm) host(i int, sk crypto.PrivKey) (host.Host, error) {
 	if cfg.Transport.Real() {
 		return realHost(cfg.Transport, cfg.ListenIP, sk, cm)
 	}
-	h, err := s.mn.AddPeer(sk, addr(i))
+	var h host.Host
+	var err error
+	if cfg.OwnPeerstores {
+		h, err = s.mn.AddPeer(sk, addr(i))
+	} else {
+		h, err = s.internedHost(sk, addr(i))
+	}
 	if err != nil {
 		_ = cm.Close()
 		return nil, err
