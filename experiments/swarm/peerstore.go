@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,8 +64,11 @@ func (in *interner) set(ids []protocol.ID) *protoSet {
 	sorted = slices.Compact(sorted)
 	var b strings.Builder
 	for _, p := range sorted {
+		// Length-prefixed: no two lists share a key, whatever bytes
+		// their IDs hold.
+		b.WriteString(strconv.Itoa(len(p)))
+		b.WriteByte(':')
 		b.WriteString(string(p))
-		b.WriteByte(0)
 	}
 	key := b.String()
 	in.mu.Lock()
@@ -95,7 +99,7 @@ func (in *interner) strLocked(s string) string {
 	return s
 }
 
-// addrs interns each address in place.
+// addrList returns as with each address interned.
 func (in *interner) addrList(as []ma.Multiaddr) []ma.Multiaddr {
 	out := make([]ma.Multiaddr, len(as))
 	in.mu.Lock()

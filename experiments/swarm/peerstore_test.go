@@ -77,6 +77,13 @@ func TestInternedPeerstore_SharesWhatHostsLearn(t *testing.T) {
 	if len(aa) != 1 || len(ba) != 1 || !aa[0].Equal(addr()) || &aa[0][0] != &ba[0][0] {
 		t.Errorf("addresses %v and %v are two copies", aa, ba)
 	}
+	// Lists whose IDs would run together stay different sets.
+	if in.set([]protocol.ID{"a\x00b"}) == in.set([]protocol.ID{"a", "b"}) {
+		t.Error("two protocol lists interned as one")
+	}
+	if s := in.set([]protocol.ID{"b", "a", "b"}); len(s.ids) != 2 || in.set([]protocol.ID{"a", "b"}) != s {
+		t.Errorf("a list with a repeat, out of order: %v", s.ids)
+	}
 	// A change at one host is that host's alone.
 	if err := a.RemoveProtocols(p, "/ipfs/ping/1.0.0"); err != nil {
 		t.Fatal(err)
