@@ -29,9 +29,11 @@ import (
 // repel swarm's live heap (experiments/README.md, "A swarm's peerstores").
 //
 // internedPeerstore keeps go-libp2p's in-memory key and address books and
-// its latency metrics, and stores a peer's protocols and metadata once for
-// the whole swarm: a host holds a pointer to an interned, immutable set.
-// What a host sees is what pstoremem would show it; only the copies go.
+// its latency metrics. A host holds a peer's protocol list as a pointer to
+// one interned, immutable set for the whole swarm, and its metadata as a
+// short list of pairs whose strings are interned; the addresses it is
+// given are interned before they go into the address book. What a host
+// sees is what pstoremem would show it; only the copies go.
 
 // interner keeps one copy of each protocol set, metadata string and
 // address a swarm's peerstores hold. It only grows, by the distinct values
