@@ -708,7 +708,7 @@ func printMethod(w io.Writer, mr *methodReport) {
 			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.ClientsMoved, r.InTransitMax, r.InTransitAllowed, r.InTransitEnd, r.FirstConvergedSeconds)
 	}
 	if c := mr.Connections; c != nil {
-		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected), max %d, unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.Max, c.UnprotectedMax)
+		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected, %.1f young), max %d, unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.YoungMean, c.Max, c.UnprotectedMax)
 	}
 	if a := mr.VivaldiAfter; a != nil {
 		fmt.Fprintf(w, "  vivaldi          median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])

@@ -1045,6 +1045,9 @@ type ConnectionStats struct {
 	Max            int     `json:"max"`
 	ProtectedMean  float64 `json:"protected_mean"`
 	UnprotectedMax int     `json:"unprotected_max"`
+	// YoungMean counts the unprotected peers first seen within the
+	// connection manager's grace period, which it does not trim.
+	YoungMean float64 `json:"young_mean"`
 }
 
 // ConnectionStats reads every live peer's connections.
@@ -1054,7 +1057,8 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 	if len(live) == 0 {
 		return c
 	}
-	total, protected := 0, 0
+	total, protected, young := 0, 0, 0
+	since := time.Now().Add(-s.cfg.ConnGrace)
 	for _, i := range live {
 		h := s.Peers[i].Host
 		ps := h.Network().Peers()
@@ -1062,8 +1066,11 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 		for _, q := range ps {
 			if h.ConnManager().IsProtected(q, "") {
 				protected++
-			} else {
-				free++
+				continue
+			}
+			free++
+			if ti := h.ConnManager().GetTagInfo(q); ti != nil && ti.FirstSeen.After(since) {
+				young++
 			}
 		}
 		total += len(ps)
@@ -1072,5 +1079,6 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 	}
 	c.Mean = float64(total) / float64(len(live))
 	c.ProtectedMean = float64(protected) / float64(len(live))
+	c.YoungMean = float64(young) / float64(len(live))
 	return c
 }
