@@ -46,4 +46,12 @@
 // randomness injected. A malformed neighbour entry is refused and counted
 // on its own; the rest of the frame is used. A caller that does not ask
 // gets the reply peers always got, so older peers interoperate.
+//
+// Sampling opens connections, and go-libp2p's connection manager keeps a
+// new one through its grace period whatever it was for. By default
+// (WithTidyConns) the Service keeps its own share small: it tags its near
+// neighbours (NearTag) so that a trim keeps them, takes its random
+// samples among the peer source's peers it is connected to, and closes a
+// connection it opened only to measure a candidate that stayed out of the
+// near set.
 package vivaldi

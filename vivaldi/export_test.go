@@ -32,8 +32,16 @@ func (s *Service) Step(ctx context.Context) (peer.ID, kind, time.Duration, error
 	if !ok {
 		return "", kindNone, 0, errors.New("vivaldi: no peer to sample")
 	}
-	rtt, err := s.Sample(ctx, p)
+	rtt, err := s.samplePicked(ctx, p, kind)
 	return p, kind, rtt, err
+}
+
+// Offer hands the neighbour set a candidate, as if a peer whose RTT is via
+// had offered it at coordinate c, measured at rtt (seconds).
+func (s *Service) Offer(via float64, id peer.ID, c Coord, rtt float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.near.Offer(s.client.GetCoordinate(), via, []offered{{ID: string(id), Coord: c, RTT: rtt}})
 }
 
 // WithClock sets the clock of the neighbour set's timeouts and of the

@@ -39,6 +39,8 @@ type config struct {
 	rate    float64
 	burst   int
 	rateSet bool
+	// keepConns: WithTidyConns(false).
+	keepConns bool
 }
 
 func defaults() config {
@@ -211,6 +213,27 @@ func WithObserver(f func(p peer.ID, rtt time.Duration)) Option {
 			return errors.New("WithObserver: nil function")
 		}
 		cfg.observe = f
+		return nil
+	}
+}
+
+// WithTidyConns sets whether the service keeps down the connections its
+// sampling makes (default true). Tidy, it
+//   - tags its near neighbours in the host's connection manager
+//     (NearTag, NearTagValue: kad-dht's value for its routing table), so
+//     that a trim keeps the peers it samples most;
+//   - takes its random samples among the peer source's peers it is
+//     already connected to, while at least NearConfig.Size of them are;
+//   - closes a connection it opened only to measure a candidate that did
+//     not become a near neighbour, once nobody else holds a stream on it
+//     and the connection manager neither protects nor tags the peer.
+//
+// Untidy, every measured candidate and every random routing-table peer
+// not connected costs a connection that the connection manager keeps
+// through its grace period: tens a peer in a large swarm.
+func WithTidyConns(on bool) Option {
+	return func(cfg *config) error {
+		cfg.keepConns = !on
 		return nil
 	}
 }

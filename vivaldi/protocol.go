@@ -35,6 +35,13 @@ func exchangeProtocol(prefix protocol.ID) protocol.ID { return prefix + "/vivald
 
 var log = logging.Logger("vivaldi")
 
+// NearTag is the connection manager tag a service puts on its near
+// neighbours (WithTidyConns), at NearTagValue.
+const (
+	NearTag      = "vivaldi-near"
+	NearTagValue = 5
+)
+
 // maxPeerCoords bounds the coordinates the service remembers, so callers
 // with fresh peer IDs cannot grow its memory without bound.
 const maxPeerCoords = 4096
@@ -65,6 +72,12 @@ type Service struct {
 	// implausible (ErrImplausible): their coordinates are neither kept
 	// nor shared until a sample of theirs is taken again.
 	implausible map[peer.ID]bool
+	// tagMu serialises tagging the near neighbours (syncTags); tagged are
+	// the peers tagged NearTag, guarded by it.
+	tagMu  sync.Mutex
+	tagged map[peer.ID]bool
+	// closed counts the connections closed after a probe (WithTidyConns).
+	closed atomic.Uint64
 
 	drops       counters.Set
 	stopMetrics func()
@@ -142,6 +155,9 @@ type ServiceStats struct {
 	// process stalled while timing them (WithStallCheck; the drop reason
 	// "stalled"): neither samples nor failures.
 	Stalled uint64
+	// ProbeConnsClosed counts the connections closed after a probe
+	// (WithTidyConns).
+	ProbeConnsClosed uint64
 	// Near is the neighbour set's state and counters.
 	Near NearStats
 }
@@ -167,7 +183,7 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 	}
 	s := &Service{
 		h: h, cfg: cfg, proto: exchangeProtocol(cfg.prefix), client: cl, rng: cfg.rng, near: near,
-		peers: make(map[peer.ID]Coord), implausible: make(map[peer.ID]bool),
+		peers: make(map[peer.ID]Coord), implausible: make(map[peer.ID]bool), tagged: make(map[peer.ID]bool),
 	}
 	if s.stopMetrics, err = counters.Register(cfg.reg, metricFamilies, s.report); err != nil {
 		return nil, fmt.Errorf("vivaldi: metrics: %w", err)
@@ -194,6 +210,7 @@ func (s *Service) Close() error {
 		s.h.RemoveStreamHandler(s.proto)
 		s.cancel()
 		s.wg.Wait()
+		s.untagAll()
 		s.stopMetrics()
 	})
 	return nil
@@ -267,7 +284,7 @@ func (s *Service) Stats() ServiceStats {
 		Model: m, Served: s.served, Samples: s.ok, SampleFailure: s.failed,
 		NearSamples: s.picked[kindNear], Probes: s.picked[kindProbe], RandomSamples: s.picked[kindRandom],
 		Skipped: s.skipped, Near: s.near.Stats(), TransportRTTs: s.transportRTTs,
-		Stalled: s.drops.Get(dropStalled),
+		Stalled: s.drops.Get(dropStalled), ProbeConnsClosed: s.closed.Load(),
 	}
 }
 
@@ -408,6 +425,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, bool, e
 		s.mu.Lock()
 		s.near.Failed(string(p))
 		s.mu.Unlock()
+		s.syncTags()
 		return rtt, false, err
 	}
 	s.refused(f, p)
@@ -463,6 +481,7 @@ func (s *Service) sample(ctx context.Context, p peer.ID) (time.Duration, bool, e
 		s.rememberLocked(p, f.Coord)
 	}
 	s.mu.Unlock()
+	s.syncTags()
 	if implausible {
 		s.drops.Add(dropImplausible, 1)
 	}
@@ -542,7 +561,74 @@ func (s *Service) ForgetPeer(p peer.ID) {
 	delete(s.implausible, p)
 	s.near.Forget(string(p))
 	s.mu.Unlock()
+	s.syncTags()
 	s.client.forgetNode(p.String())
+}
+
+// syncTags tags the near neighbours NearTag in the host's connection
+// manager and untags the peers that left the set (WithTidyConns).
+func (s *Service) syncTags() {
+	if s.cfg.keepConns {
+		return
+	}
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	var add, drop []peer.ID
+	s.mu.Lock()
+	for p := range s.tagged {
+		if !s.near.IsMember(string(p)) {
+			drop = append(drop, p)
+		}
+	}
+	for id := range s.near.members {
+		if p := peer.ID(id); !s.tagged[p] {
+			add = append(add, p)
+		}
+	}
+	s.mu.Unlock()
+	cm := s.h.ConnManager()
+	for _, p := range drop {
+		delete(s.tagged, p)
+		cm.UntagPeer(p, NearTag)
+	}
+	for _, p := range add {
+		s.tagged[p] = true
+		cm.TagPeer(p, NearTag, NearTagValue)
+	}
+}
+
+// untagAll takes NearTag off every peer (Close).
+func (s *Service) untagAll() {
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	for p := range s.tagged {
+		s.h.ConnManager().UntagPeer(p, NearTag)
+		delete(s.tagged, p)
+	}
+}
+
+// closeProbeConns closes the connections to p that a probe opened
+// (WithTidyConns): p did not become a near neighbour, nobody protects or
+// tags it, and no stream is open on the connection. A connection another
+// protocol has begun to use stays, as does one p opened to us.
+func (s *Service) closeProbeConns(p peer.ID) {
+	s.mu.Lock()
+	member := s.near.IsMember(string(p))
+	s.mu.Unlock()
+	cm := s.h.ConnManager()
+	if member || cm.IsProtected(p, "") {
+		return
+	}
+	if ti := cm.GetTagInfo(p); ti != nil && ti.Value > 0 {
+		return
+	}
+	for _, c := range s.h.Network().ConnsToPeer(p) {
+		if c.Stat().Direction == network.DirOutbound && len(c.GetStreams()) == 0 {
+			if c.Close() == nil {
+				s.closed.Add(1)
+			}
+		}
+	}
 }
 
 // loop starts a sample every interval, jittered uniformly over [½, 1½] of
@@ -567,13 +653,13 @@ func (s *Service) loop() {
 			s.mu.Lock()
 			s.skipped++
 			s.mu.Unlock()
-		} else if p, _, ok := s.pick(); ok {
+		} else if p, k, ok := s.pick(); ok {
 			s.inFlight.Add(1)
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
 				defer s.inFlight.Add(-1)
-				if _, err := s.Sample(s.ctx, p); err != nil {
+				if _, err := s.samplePicked(s.ctx, p, k); err != nil {
 					log.Debugw("vivaldi: sample failed", "peer", p, "err", err)
 				}
 			}()
@@ -586,12 +672,37 @@ func (s *Service) loop() {
 	}
 }
 
+// samplePicked samples p, which pick chose as a k, and closes what a probe
+// opened (WithTidyConns).
+func (s *Service) samplePicked(ctx context.Context, p peer.ID, k kind) (time.Duration, error) {
+	fresh := k == kindProbe && !s.cfg.keepConns && s.h.Network().Connectedness(p) != network.Connected
+	rtt, err := s.Sample(ctx, p)
+	if fresh {
+		s.closeProbeConns(p)
+	}
+	return rtt, err
+}
+
 // candidates are the peers we may sample at random: the peer source, or
 // else the host's connected peers, or else the peers in its peerstore.
 func (s *Service) candidates() []string {
 	var ps []peer.ID
 	if s.cfg.peerSource != nil {
 		ps = s.cfg.peerSource()
+	}
+	if len(ps) > 0 && !s.cfg.keepConns {
+		// Random samples among the connected ones, while there are
+		// enough of them to spread the samples over.
+		net := s.h.Network()
+		conn := make([]peer.ID, 0, len(ps))
+		for _, p := range ps {
+			if net.Connectedness(p) == network.Connected {
+				conn = append(conn, p)
+			}
+		}
+		if len(conn) >= s.cfg.near.Size {
+			ps = conn
+		}
 	}
 	if len(ps) == 0 {
 		ps = s.h.Network().Peers()
