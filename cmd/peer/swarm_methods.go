@@ -30,6 +30,9 @@ type methodReport struct {
 	Goroutines int    `json:"goroutines"`
 	// Connections are the peers' connections then (repel).
 	Connections *swarm.ConnectionStats `json:"connections,omitempty"`
+	// Dials are the dials of peers not connected from the method's start
+	// until it converged, by the protocol that asked (swarm.Dials; repel).
+	Dials map[string]uint64 `json:"dials,omitempty"`
 	// Kill, when peers were killed after convergence.
 	Kill *killReport `json:"kill,omitempty"`
 	// Rest (repel) says how the selection was scored: once converged, with
@@ -167,6 +170,7 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 	case "repel":
 		ro := f.params().RepelOptions()
 		cfg := ro.Config
+		dials0 := s.Dials()
 		rr, err := s.StartRepel(ctx, vr, ro, gossip)
 		if err != nil {
 			return nil, err
@@ -199,6 +203,10 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		mr.RSSBytes, mr.Goroutines = swarm.RSS(), swarm.Goroutines()
 		cs := s.ConnectionStats()
 		mr.Connections = &cs
+		mr.Dials = s.Dials()
+		for k, v := range dials0 {
+			mr.Dials[k] -= v
+		}
 		state = func() metrics.Assignment { return rr.State().Assignment }
 		if f.hold > 0 {
 			select {

@@ -44,6 +44,20 @@ type linker struct {
 	pending    sync.Map // uint64 conn ID → time.Time
 	stuck      atomic.Int64
 	stuckAfter time.Duration // identifyStuck; shorter in tests
+
+	// dials counts, by the protocol that asked (the first one NewStream
+	// was given, or "connect" for Host.Connect), the dials of a peer that
+	// was not connected.
+	dials sync.Map // string → *atomic.Uint64
+}
+
+// dialed counts a dial for why.
+func (l *linker) dialed(why string) {
+	c, ok := l.dials.Load(why)
+	if !ok {
+		c, _ = l.dials.LoadOrStore(why, new(atomic.Uint64))
+	}
+	c.(*atomic.Uint64).Add(1)
 }
 
 // newLinker links the n peers of index (filled in by the caller before any
@@ -165,6 +179,9 @@ func (h *lazyHost) Connect(ctx context.Context, pi peer.AddrInfo) error {
 	if err := h.l.ensure(h.ID(), pi.ID); err != nil {
 		return err
 	}
+	if h.Network().Connectedness(pi.ID) != network.Connected {
+		h.l.dialed("connect")
+	}
 	return h.Host.Connect(ctx, pi)
 }
 
@@ -173,6 +190,11 @@ func (h *lazyHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID
 		if err := h.l.ensure(h.ID(), p); err != nil {
 			return nil, err
 		}
+		why := "stream"
+		if len(pids) > 0 {
+			why = string(pids[0])
+		}
+		h.l.dialed(why)
 	}
 	s, err := h.Host.NewStream(ctx, p, pids...)
 	if err != nil {

@@ -476,6 +476,22 @@ func (s *Swarm) StuckIdentifies() int {
 	return int(s.link.stuck.Load())
 }
 
+// Dials counts the dials of a peer not connected on the swarm's mocknet
+// hosts, by the protocol that asked for the stream (its ID), or "connect"
+// for a Host.Connect (kad-dht's queries connect before they open a stream,
+// so their dials count there).
+func (s *Swarm) Dials() map[string]uint64 {
+	out := map[string]uint64{}
+	if s.link == nil {
+		return out
+	}
+	s.link.dials.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	return out
+}
+
 func (s *Swarm) info(i int) peer.AddrInfo {
 	h := s.Peers[i].Host
 	return peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}
