@@ -220,13 +220,14 @@ func WithObserver(f func(p peer.ID, rtt time.Duration)) Option {
 // WithTidyConns sets whether the service keeps down the connections its
 // sampling makes (default true). Tidy, it
 //   - tags its near neighbours in the host's connection manager
-//     (NearTag, NearTagValue: kad-dht's value for its routing table), so
-//     that a trim keeps the peers it samples most;
+//     (NearTag, NearTagValue), so that a trim keeps the peers it samples
+//     most;
 //   - takes its random samples among the peer source's peers it is
 //     already connected to, while at least NearConfig.Size of them are;
 //   - closes a connection it opened only to measure a candidate that did
 //     not become a near neighbour, once nobody else holds a stream on it
-//     and the connection manager neither protects nor tags the peer.
+//     and the connection manager neither protects the peer nor tags it
+//     (kad-dht's routing table tag aside: an entry needs no connection).
 //
 // Untidy, every measured candidate and every random routing-table peer
 // not connected costs a connection that the connection manager keeps

@@ -36,11 +36,17 @@ func exchangeProtocol(prefix protocol.ID) protocol.ID { return prefix + "/vivald
 var log = logging.Logger("vivaldi")
 
 // NearTag is the connection manager tag a service puts on its near
-// neighbours (WithTidyConns), at NearTagValue.
+// neighbours (WithTidyConns), at NearTagValue: twice what kad-dht gives a
+// routing table peer, so that a trim keeps the near neighbours first.
 const (
 	NearTag      = "vivaldi-near"
-	NearTagValue = 5
+	NearTagValue = 10
 )
+
+// kadTag is kad-dht's tag on its routing table peers. A routing table
+// entry needs no open connection (kad-dht dials it when it uses it), so
+// the tag does not keep a probe's connection open.
+const kadTag = "kbucket"
 
 // maxPeerCoords bounds the coordinates the service remembers, so callers
 // with fresh peer IDs cannot grow its memory without bound.
@@ -76,8 +82,11 @@ type Service struct {
 	// the peers tagged NearTag, guarded by it.
 	tagMu  sync.Mutex
 	tagged map[peer.ID]bool
-	// closed counts the connections closed after a probe (WithTidyConns).
-	closed atomic.Uint64
+	// probeConns counts what became of the connections probes opened
+	// (WithTidyConns; closeProbeConns); dials counts the samples that
+	// dialled, by Kind (kindNone: a caller's Sample).
+	probeConns [3]atomic.Uint64
+	dials      [4]atomic.Uint64
 
 	drops       counters.Set
 	stopMetrics func()
@@ -155,9 +164,15 @@ type ServiceStats struct {
 	// process stalled while timing them (WithStallCheck; the drop reason
 	// "stalled"): neither samples nor failures.
 	Stalled uint64
+	// NearDials, ProbeDials, RandomDials and CallerDials count the
+	// samples that dialled a peer not connected, by why it was sampled
+	// (the last: a caller's Sample).
+	NearDials, ProbeDials, RandomDials, CallerDials uint64
 	// ProbeConnsClosed counts the connections closed after a probe
-	// (WithTidyConns).
-	ProbeConnsClosed uint64
+	// (WithTidyConns); ProbeConnsKeptWanted those kept because the peer
+	// had become a near neighbour or was protected or tagged by then, and
+	// ProbeConnsKeptBusy those kept because a stream was open on them.
+	ProbeConnsClosed, ProbeConnsKeptWanted, ProbeConnsKeptBusy uint64
 	// Near is the neighbour set's state and counters.
 	Near NearStats
 }
@@ -284,7 +299,11 @@ func (s *Service) Stats() ServiceStats {
 		Model: m, Served: s.served, Samples: s.ok, SampleFailure: s.failed,
 		NearSamples: s.picked[kindNear], Probes: s.picked[kindProbe], RandomSamples: s.picked[kindRandom],
 		Skipped: s.skipped, Near: s.near.Stats(), TransportRTTs: s.transportRTTs,
-		Stalled: s.drops.Get(dropStalled), ProbeConnsClosed: s.closed.Load(),
+		Stalled:          s.drops.Get(dropStalled),
+		ProbeConnsClosed: s.probeConns[probeClosed].Load(), ProbeConnsKeptWanted: s.probeConns[probeKeptWanted].Load(),
+		ProbeConnsKeptBusy: s.probeConns[probeKeptBusy].Load(),
+		NearDials:          s.dials[kindNear].Load(), ProbeDials: s.dials[kindProbe].Load(), RandomDials: s.dials[kindRandom].Load(),
+		CallerDials: s.dials[kindNone].Load(),
 	}
 }
 
@@ -399,6 +418,11 @@ func shareAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 // the neighbour set, takes the neighbours in the reply as candidates, and
 // returns the RTT.
 func (s *Service) Sample(ctx context.Context, p peer.ID) (time.Duration, error) {
+	return s.samplePicked(ctx, p, kindNone)
+}
+
+// sampleCounted is Sample, counted.
+func (s *Service) sampleCounted(ctx context.Context, p peer.ID) (time.Duration, error) {
 	rtt, transport, err := s.sample(ctx, p)
 	s.mu.Lock()
 	switch {
@@ -607,29 +631,55 @@ func (s *Service) untagAll() {
 	}
 }
 
-// closeProbeConns closes the connections to p that a probe opened
-// (WithTidyConns): p did not become a near neighbour, nobody protects or
-// tags it, and no stream is open on the connection. A connection another
-// protocol has begun to use stays, as does one p opened to us.
+// closeProbeConns closes, closeDelay after a probe of p opened them
+// (WithTidyConns), the connections to p that we dialled, unless p became a
+// near neighbour meanwhile, the connection manager protects it or tags it
+// (but kad-dht's routing table), or a stream is open on one. The delay lets
+// what a new connection brings on (identify, kad-dht's check of a new
+// peer) finish first.
 func (s *Service) closeProbeConns(p peer.ID) {
-	s.mu.Lock()
-	member := s.near.IsMember(string(p))
-	s.mu.Unlock()
-	cm := s.h.ConnManager()
-	if member || cm.IsProtected(p, "") {
-		return
-	}
-	if ti := cm.GetTagInfo(p); ti != nil && ti.Value > 0 {
-		return
-	}
-	for _, c := range s.h.Network().ConnsToPeer(p) {
-		if c.Stat().Direction == network.DirOutbound && len(c.GetStreams()) == 0 {
-			if c.Close() == nil {
-				s.closed.Add(1)
+	d := time.Duration(float64(closeDelay) * math.Float64frombits(s.scale.Load()))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		member := s.near.IsMember(string(p))
+		s.mu.Unlock()
+		cm := s.h.ConnManager()
+		ti := cm.GetTagInfo(p)
+		if member || cm.IsProtected(p, "") || (ti != nil && ti.Value > ti.Tags[kadTag]) {
+			s.probeConns[probeKeptWanted].Add(1)
+			return
+		}
+		for _, c := range s.h.Network().ConnsToPeer(p) {
+			switch {
+			case c.Stat().Direction != network.DirOutbound:
+			case len(c.GetStreams()) > 0:
+				s.probeConns[probeKeptBusy].Add(1)
+			case c.Close() == nil:
+				s.probeConns[probeClosed].Add(1)
 			}
 		}
-	}
+	}()
 }
+
+// closeDelay is how long after a probe closeProbeConns looks at its
+// connection, in the network's time (WithTimeScale).
+const closeDelay = time.Second
+
+// What closeProbeConns did with a probe's connections.
+const (
+	probeClosed     = iota // closed
+	probeKeptWanted        // kept: a near neighbour, protected or tagged
+	probeKeptBusy          // kept: a stream open on it
+)
 
 // loop starts a sample every interval, jittered uniformly over [½, 1½] of
 // it, without waiting for the last one's reply (at most WithMaxInFlight at
@@ -674,10 +724,14 @@ func (s *Service) loop() {
 
 // samplePicked samples p, which pick chose as a k, and closes what a probe
 // opened (WithTidyConns).
+// (A caller's Sample is k kindNone.)
 func (s *Service) samplePicked(ctx context.Context, p peer.ID, k kind) (time.Duration, error) {
-	fresh := k == kindProbe && !s.cfg.keepConns && s.h.Network().Connectedness(p) != network.Connected
-	rtt, err := s.Sample(ctx, p)
+	fresh := s.h.Network().Connectedness(p) != network.Connected
 	if fresh {
+		s.dials[k].Add(1)
+	}
+	rtt, err := s.sampleCounted(ctx, p)
+	if fresh && k == kindProbe && !s.cfg.keepConns {
 		s.closeProbeConns(p)
 	}
 	return rtt, err

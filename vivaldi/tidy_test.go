@@ -23,8 +23,8 @@ type cmHost struct {
 func (h cmHost) ConnManager() connmgr.ConnManager { return h.cm }
 
 // tidyNet is a caller a linked to b, c, d and e (not connected), with
-// one-way link latencies 5 ms to b and 40 ms to c, and a service answering
-// on each of the four.
+// one-way link latencies 5 ms to b and 40 ms to the others, and a service
+// answering on each of the four.
 func tidyNet(t *testing.T) (a cmHost, others []peer.ID) {
 	t.Helper()
 	mn := mocknet.New()
@@ -37,7 +37,7 @@ func tidyNet(t *testing.T) (a cmHost, others []peer.ID) {
 		}
 		hs[i] = h
 	}
-	for i, lat := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 0, 0} {
+	for i, lat := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond} {
 		l, err := mn.LinkPeers(hs[0].ID(), hs[i+1].ID())
 		if err != nil {
 			t.Fatal(err)
@@ -99,19 +99,60 @@ func TestService_TidyConns(t *testing.T) {
 			if got := s.nearSet(); len(got) != 1 || got[0].ID != b {
 				t.Fatalf("near set %v after the probe, want b alone", got)
 			}
+			// decided waits for closeProbeConns to have looked at n
+			// probes' connections (tidy; untidy it never looks).
+			decided := func(n uint64) ServiceStats {
+				if tidy {
+					waitFor(t, 10*time.Second, "the probes' connections looked at", func() bool {
+						st := s.Stats()
+						return st.ProbeConnsClosed+st.ProbeConnsKeptWanted+st.ProbeConnsKeptBusy >= n
+					})
+				}
+				return s.Stats()
+			}
+			st := decided(1)
 			connected := a.Network().Connectedness(c) == network.Connected
 			if connected == tidy {
 				t.Fatalf("connected to c after its probe: %v (tidy %v)", connected, tidy)
 			}
-			if got, want := s.Stats().ProbeConnsClosed, map[bool]uint64{true: 1, false: 0}[tidy]; got != want {
+			if got, want := st.ProbeConnsClosed, map[bool]uint64{true: 1, false: 0}[tidy]; got != want {
 				t.Fatalf("ProbeConnsClosed %d, want %d", got, want)
+			}
+			if st.ProbeDials != 1 || st.CallerDials != 1 {
+				t.Fatalf("dials: probes %d, callers' %d; want 1 and 1 (c's probe, b's Sample)", st.ProbeDials, st.CallerDials)
 			}
 			if tagged(c) {
 				t.Fatal("c tagged")
 			}
 
-			// Random samples: among the connected peers (b alone) while
-			// at least Size are, tidy; over the whole source untidy.
+			// The same for d, which kad-dht's routing table holds (it
+			// needs no connection), but not for e, tagged by another
+			// protocol.
+			d, e := o[2], o[3]
+			a.cm.TagPeer(d, kadTag, 5)
+			a.cm.TagPeer(e, "app", 1)
+			for _, q := range []peer.ID{d, e} {
+				s.Offer(0.010, q, Coord{}, 0.001)
+				if p, k, _, err := s.Step(ctx); err != nil || p != q || k != kindProbe {
+					t.Fatalf("step: %v %v %v, want a probe of %v", p, k, err, q)
+				}
+			}
+			st = decided(3)
+			if got, want := a.Network().Connectedness(d) == network.Connected, !tidy; got != want {
+				t.Fatalf("connected to d (in kad-dht's routing table) after its probe: %v, want %v", got, want)
+			}
+			if a.Network().Connectedness(e) != network.Connected {
+				t.Fatal("the probe closed the connection to e, which another protocol tagged")
+			}
+			if got, want := st.ProbeConnsClosed, map[bool]uint64{true: 2, false: 0}[tidy]; got != want {
+				t.Fatalf("ProbeConnsClosed %d after d and e, want %d", got, want)
+			}
+			if got, want := st.ProbeConnsKeptWanted, map[bool]uint64{true: 1, false: 0}[tidy]; got != want {
+				t.Fatalf("ProbeConnsKeptWanted %d after e, want %d", got, want)
+			}
+
+			// Random samples: among the connected peers while at least
+			// Size are, tidy; over the whole source untidy.
 			near.NearFraction = 0
 			r := newService(t, a, WithInterval(0), WithSeed(7), WithNearConfig(near), WithPeerSource(func() []peer.ID { return o }), WithProtocolPrefix("/tidy-random"), WithTidyConns(tidy))
 			picked := map[peer.ID]int{}
@@ -122,8 +163,15 @@ func TestService_TidyConns(t *testing.T) {
 				}
 				picked[p]++
 			}
-			if tidy && (len(picked) != 1 || picked[b] != 20) {
-				t.Fatalf("tidy random picks %v, want b alone (the one connected)", picked)
+			// Connected now: b and e, and tidy alone, c and d too.
+			off := 0
+			for p := range picked {
+				if a.Network().Connectedness(p) != network.Connected {
+					off++
+				}
+			}
+			if tidy && (off > 0 || len(picked) != 2) {
+				t.Fatalf("tidy random picks %v, want b and e alone (the ones connected)", picked)
 			}
 			if !tidy && len(picked) < 3 {
 				t.Fatalf("untidy random picks %v, want the whole source", picked)

@@ -716,6 +716,10 @@ func printMethod(w io.Writer, mr *methodReport) {
 	if len(mr.Dials) > 0 {
 		fmt.Fprintf(w, "  dials            %s until converged (peers not connected, by the protocol that asked)\n", dialsLine(mr.Dials))
 	}
+	if p := mr.VivaldiPicks; p != nil {
+		fmt.Fprintf(w, "  vivaldi picks    near %d, probes %d, random %d; dials near %d, probes %d, random %d, the method's %d; probes' connections closed %d, kept %d wanted, %d busy (until converged)\n",
+			p.Near, p.Probes, p.Random, p.NearDials, p.ProbeDials, p.RandomDials, p.CallerDials, p.Closed, p.KeptWanted, p.KeptBusy)
+	}
 	if a := mr.VivaldiAfter; a != nil {
 		fmt.Fprintf(w, "  vivaldi          median %.3f  p90 %.3f once selection converged; samples %.1f / %.1f ms over the true RTT\n", a.Median, a.P90, a.RTTExcessMs[0], a.RTTExcessMs[1])
 		printStalls(w, a.Stalls)

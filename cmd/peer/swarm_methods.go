@@ -33,6 +33,9 @@ type methodReport struct {
 	// Dials are the dials of peers not connected from the method's start
 	// until it converged, by the protocol that asked (swarm.Dials; repel).
 	Dials map[string]uint64 `json:"dials,omitempty"`
+	// VivaldiPicks are the samples the coordinate services chose over the
+	// same span, by why (repel).
+	VivaldiPicks *swarm.Picks `json:"vivaldi_picks,omitempty"`
 	// Kill, when peers were killed after convergence.
 	Kill *killReport `json:"kill,omitempty"`
 	// Rest (repel) says how the selection was scored: once converged, with
@@ -170,7 +173,7 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 	case "repel":
 		ro := f.params().RepelOptions()
 		cfg := ro.Config
-		dials0 := s.Dials()
+		dials0, picks0 := s.Dials(), vr.Picks()
 		rr, err := s.StartRepel(ctx, vr, ro, gossip)
 		if err != nil {
 			return nil, err
@@ -207,6 +210,8 @@ func runMethod(ctx context.Context, s *swarm.Swarm, vr *swarm.VivaldiRun, gossip
 		for k, v := range dials0 {
 			mr.Dials[k] -= v
 		}
+		picks := vr.Picks().Sub(picks0)
+		mr.VivaldiPicks = &picks
 		state = func() metrics.Assignment { return rr.State().Assignment }
 		if f.hold > 0 {
 			select {

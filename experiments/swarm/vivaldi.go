@@ -311,6 +311,51 @@ func (v *VivaldiRun) SetInterval(d time.Duration) {
 	}
 }
 
+// Picks sums, over the live peers' services, the peers they chose to
+// sample by why (near neighbours, candidates probed, random peers), the
+// samples that dialled by why (callers: the method's own), and what became
+// of the connections probes opened (vivaldi.WithTidyConns).
+type Picks struct {
+	Near        uint64 `json:"near"`
+	Probes      uint64 `json:"probes"`
+	Random      uint64 `json:"random"`
+	NearDials   uint64 `json:"near_dials"`
+	ProbeDials  uint64 `json:"probe_dials"`
+	RandomDials uint64 `json:"random_dials"`
+	CallerDials uint64 `json:"caller_dials"`
+	Closed      uint64 `json:"probe_conns_closed"`
+	KeptWanted  uint64 `json:"probe_conns_kept_wanted"`
+	KeptBusy    uint64 `json:"probe_conns_kept_busy"`
+}
+
+func (p *Picks) fields() []*uint64 {
+	return []*uint64{&p.Near, &p.Probes, &p.Random, &p.NearDials, &p.ProbeDials, &p.RandomDials, &p.CallerDials, &p.Closed, &p.KeptWanted, &p.KeptBusy}
+}
+
+// Sub is p less q, field by field.
+func (p Picks) Sub(q Picks) Picks {
+	qf := q.fields()
+	for i, f := range p.fields() {
+		*f -= *qf[i]
+	}
+	return p
+}
+
+// Picks reads every live service's counters.
+func (v *VivaldiRun) Picks() Picks {
+	var p Picks
+	for i, svc := range v.svcs {
+		if svc != nil && !v.dead[i] {
+			st := svc.Stats()
+			for k, x := range []uint64{st.NearSamples, st.Probes, st.RandomSamples, st.NearDials, st.ProbeDials, st.RandomDials, st.CallerDials,
+				st.ProbeConnsClosed, st.ProbeConnsKeptWanted, st.ProbeConnsKeptBusy} {
+				*p.fields()[k] += x
+			}
+		}
+	}
+	return p
+}
+
 // Service is peer i's coordinate service (nil if it has none).
 func (v *VivaldiRun) Service(i int) *vivaldi.Service { return v.svcs[i] }
 
