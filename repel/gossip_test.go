@@ -2,6 +2,7 @@ package repel
 
 import (
 	"crypto/rand"
+	"fmt"
 	"testing"
 	"time"
 
@@ -215,4 +216,58 @@ func FuzzGossipFrames(f *testing.F) {
 			t.Fatalf("reply to an accepted request refused: %v", err)
 		}
 	})
+}
+
+// A verified version's key covers what its signature covers: another
+// digest keeps the key, another seq or signature changes it; the memory
+// keeps the last maxVerifiedSigs keys.
+func TestVerifiedSigs(t *testing.T) {
+	k, id := keyed(t)
+	tok := tokenOf(0, 3, 5, id)
+	st, err := signToken(tok, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(st *pb.SignedToken) string {
+		t.Helper()
+		s, err := sigKey(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	k0 := key(st)
+	c := proto.Clone(st).(*pb.SignedToken)
+	c.Token.Digest = []*pb.Sample{{Id: []byte(id), Weight: 1}}
+	if key(c) != k0 {
+		t.Error("another digest (not signed) changed the key")
+	}
+	c = proto.Clone(st).(*pb.SignedToken)
+	c.Token.Seq++
+	if key(c) == k0 {
+		t.Error("another seq kept the key")
+	}
+	k2, _ := keyed(t)
+	st2, err := signToken(tok, k2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key(st2) == k0 {
+		t.Error("another signature kept the key")
+	}
+
+	var v verifiedSigs
+	if v.has(k0) {
+		t.Fatal("an empty memory has a key")
+	}
+	v.add(k0)
+	if !v.has(k0) || v.has(key(st2)) {
+		t.Fatal("the memory lost its key or has one never added")
+	}
+	for i := range maxVerifiedSigs {
+		v.add(fmt.Sprint(i))
+	}
+	if v.has(k0) || !v.has("1") || !v.has(fmt.Sprint(maxVerifiedSigs-1)) || len(v.keys) != maxVerifiedSigs {
+		t.Fatalf("after %d more keys: first kept %v, %d keys", maxVerifiedSigs, v.has(k0), len(v.keys))
+	}
 }

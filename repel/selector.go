@@ -201,6 +201,9 @@ type Selector struct {
 	key      crypto.PrivKey
 	digests  []Token
 	gossiped Token // the last own announcement put on the piggyback (owned by loop)
+	// sigs are the versions whose signatures verified lately (owned by
+	// loop).
+	sigs verifiedSigs
 
 	rtNear [][]peer.ID // per token, the routing table's peers nearest its name at the last setView (owned by loop)
 	heard  []time.Time // per token, when it was last heard of (owned by loop)
@@ -262,6 +265,7 @@ const (
 	statGossipBusy     = "gossip_queue_full"
 	statAnnounceLost   = "announce_streams_lost"
 	statGossipVerified = "gossip_signatures_checked"
+	statGossipSigKnown = "gossip_signatures_known" // versions whose signatures had verified lately (verifiedSigs): not checked again
 )
 
 // NewSelector makes a repel selector on node. Without WithVivaldi it makes
@@ -991,13 +995,15 @@ func (s *Selector) receive(ctx context.Context) {
 	}
 }
 
-// sample is one Vivaldi exchange with p for an RTT this peer acts on,
-// asked again up to stallRetries times while this process stalls in it
+// sample is one Vivaldi exchange with p for an RTT this peer acts on
+// (SampleOnce: a connection it opens does not outlive it unless someone
+// wants it — a holder's client or our own holder is protected), asked
+// again up to stallRetries times while this process stalls in it
 // (vivaldi.ErrStalled: the RTT measured the machine; the peer is not at
 // fault, and a failure would rank it last).
 func (s *Selector) sample(ctx context.Context, p peer.ID) (time.Duration, error) {
 	for try := 0; ; try++ {
-		rtt, err := s.viv.Sample(ctx, p)
+		rtt, err := s.viv.SampleOnce(ctx, p)
 		if !errors.Is(err, vivaldi.ErrStalled) || try == stallRetries || ctx.Err() != nil {
 			return rtt, err
 		}

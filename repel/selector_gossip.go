@@ -139,6 +139,11 @@ func (s *Selector) keepGossip(g signedToken, direct bool) {
 // verified checks g's signature and hand-over certificate, counting the
 // check and a refusal.
 func (s *Selector) verified(g signedToken) bool {
+	key, kerr := sigKey(g.pb)
+	if kerr == nil && s.sigs.has(key) {
+		s.stats.Add(statGossipSigKnown, 1)
+		return true
+	}
 	s.stats.Add(statGossipVerified, 1)
 	if err := verifyToken(g.pb, g.tok, s.node.Host().Peerstore().PubKey); err != nil {
 		reason := dropSignature
@@ -148,6 +153,9 @@ func (s *Selector) verified(g signedToken) bool {
 		s.drops.Add(reason, 1)
 		log.Debugw("repel: token refused", "holder", peer.ID(g.tok.Holder), "reason", reason, "err", err)
 		return false
+	}
+	if kerr == nil {
+		s.sigs.add(key)
 	}
 	return true
 }

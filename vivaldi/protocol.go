@@ -166,10 +166,10 @@ type ServiceStats struct {
 	Stalled uint64
 	// NearDials, ProbeDials, RandomDials and CallerDials count the
 	// samples that dialled a peer not connected, by why it was sampled
-	// (the last: a caller's Sample).
+	// (the last: a caller's Sample or SampleOnce).
 	NearDials, ProbeDials, RandomDials, CallerDials uint64
-	// ProbeConnsClosed counts the connections closed after a probe
-	// (WithTidyConns); ProbeConnsKeptWanted those kept because the peer
+	// ProbeConnsClosed counts the connections closed after a probe or a
+	// SampleOnce (WithTidyConns); ProbeConnsKeptWanted those kept because the peer
 	// had become a near neighbour or was protected or tagged by then, and
 	// ProbeConnsKeptBusy those kept because a stream was open on them.
 	ProbeConnsClosed, ProbeConnsKeptWanted, ProbeConnsKeptBusy uint64
@@ -418,7 +418,15 @@ func shareAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 // the neighbour set, takes the neighbours in the reply as candidates, and
 // returns the RTT.
 func (s *Service) Sample(ctx context.Context, p peer.ID) (time.Duration, error) {
-	return s.samplePicked(ctx, p, kindNone)
+	return s.sampleAs(ctx, p, kindNone, false)
+}
+
+// SampleOnce is Sample for a one-off measurement: with WithTidyConns, a
+// connection it had to open is closed after it as a probe's is, unless by
+// then p is a near neighbour, protected or tagged in the connection
+// manager, or a stream is open on it.
+func (s *Service) SampleOnce(ctx context.Context, p peer.ID) (time.Duration, error) {
+	return s.sampleAs(ctx, p, kindNone, true)
 }
 
 // sampleCounted is Sample, counted.
@@ -631,8 +639,8 @@ func (s *Service) untagAll() {
 	}
 }
 
-// closeProbeConns closes, closeDelay after a probe of p opened them
-// (WithTidyConns), the connections to p that we dialled, unless p became a
+// closeProbeConns closes, closeDelay after a probe of p (or SampleOnce)
+// opened them (WithTidyConns), the connections to p that we dialled, unless p became a
 // near neighbour meanwhile, the connection manager protects it or tags it
 // (but kad-dht's routing table), or a stream is open on one. The delay lets
 // what a new connection brings on (identify, kad-dht's check of a new
@@ -724,14 +732,19 @@ func (s *Service) loop() {
 
 // samplePicked samples p, which pick chose as a k, and closes what a probe
 // opened (WithTidyConns).
-// (A caller's Sample is k kindNone.)
 func (s *Service) samplePicked(ctx context.Context, p peer.ID, k kind) (time.Duration, error) {
+	return s.sampleAs(ctx, p, k, k == kindProbe)
+}
+
+// sampleAs samples p, chosen as a k (kindNone: by a caller), counting a
+// dial, and closes what it opened if once (WithTidyConns).
+func (s *Service) sampleAs(ctx context.Context, p peer.ID, k kind, once bool) (time.Duration, error) {
 	fresh := s.h.Network().Connectedness(p) != network.Connected
 	if fresh {
 		s.dials[k].Add(1)
 	}
 	rtt, err := s.sampleCounted(ctx, p)
-	if fresh && k == kindProbe && !s.cfg.keepConns {
+	if fresh && once && !s.cfg.keepConns {
 		s.closeProbeConns(p)
 	}
 	return rtt, err

@@ -151,6 +151,18 @@ func TestService_TidyConns(t *testing.T) {
 				t.Fatalf("ProbeConnsKeptWanted %d after e, want %d", got, want)
 			}
 
+			// A caller's one-off sample of c closes what it opened too.
+			if _, err := s.SampleOnce(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			st = decided(4)
+			if got, want := a.Network().Connectedness(c) == network.Connected, !tidy; got != want {
+				t.Fatalf("connected to c after SampleOnce: %v, want %v", got, want)
+			}
+			if got, want := st.ProbeConnsClosed, map[bool]uint64{true: 3, false: 0}[tidy]; got != want {
+				t.Fatalf("ProbeConnsClosed %d after SampleOnce, want %d", got, want)
+			}
+
 			// Random samples: among the connected peers while at least
 			// Size are, tidy; over the whole source untidy.
 			near.NearFraction = 0
