@@ -996,8 +996,9 @@ func (s *Selector) receive(ctx context.Context) {
 }
 
 // sample is one Vivaldi exchange with p for an RTT this peer acts on
-// (SampleOnce: a connection it opens does not outlive it unless someone
-// wants it — a holder's client or our own holder is protected), asked
+// (SampleOnce: on a service WithTidyConns, a connection it opens does not
+// outlive it unless someone wants it — a holder's client or our own holder
+// is protected), asked
 // again up to stallRetries times while this process stalls in it
 // (vivaldi.ErrStalled: the RTT measured the machine; the peer is not at
 // fault, and a failure would rank it last).

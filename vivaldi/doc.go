@@ -48,8 +48,8 @@
 // gets the reply peers always got, so older peers interoperate.
 //
 // Sampling opens connections, and go-libp2p's connection manager keeps a
-// new one through its grace period whatever it was for. By default
-// (WithTidyConns) the Service keeps its own share small: it tags its near
+// new one through its grace period whatever it was for. With
+// WithTidyConns the Service keeps its own share small: it tags its near
 // neighbours (NearTag) so that a trim keeps them, takes its random
 // samples among the peer source's peers it is connected to, and closes a
 // connection it opened only to measure a candidate that stayed out of the

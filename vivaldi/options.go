@@ -39,8 +39,8 @@ type config struct {
 	rate    float64
 	burst   int
 	rateSet bool
-	// keepConns: WithTidyConns(false).
-	keepConns bool
+	// tidy: WithTidyConns.
+	tidy bool
 }
 
 func defaults() config {
@@ -218,23 +218,28 @@ func WithObserver(f func(p peer.ID, rtt time.Duration)) Option {
 }
 
 // WithTidyConns sets whether the service keeps down the connections its
-// sampling makes (default true). Tidy, it
+// sampling makes (default false). Tidy, it
 //   - tags its near neighbours in the host's connection manager
 //     (NearTag, NearTagValue), so that a trim keeps the peers it samples
 //     most;
 //   - takes its random samples among the peer source's peers it is
 //     already connected to, while at least NearConfig.Size of them are;
 //   - closes a connection it opened only to measure a candidate that did
-//     not become a near neighbour, once nobody else holds a stream on it
-//     and the connection manager neither protects the peer nor tags it
-//     (kad-dht's routing table tag aside: an entry needs no connection).
+//     not become a near neighbour (or for SampleOnce), once nobody else
+//     holds a stream on it and the connection manager neither protects
+//     the peer nor tags it (kad-dht's routing table tag aside: an entry
+//     needs no connection).
 //
 // Untidy, every measured candidate and every random routing-table peer
 // not connected costs a connection that the connection manager keeps
-// through its grace period: tens a peer in a large swarm.
+// through its grace period. Off by default: in 490-peer repel swarms it
+// took a few young connections a peer off and its random samples no
+// longer dialled, but two 2 000-peer runs with it did not come to rest
+// within 150 s of network time where one without it had at 91 s
+// (experiments/README.md, "Where a repel swarm's connections come from").
 func WithTidyConns(on bool) Option {
 	return func(cfg *config) error {
-		cfg.keepConns = !on
+		cfg.tidy = on
 		return nil
 	}
 }

@@ -600,7 +600,7 @@ func (s *Service) ForgetPeer(p peer.ID) {
 // syncTags tags the near neighbours NearTag in the host's connection
 // manager and untags the peers that left the set (WithTidyConns).
 func (s *Service) syncTags() {
-	if s.cfg.keepConns {
+	if !s.cfg.tidy {
 		return
 	}
 	s.tagMu.Lock()
@@ -744,7 +744,7 @@ func (s *Service) sampleAs(ctx context.Context, p peer.ID, k kind, once bool) (t
 		s.dials[k].Add(1)
 	}
 	rtt, err := s.sampleCounted(ctx, p)
-	if fresh && once && !s.cfg.keepConns {
+	if fresh && once && s.cfg.tidy {
 		s.closeProbeConns(p)
 	}
 	return rtt, err
@@ -757,7 +757,7 @@ func (s *Service) candidates() []string {
 	if s.cfg.peerSource != nil {
 		ps = s.cfg.peerSource()
 	}
-	if len(ps) > 0 && !s.cfg.keepConns {
+	if len(ps) > 0 && s.cfg.tidy {
 		// Random samples among the connected ones, while there are
 		// enough of them to spread the samples over.
 		net := s.h.Network()

@@ -55,7 +55,7 @@ func tidyNet(t *testing.T) (a cmHost, others []peer.ID) {
 	return cmHost{Host: hs[0], cm: cm}, others
 }
 
-// The service tidy (the default) tags its near neighbour, closes the
+// The service tidy (WithTidyConns) tags its near neighbour, closes the
 // connection a probe opened to a candidate that did not make the set, and
 // samples random peers among those it is connected to; untidy it does
 // none of these.
@@ -68,11 +68,7 @@ func TestService_TidyConns(t *testing.T) {
 			b, c := o[0], o[1]
 			near := DefaultNearConfig()
 			near.Size, near.NearFraction, near.ProbeShare = 1, 1, 1
-			opts := []Option{WithInterval(0), WithSeed(7), WithNearConfig(near), WithPeerSource(func() []peer.ID { return o })}
-			if !tidy {
-				opts = append(opts, WithTidyConns(false))
-			}
-			s := newService(t, a, opts...)
+			s := newService(t, a, WithInterval(0), WithSeed(7), WithNearConfig(near), WithPeerSource(func() []peer.ID { return o }), WithTidyConns(tidy))
 			tagged := func(p peer.ID) bool {
 				ti := a.cm.GetTagInfo(p)
 				return ti != nil && ti.Tags[NearTag] == NearTagValue

@@ -211,7 +211,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(methodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (Lo et al.'s) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
-	vivKeepConns := fs.Bool("vivaldi-keep-conns", false, "the Vivaldi services keep every connection their sampling opens for the connection managers to trim, instead of tagging their near neighbours, sampling random peers among the connected ones and closing what a probe opened (vivaldi.WithTidyConns)")
+	vivTidy := fs.Bool("vivaldi-tidy", false, "the Vivaldi services keep down the connections their sampling opens: they tag their near neighbours, sample random peers among the connected ones, and close what a probe or a one-off measurement opened (vivaldi.WithTidyConns)")
 	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good, in the network's time (0: 300ms, or n×1.25ms above 240 peers, so an undilated swarm takes at most 800 samples a second; a dilated warm-up may take the same samples a second of the clock with this divided by the dilation)")
 	stallAfter := fs.Duration("stall", 0, "discard every Vivaldi sample timed across a stall of this process longer than this, in the network's time (a wake-up of a 1 ms watch that late: a collector's pause, or the CPU behind the swarm's goroutines; on mocknet the links' delays are the process's own timers, so a stall adds itself to every exchange in flight); repel clients and holders measure such an exchange again. 0: every sample is used (default 5ms when --dilate is above 1, else 0)")
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (unless given: 0.12, and 0.10 from 2 000 peers on — `peer experiment repel-coords`: at 490 peers the tokens place within 1.17× the k-median in coordinates of 0.12, at 2 000 they need 0.09–0.10)")
@@ -501,7 +501,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			*stallAfter = swarm.StallFor(*dilate)
 		}
 		rep.StallMs = float64(*stallAfter) / float64(time.Millisecond)
-		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval, Stall: *stallAfter, KeepConns: *vivKeepConns}); err != nil {
+		if vr, err = s.StartVivaldi(swarm.VivaldiOptions{Interval: *vivInterval, Stall: *stallAfter, Tidy: *vivTidy}); err != nil {
 			return err
 		}
 		defer vr.Close()

@@ -46,10 +46,10 @@ type VivaldiOptions struct {
 	// every exchange in flight. The repel selector asks a discarded
 	// exchange again. 0: every sample is used.
 	Stall time.Duration
-	// KeepConns has the services keep every connection their sampling
-	// opens, for the connection manager to trim (vivaldi.WithTidyConns
-	// false); by default they keep them down.
-	KeepConns bool
+	// Tidy has the services keep down the connections their sampling
+	// opens (vivaldi.WithTidyConns); by default they leave them to the
+	// connection managers.
+	Tidy bool
 }
 
 // stallTick is how often the stall watch wakes, on the clock.
@@ -245,7 +245,7 @@ func (v *VivaldiRun) newService(i int, live []int, rng *rand.Rand, interval time
 		vivaldi.WithInterval(s.Wall(interval)), vivaldi.WithPeerSource(source),
 		vivaldi.WithTimeScale(s.Dilation()), vivaldi.WithTimeout(min(s.Wall(vivaldiTimeout), vivaldi.MaxRTT)),
 		vivaldi.WithMaxInFlight(opts.MaxInFlight), vivaldi.WithSeed(rng.Int63()),
-		vivaldi.WithObserver(observe(&v.excess)), vivaldi.WithTidyConns(!opts.KeepConns),
+		vivaldi.WithObserver(observe(&v.excess)), vivaldi.WithTidyConns(opts.Tidy),
 	}
 	if opts.Config != nil {
 		vo = append(vo, vivaldi.WithConfig(*opts.Config))
