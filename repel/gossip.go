@@ -176,6 +176,13 @@ func signToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
 // pub gives (nil: the key the peer ID holds, as for Ed25519 IDs); t has
 // tokenFromPB's checks.
 func verifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) error {
+	return verifyTokenWith(st, t, pub, nil)
+}
+
+// verifyTokenWith is verifyToken, but a hand-over certificate that certs
+// holds as verified (certKey) is not checked again, and one that verifies
+// is added to it (nil: none kept).
+func verifyTokenWith(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey, certs *verifiedSigs) error {
 	id := peer.ID(t.Holder)
 	k, err := publicKey(id, pub)
 	if err != nil {
@@ -189,7 +196,33 @@ func verifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) e
 	if err != nil || !ok {
 		return errBadSignature
 	}
-	return verifyHandover(t, pub)
+	ck, err := certKey(t)
+	if certs == nil || err != nil || ck == "" {
+		return verifyHandover(t, pub)
+	}
+	if certs.has(ck) {
+		return nil
+	}
+	if err := verifyHandover(t, pub); err != nil {
+		return err
+	}
+	certs.add(ck)
+	return nil
+}
+
+// certKey names what verifyHandover checks of t: the bytes its giver
+// signed and the certificate, length-prefixed ("" for a mint, which has
+// none). Every heartbeat of a handed-over token carries the same one.
+func certKey(t Token) (string, error) {
+	if t.Giver == "" {
+		return "", nil
+	}
+	b, err := handoverBytes(t)
+	if err != nil {
+		return "", err
+	}
+	k := binary.AppendUvarint(make([]byte, 0, len(b)+len(t.Cert)+4), uint64(len(b)))
+	return string(append(append(k, b...), t.Cert...)), nil
 }
 
 // verifiedSigs remembers the last maxVerifiedSigs signed versions whose

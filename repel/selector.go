@@ -201,9 +201,9 @@ type Selector struct {
 	key      crypto.PrivKey
 	digests  []Token
 	gossiped Token // the last own announcement put on the piggyback (owned by loop)
-	// sigs are the versions whose signatures verified lately (owned by
-	// loop).
-	sigs verifiedSigs
+	// sigs are the versions whose signatures verified lately, certs the
+	// hand-over certificates (owned by loop).
+	sigs, certs verifiedSigs
 
 	rtNear [][]peer.ID // per token, the routing table's peers nearest its name at the last setView (owned by loop)
 	heard  []time.Time // per token, when it was last heard of (owned by loop)

@@ -145,7 +145,7 @@ func (s *Selector) verified(g signedToken) bool {
 		return true
 	}
 	s.stats.Add(statGossipVerified, 1)
-	if err := verifyToken(g.pb, g.tok, s.node.Host().Peerstore().PubKey); err != nil {
+	if err := verifyTokenWith(g.pb, g.tok, s.node.Host().Peerstore().PubKey, &s.certs); err != nil {
 		reason := dropSignature
 		if errors.Is(err, errBadCert) {
 			reason = dropCert

@@ -1,6 +1,7 @@
 package repel
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -110,6 +111,34 @@ func TestHandover_Certificate(t *testing.T) {
 	pub := a.Peerstore().PubKey // mocknet's keys are not in their peer IDs
 	if err := verifyHandover(signed, pub); err != nil {
 		t.Fatalf("the giver's own certificate refused: %v", err)
+	}
+	// A memory of verified certificates takes this one once it verifies,
+	// and never one that does not.
+	st, err := signToken(signed, b.Peerstore().PrivKey(b.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var certs verifiedSigs
+	if err := verifyTokenWith(st, signed, pub, &certs); err != nil {
+		t.Fatalf("the signed hand-over refused: %v", err)
+	}
+	if k, _ := certKey(signed); !certs.has(k) {
+		t.Fatal("a verified certificate not remembered")
+	}
+	forged := signed
+	forged.Cert = append([]byte(nil), signed.Cert...)
+	forged.Cert[0] ^= 1
+	stf, err := signToken(forged, b.Peerstore().PrivKey(b.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := verifyTokenWith(stf, forged, pub, &certs); !errors.Is(err, errBadCert) {
+			t.Fatalf("a forged certificate: %v, want errBadCert", err)
+		}
+	}
+	if k, _ := certKey(forged); certs.has(k) || len(certs.keys) != 1 {
+		t.Fatalf("the forged certificate remembered (%d kept)", len(certs.keys))
 	}
 	for name, change := range map[string]func(*Token){
 		"epoch":       func(t *Token) { t.Epoch++ },
