@@ -82,6 +82,8 @@ type Service struct {
 	// the peers tagged NearTag, guarded by it.
 	tagMu  sync.Mutex
 	tagged map[peer.ID]bool
+	// closing is set (under mu) once Close began.
+	closing bool
 	// probeConns counts what became of the connections probes opened
 	// (WithTidyConns; closeProbeConns); dials counts the samples that
 	// dialled, by Kind (kindNone: a caller's Sample).
@@ -223,6 +225,9 @@ func NewService(h host.Host, opts ...Option) (*Service, error) {
 func (s *Service) Close() error {
 	s.once.Do(func() {
 		s.h.RemoveStreamHandler(s.proto)
+		s.mu.Lock()
+		s.closing = true // no closeProbeConns from now on: wg is waited
+		s.mu.Unlock()
 		s.cancel()
 		s.wg.Wait()
 		s.untagAll()
@@ -640,14 +645,20 @@ func (s *Service) untagAll() {
 }
 
 // closeProbeConns closes, closeDelay after a probe of p (or SampleOnce)
-// opened them (WithTidyConns), the connections to p that we dialled, unless p became a
-// near neighbour meanwhile, the connection manager protects it or tags it
-// (but kad-dht's routing table), or a stream is open on one. The delay lets
-// what a new connection brings on (identify, kad-dht's check of a new
-// peer) finish first.
+// opened them (WithTidyConns), the connections to p that we dialled,
+// unless p became a near neighbour meanwhile, the connection manager
+// protects it or tags it (but kad-dht's routing table), or a stream is
+// open on one. The delay lets what a new connection brings on (identify,
+// kad-dht's check of a new peer) finish first. Nothing once Close began.
 func (s *Service) closeProbeConns(p peer.ID) {
 	d := time.Duration(float64(closeDelay) * math.Float64frombits(s.scale.Load()))
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		t := time.NewTimer(d)
