@@ -2,7 +2,11 @@ package repel
 
 // Hooks of the package's tests into the model and the selector.
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/superpeer-overlay/superpeer/repel/pb"
+)
 
 // ID is the peer this node runs for.
 func (n *Node) ID() string { return n.id }
@@ -30,4 +34,15 @@ func WithSwitch(f float64) Option {
 		o.Switch = f
 		return nil
 	}
+}
+
+// sigKey names what verifyToken checks of st: the signed bytes (the token
+// without its digest, holder, giver and certificate included) and the
+// signature (lpKey). Two frames with one key verify alike.
+func sigKey(st *pb.SignedToken) (string, error) {
+	b, err := signedBytes(st.GetToken())
+	if err != nil {
+		return "", err
+	}
+	return lpKey(b, st.GetSignature()), nil
 }

@@ -176,26 +176,43 @@ func signToken(t Token, key crypto.PrivKey) (*pb.SignedToken, error) {
 // pub gives (nil: the key the peer ID holds, as for Ed25519 IDs); t has
 // tokenFromPB's checks.
 func verifyToken(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey) error {
-	return verifyTokenWith(st, t, pub, nil)
+	_, err := verifyTokenWith(st, t, pub, nil, nil)
+	return err
 }
 
-// verifyTokenWith is verifyToken, but a hand-over certificate that certs
-// holds as verified (certKey) is not checked again, and one that verifies
-// is added to it (nil: none kept).
-func verifyTokenWith(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey, certs *verifiedSigs) error {
+// verifyTokenWith is verifyToken with memories: a version sigs holds as
+// verified (its signed bytes and signature, sigKey) is not checked again —
+// known says so — nor a hand-over certificate certs holds (certKey); what
+// verifies is added to them. nil memories keep nothing.
+func verifyTokenWith(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKey, sigs, certs *verifiedSigs) (known bool, err error) {
+	b, err := signedBytes(st.GetToken())
+	if err != nil {
+		return false, err
+	}
+	key := lpKey(b, st.GetSignature())
+	if sigs != nil && sigs.has(key) {
+		return true, nil
+	}
 	id := peer.ID(t.Holder)
 	k, err := publicKey(id, pub)
 	if err != nil {
-		return fmt.Errorf("%w: no public key for %s: %v", errBadSignature, id, err)
+		return false, fmt.Errorf("%w: no public key for %s: %v", errBadSignature, id, err)
 	}
-	b, err := signedBytes(st.GetToken())
-	if err != nil {
-		return err
+	if ok, err := k.Verify(b, st.GetSignature()); err != nil || !ok {
+		return false, errBadSignature
 	}
-	ok, err := k.Verify(b, st.GetSignature())
-	if err != nil || !ok {
-		return errBadSignature
+	if err := verifyCert(t, pub, certs); err != nil {
+		return false, err
 	}
+	if sigs != nil {
+		sigs.add(key)
+	}
+	return false, nil
+}
+
+// verifyCert is verifyHandover, but a certificate certs holds as verified
+// is not checked again, and one that verifies is added (nil: none kept).
+func verifyCert(t Token, pub func(peer.ID) crypto.PubKey, certs *verifiedSigs) error {
 	ck, err := certKey(t)
 	if certs == nil || err != nil || ck == "" {
 		return verifyHandover(t, pub)
@@ -210,6 +227,13 @@ func verifyTokenWith(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKe
 	return nil
 }
 
+// lpKey is a followed by b, a length-prefixed so that no two splits
+// share a key.
+func lpKey(a, b []byte) string {
+	k := binary.AppendUvarint(make([]byte, 0, len(a)+len(b)+binary.MaxVarintLen64), uint64(len(a)))
+	return string(append(append(k, a...), b...))
+}
+
 // certKey names what verifyHandover checks of t: the bytes its giver
 // signed and the certificate, length-prefixed ("" for a mint, which has
 // none). Every heartbeat of a handed-over token carries the same one.
@@ -221,8 +245,7 @@ func certKey(t Token) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k := binary.AppendUvarint(make([]byte, 0, len(b)+len(t.Cert)+4), uint64(len(b)))
-	return string(append(append(k, b...), t.Cert...)), nil
+	return lpKey(b, t.Cert), nil
 }
 
 // verifiedSigs remembers the last maxVerifiedSigs signed versions whose
@@ -260,19 +283,6 @@ func (v *verifiedSigs) add(k string) {
 	v.ring[v.next] = k
 	v.keys[k] = struct{}{}
 	v.next = (v.next + 1) % maxVerifiedSigs
-}
-
-// sigKey names what verifyToken checks of st: the signed bytes (the
-// token without its digest, holder, giver and certificate included) and
-// the signature, length-prefixed so that no two splits share a key. Two
-// frames with one key verify alike.
-func sigKey(st *pb.SignedToken) (string, error) {
-	b, err := signedBytes(st.GetToken())
-	if err != nil {
-		return "", err
-	}
-	k := binary.AppendUvarint(make([]byte, 0, len(b)+len(st.GetSignature())+4), uint64(len(b)))
-	return string(append(append(k, b...), st.GetSignature()...)), nil
 }
 
 // signedToken is one decoded, not yet verified, version of a gossip frame

@@ -139,13 +139,13 @@ func (s *Selector) keepGossip(g signedToken, direct bool) {
 // verified checks g's signature and hand-over certificate, counting the
 // check and a refusal.
 func (s *Selector) verified(g signedToken) bool {
-	key, kerr := sigKey(g.pb)
-	if kerr == nil && s.sigs.has(key) {
+	known, err := verifyTokenWith(g.pb, g.tok, s.node.Host().Peerstore().PubKey, &s.sigs, &s.certs)
+	if known {
 		s.stats.Add(statGossipSigKnown, 1)
 		return true
 	}
 	s.stats.Add(statGossipVerified, 1)
-	if err := verifyTokenWith(g.pb, g.tok, s.node.Host().Peerstore().PubKey, &s.certs); err != nil {
+	if err != nil {
 		reason := dropSignature
 		if errors.Is(err, errBadCert) {
 			reason = dropCert
@@ -153,9 +153,6 @@ func (s *Selector) verified(g signedToken) bool {
 		s.drops.Add(reason, 1)
 		log.Debugw("repel: token refused", "holder", peer.ID(g.tok.Holder), "reason", reason, "err", err)
 		return false
-	}
-	if kerr == nil {
-		s.sigs.add(key)
 	}
 	return true
 }

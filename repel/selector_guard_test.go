@@ -119,7 +119,7 @@ func TestHandover_Certificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var certs verifiedSigs
-	if err := verifyTokenWith(st, signed, pub, &certs); err != nil {
+	if _, err := verifyTokenWith(st, signed, pub, nil, &certs); err != nil {
 		t.Fatalf("the signed hand-over refused: %v", err)
 	}
 	if k, _ := certKey(signed); !certs.has(k) {
@@ -133,7 +133,7 @@ func TestHandover_Certificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := verifyTokenWith(stf, forged, pub, &certs); !errors.Is(err, errBadCert) {
+		if _, err := verifyTokenWith(stf, forged, pub, nil, &certs); !errors.Is(err, errBadCert) {
 			t.Fatalf("a forged certificate: %v, want errBadCert", err)
 		}
 	}

@@ -32,7 +32,7 @@ func (s *Service) Step(ctx context.Context) (peer.ID, kind, time.Duration, error
 	if !ok {
 		return "", kindNone, 0, errors.New("vivaldi: no peer to sample")
 	}
-	rtt, err := s.samplePicked(ctx, p, kind)
+	rtt, err := s.sampleAs(ctx, p, kind, kind == kindProbe)
 	return p, kind, rtt, err
 }
 

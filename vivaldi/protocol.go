@@ -728,7 +728,7 @@ func (s *Service) loop() {
 			go func() {
 				defer s.wg.Done()
 				defer s.inFlight.Add(-1)
-				if _, err := s.samplePicked(s.ctx, p, k); err != nil {
+				if _, err := s.sampleAs(s.ctx, p, k, k == kindProbe); err != nil {
 					log.Debugw("vivaldi: sample failed", "peer", p, "err", err)
 				}
 			}()
@@ -739,12 +739,6 @@ func (s *Service) loop() {
 		s.mu.Unlock()
 		t.Reset(wait)
 	}
-}
-
-// samplePicked samples p, which pick chose as a k, and closes what a probe
-// opened (WithTidyConns).
-func (s *Service) samplePicked(ctx context.Context, p peer.ID, k kind) (time.Duration, error) {
-	return s.sampleAs(ctx, p, k, k == kindProbe)
 }
 
 // sampleAs samples p, chosen as a k (kindNone: by a caller), counting a

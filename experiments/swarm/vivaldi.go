@@ -344,12 +344,13 @@ func (p Picks) Sub(q Picks) Picks {
 // Picks reads every live service's counters.
 func (v *VivaldiRun) Picks() Picks {
 	var p Picks
+	pf := p.fields()
 	for i, svc := range v.svcs {
 		if svc != nil && !v.dead[i] {
 			st := svc.Stats()
 			for k, x := range []uint64{st.NearSamples, st.Probes, st.RandomSamples, st.NearDials, st.ProbeDials, st.RandomDials, st.CallerDials,
 				st.ProbeConnsClosed, st.ProbeConnsKeptWanted, st.ProbeConnsKeptBusy} {
-				*p.fields()[k] += x
+				*pf[k] += x
 			}
 		}
 	}
