@@ -39,10 +39,10 @@ func WithSwitch(f float64) Option {
 // sigKey names what verifyToken checks of st: the signed bytes (the token
 // without its digest, holder, giver and certificate included) and the
 // signature (lpKey). Two frames with one key verify alike.
-func sigKey(st *pb.SignedToken) (string, error) {
+func sigKey(st *pb.SignedToken) (verKey, error) {
 	b, err := signedBytes(st.GetToken())
 	if err != nil {
-		return "", err
+		return verKey{}, err
 	}
 	return lpKey(b, st.GetSignature()), nil
 }

@@ -2,6 +2,7 @@ package repel
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -213,8 +214,11 @@ func verifyTokenWith(st *pb.SignedToken, t Token, pub func(peer.ID) crypto.PubKe
 // verifyCert is verifyHandover, but a certificate certs holds as verified
 // is not checked again, and one that verifies is added (nil: none kept).
 func verifyCert(t Token, pub func(peer.ID) crypto.PubKey, certs *verifiedSigs) error {
+	if certs == nil || t.Giver == "" {
+		return verifyHandover(t, pub)
+	}
 	ck, err := certKey(t)
-	if certs == nil || err != nil || ck == "" {
+	if err != nil {
 		return verifyHandover(t, pub)
 	}
 	if certs.has(ck) {
@@ -227,62 +231,78 @@ func verifyCert(t Token, pub func(peer.ID) crypto.PubKey, certs *verifiedSigs) e
 	return nil
 }
 
-// lpKey is a followed by b, a length-prefixed so that no two splits
-// share a key.
-func lpKey(a, b []byte) string {
-	k := binary.AppendUvarint(make([]byte, 0, len(a)+len(b)+binary.MaxVarintLen64), uint64(len(a)))
-	return string(append(append(k, a...), b...))
+// verKey names a checked signature: the SHA-256 of what was signed and the
+// signature (lpKey).
+type verKey [sha256.Size]byte
+
+// lpKey is the verKey of a followed by b, a length-prefixed so that no two
+// splits share a key.
+func lpKey(a, b []byte) verKey {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(a)))])
+	h.Write(a)
+	h.Write(b)
+	var k verKey
+	h.Sum(k[:0])
+	return k
 }
 
-// certKey names what verifyHandover checks of t: the bytes its giver
-// signed and the certificate, length-prefixed ("" for a mint, which has
-// none). Every heartbeat of a handed-over token carries the same one.
-func certKey(t Token) (string, error) {
-	if t.Giver == "" {
-		return "", nil
-	}
+// certKey names what verifyHandover checks of a handed-over t (one with a
+// Giver): the bytes its giver signed and the certificate. Every heartbeat
+// of a handed-over token carries the same one.
+func certKey(t Token) (verKey, error) {
 	b, err := handoverBytes(t)
 	if err != nil {
-		return "", err
+		return verKey{}, err
 	}
 	return lpKey(b, t.Cert), nil
 }
 
-// verifiedSigs remembers the last maxVerifiedSigs signed versions whose
-// signature and hand-over certificate verified (sigKey), so that a version
-// heard again — every exchange with its holder carries it — costs no
-// second Ed25519 verification: at 2 000 live peers these took a fifth of
-// the process's CPU. Only successes are kept, so a bad frame is checked,
-// refused and counted every time. Not safe for concurrent use.
+// verifiedSigs remembers the last signed versions whose signature and
+// hand-over certificate verified (sigKey), so that a version heard again —
+// every exchange with its holder carries it — costs no second Ed25519
+// verification: at 2 000 live peers these took a fifth of the process's
+// CPU. Only successes are kept, so a bad frame is checked, refused and
+// counted every time. It keeps Limit keys (0: defaultVerifiedSigs), the
+// oldest forgotten first. Not safe for concurrent use.
 type verifiedSigs struct {
-	keys map[string]struct{}
-	ring []string
-	next int
+	Limit int
+	keys  map[verKey]struct{}
+	order []verKey // oldest first
 }
 
-// maxVerifiedSigs bounds verifiedSigs: a few versions of each of up to
-// a hundred tokens.
-const maxVerifiedSigs = 512
+// defaultVerifiedSigs bounds a verifiedSigs without a Limit: a few
+// versions of each of up to a hundred tokens.
+const defaultVerifiedSigs = 512
 
-func (v *verifiedSigs) has(k string) bool {
+// verifiedSigsFor is the Limit for S tokens: the versions a peer hears
+// again are each token's latest and the one or two before it that relays
+// still carry (a forgotten one is only verified again).
+func verifiedSigsFor(S int) int { return max(16, 4*S) }
+
+func (v *verifiedSigs) has(k verKey) bool {
 	_, ok := v.keys[k]
 	return ok
 }
 
-func (v *verifiedSigs) add(k string) {
-	if v.keys == nil {
-		v.keys = make(map[string]struct{}, maxVerifiedSigs)
-		v.ring = make([]string, maxVerifiedSigs)
-	}
+func (v *verifiedSigs) add(k verKey) {
 	if _, ok := v.keys[k]; ok {
 		return
 	}
-	if old := v.ring[v.next]; old != "" {
-		delete(v.keys, old)
+	limit := v.Limit
+	if limit <= 0 {
+		limit = defaultVerifiedSigs
 	}
-	v.ring[v.next] = k
+	if v.keys == nil {
+		v.keys = make(map[verKey]struct{})
+	}
+	for len(v.order) >= limit {
+		delete(v.keys, v.order[0])
+		v.order = v.order[1:]
+	}
+	v.order = append(v.order, k)
 	v.keys[k] = struct{}{}
-	v.next = (v.next + 1) % maxVerifiedSigs
 }
 
 // signedToken is one decoded, not yet verified, version of a gossip frame

@@ -220,7 +220,8 @@ func FuzzGossipFrames(f *testing.F) {
 
 // A verified version's key covers what its signature covers: another
 // digest keeps the key, another seq or signature changes it; the memory
-// keeps the last maxVerifiedSigs keys.
+// keeps the last Limit keys, and no two splits of the signed bytes and
+// the signature share a key.
 func TestVerifiedSigs(t *testing.T) {
 	k, id := keyed(t)
 	tok := tokenOf(0, 3, 5, id)
@@ -228,7 +229,7 @@ func TestVerifiedSigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := func(st *pb.SignedToken) string {
+	key := func(st *pb.SignedToken) verKey {
 		t.Helper()
 		s, err := sigKey(st)
 		if err != nil {
@@ -256,7 +257,11 @@ func TestVerifiedSigs(t *testing.T) {
 		t.Error("another signature kept the key")
 	}
 
-	var v verifiedSigs
+	if lpKey([]byte("ab"), []byte("c")) == lpKey([]byte("a"), []byte("bc")) {
+		t.Error("two splits of the same bytes share a key")
+	}
+
+	v := verifiedSigs{Limit: 20}
 	if v.has(k0) {
 		t.Fatal("an empty memory has a key")
 	}
@@ -264,10 +269,22 @@ func TestVerifiedSigs(t *testing.T) {
 	if !v.has(k0) || v.has(key(st2)) {
 		t.Fatal("the memory lost its key or has one never added")
 	}
-	for i := range maxVerifiedSigs {
-		v.add(fmt.Sprint(i))
+	n := func(i int) verKey { return lpKey([]byte(fmt.Sprint(i)), nil) }
+	for i := range v.Limit {
+		v.add(n(i))
 	}
-	if v.has(k0) || !v.has("1") || !v.has(fmt.Sprint(maxVerifiedSigs-1)) || len(v.keys) != maxVerifiedSigs {
-		t.Fatalf("after %d more keys: first kept %v, %d keys", maxVerifiedSigs, v.has(k0), len(v.keys))
+	if v.has(k0) || !v.has(n(1)) || !v.has(n(v.Limit-1)) || len(v.keys) != v.Limit || len(v.order) != v.Limit {
+		t.Fatalf("after %d more keys: first kept %v, %d keys", v.Limit, v.has(k0), len(v.keys))
+	}
+	v.add(n(3)) // known: no change
+	if !v.has(n(0)) || len(v.keys) != v.Limit {
+		t.Fatal("adding a key held again forgot one")
+	}
+	var d verifiedSigs
+	for i := range defaultVerifiedSigs + 1 {
+		d.add(n(i))
+	}
+	if d.has(n(0)) || !d.has(n(defaultVerifiedSigs)) || len(d.keys) != defaultVerifiedSigs {
+		t.Fatalf("without a Limit: %d keys, first kept %v", len(d.keys), d.has(n(0)))
 	}
 }

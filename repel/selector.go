@@ -382,6 +382,8 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 		looked:      make([]time.Time, opts.Config.Tokens),
 		limit:       limits.NewPerPeer(opts.Rate, opts.Burst, 0),
 	}
+	s.sigs.Limit = verifiedSigsFor(opts.Config.Tokens)
+	s.certs.Limit = s.sigs.Limit
 	s.snap.count = model.Count()
 	att.SetRole(s.attachRole)
 	att.ReportRole(s.Role)
@@ -900,6 +902,8 @@ func (s *Selector) fitTokens(S int) {
 		s.rtNear = append(s.rtNear, nil)
 	}
 	s.heard, s.looked, s.rtNear = s.heard[:S:S], s.looked[:S:S], s.rtNear[:S:S]
+	s.sigs.Limit = verifiedSigsFor(S)
+	s.certs.Limit = s.sigs.Limit
 	if s.table != nil {
 		s.table.resize(S)
 		for len(s.digests) < S {
