@@ -28,6 +28,7 @@ import (
 var testIDs = wireIDsUnder("/test")
 
 type testPeerSet struct {
+	mn    mocknet.Mocknet
 	hosts []host.Host
 	nodes []*dht.Node
 	vivs  []*vivaldi.Service
@@ -52,7 +53,7 @@ func selectorNetWith(t *testing.T, n, withSel int, cfg Config, d Dissemination) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mn.Close() })
-	ps := &testPeerSet{hosts: mn.Hosts()}
+	ps := &testPeerSet{mn: mn, hosts: mn.Hosts()}
 	for i, h := range ps.hosts {
 		node, err := dht.New(ctx, h, dht.WithProtocolPrefix("/test"), dht.WithGossipSub())
 		if err != nil {
