@@ -207,6 +207,7 @@ type Selector struct {
 
 	rtNear [][]peer.ID // per token, the routing table's peers nearest its name at the last setView (owned by loop)
 	heard  []time.Time // per token, when it was last heard of (owned by loop)
+	known  []bool      // per token, whether it was heard of since the start (owned by loop)
 	looked []time.Time // per token, when its name was last looked up (owned by loop)
 
 	lastSnap time.Time // owned by loop: when the snapshot was last taken
@@ -379,6 +380,7 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 		unreachable: map[peer.ID]time.Time{},
 		rtNear:      make([][]peer.ID, opts.Config.Tokens),
 		heard:       make([]time.Time, opts.Config.Tokens),
+		known:       make([]bool, opts.Config.Tokens),
 		looked:      make([]time.Time, opts.Config.Tokens),
 		limit:       limits.NewPerPeer(opts.Rate, opts.Burst, 0),
 	}
@@ -596,9 +598,7 @@ func (s *Selector) loop(ctx context.Context) {
 					t := g.tok
 					s.step(now, Message{Type: MsgAnnounce, From: t.Holder, Token: t}, nil)
 					s.keepGossip(g, in.direct != "")
-					if int(t.ID) < len(s.heard) {
-						s.heard[t.ID] = now
-					}
+					s.hear(t.ID, now)
 				}
 				continue
 			}
@@ -611,8 +611,8 @@ func (s *Selector) loop(ctx context.Context) {
 				continue
 			}
 			s.step(now, in.msg, in.reply)
-			if in.msg.Type == MsgAnnounce && int(in.msg.Token.ID) < len(s.heard) {
-				s.heard[in.msg.Token.ID] = now
+			if in.msg.Type == MsgAnnounce {
+				s.hear(in.msg.Token.ID, now)
 			}
 		}
 		for id := range closest {
@@ -620,13 +620,19 @@ func (s *Selector) loop(ctx context.Context) {
 				delete(closest, id) // retired
 			}
 		}
-		// Tokens silent for a quarter of T_dead: if this peer is nearer
-		// their names than every peer its routing table knows, it may be the
-		// one to mint them again; a lookup of the live peers nearest the name
-		// tells the model for sure. Peers with a nearer routing-table entry
-		// know already that they are not first (setView passes those on).
+		// Tokens silent for half the wait before a mint (JoinWait for one
+		// never heard of, T_dead after): if this peer is nearer their
+		// names than every peer its routing table knows, it may be the
+		// one to mint them again; a lookup of the live peers nearest the
+		// name tells the model for sure, again every quarter of T_dead
+		// while the token stays silent. Not sooner: news of a token
+		// reaches some peers seconds late, and a lookup from each of
+		// them for every late heartbeat kept hundreds in flight
+		// (experiments/README.md, "… what its misses are"). Peers with a
+		// nearer routing-table entry know already that they are not
+		// first (setView passes those on).
 		if t, ok := s.model.Held(); ok {
-			s.heard[t.ID] = now
+			s.hear(t.ID, now)
 			delete(closest, t.ID)
 		}
 		// The routing-table check runs at most once a Tick, not after
@@ -638,9 +644,9 @@ func (s *Selector) loop(ctx context.Context) {
 		}
 		lastMintCheck = now
 		var due []uint32
+		quarter := s.opts.Config.DeadAfter / 4
 		for i := range s.heard {
-			quarter := s.opts.Config.DeadAfter / 4
-			if now.Sub(s.heard[i]) >= quarter && now.Sub(s.looked[i]) >= quarter && s.mayMint(uint32(i)) {
+			if now.Sub(s.heard[i]) >= s.lookupAfter(i) && now.Sub(s.looked[i]) >= quarter && s.mayMint(uint32(i)) {
 				due = append(due, uint32(i))
 				s.looked[i] = now
 			}
@@ -663,6 +669,23 @@ func (s *Selector) step(now time.Time, m Message, reply chan *Message) {
 		log.Debugw("repel: message refused", "from", peer.ID(m.From), "type", m.Type, "err", err)
 	}
 	s.apply(now, r, reply)
+}
+
+// hear notes that token id was heard of at now. Loop only.
+func (s *Selector) hear(id uint32, now time.Time) {
+	if int(id) < len(s.heard) {
+		s.heard[id], s.known[id] = now, true
+	}
+}
+
+// lookupAfter is how long token i must be silent before this peer looks
+// up the live peers nearest its name: half the model's wait before a
+// mint (Config.JoinWait for a token never heard of, else DeadAfter).
+func (s *Selector) lookupAfter(i int) time.Duration {
+	if !s.known[i] {
+		return s.opts.Config.joinWait() / 2
+	}
+	return s.opts.Config.DeadAfter / 2
 }
 
 // mayMint reports whether this peer is XOR-nearer token id's name than
@@ -898,10 +921,11 @@ func (s *Selector) apply(now time.Time, r Ready, reply chan *Message) {
 func (s *Selector) fitTokens(S int) {
 	for len(s.heard) < S {
 		s.heard = append(s.heard, time.Now())
+		s.known = append(s.known, false)
 		s.looked = append(s.looked, time.Time{})
 		s.rtNear = append(s.rtNear, nil)
 	}
-	s.heard, s.looked, s.rtNear = s.heard[:S:S], s.looked[:S:S], s.rtNear[:S:S]
+	s.heard, s.known, s.looked, s.rtNear = s.heard[:S:S], s.known[:S:S], s.looked[:S:S], s.rtNear[:S:S]
 	s.sigs.Limit = verifiedSigsFor(S)
 	s.certs.Limit = s.sigs.Limit
 	if s.table != nil {
