@@ -763,6 +763,13 @@ func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
 		sum.ClientRTT.Mean, sum.ClientRTT.P50, sum.ClientRTT.P90, sum.RandomClientRTT.Mean, sum.RandomClientRTT.P50, sum.RandomClientRTT.P90)
 	fmt.Fprintf(w, "  k-median RTT ms  mean %.1f  p50 %.1f  p90 %.1f (centralised, true RTTs)\n", sum.KMedianClientRTT.Mean, sum.KMedianClientRTT.P50, sum.KMedianClientRTT.P90)
 	fmt.Fprintf(w, "  placement RTT ms mean %.1f  p50 %.1f  p90 %.1f (these superpeers, clients attached as the k-median's)\n", sum.PlacementClientRTT.Mean, sum.PlacementClientRTT.P50, sum.PlacementClientRTT.P90)
+	if sw := sum.OneSwap; sw != nil {
+		if sw.Out < 0 {
+			fmt.Fprintf(w, "  one swap         none lowers these superpeers' mean RTT to the nearest (%.1f ms, no capacity): a local optimum of the k-medoids' swap search\n", sw.BeforeMs)
+		} else {
+			fmt.Fprintf(w, "  one swap         superpeer %d for peer %d takes the mean RTT to the nearest from %.1f to %.1f ms (no capacity; the k-medoids' swap step)\n", sw.Out, sw.In, sw.BeforeMs, sw.AfterMs)
+		}
+	}
 	fmt.Fprintf(w, "  per peer per s   kad %.2f  closest %.2f  attach %.2f msgs, %.1f attach bytes\n",
 		sum.PerPeerPerSecond["kad_requests"], sum.PerPeerPerSecond["closest_requests"], sum.PerPeerPerSecond["attach_requests"], sum.PerPeerPerSecond["attach_bytes"])
 }

@@ -254,3 +254,84 @@ func AssignWithCapacity(rtts latency.RTTs, superpeers []int, C int) Assignment {
 	}
 	return a
 }
+
+// Swap is the best exchange of one superpeer for one other peer under the
+// k-median objective (KMedianCost, no capacity): one step of the
+// k-medoids' swap search (PAM) from a given set.
+type Swap struct {
+	// Before and After are the objective's mean over the peers, ms: of
+	// the set given, and after the exchange.
+	Before, After float64
+	// Out is the superpeer the exchange drops, In the peer it takes
+	// instead (both -1 when no exchange lowers the cost).
+	Out, In int
+}
+
+// BestSwap finds the single exchange of a superpeer for a peer that most
+// lowers KMedianCost, in O(S·n²). A set that no exchange improves is a
+// local optimum of the swap search; where it is far above a greedy
+// k-median's cost, the loss is in which regions have a superpeer, not in
+// where within its region each sits.
+func BestSwap(rtts latency.RTTs, superpeers []int) Swap {
+	n := rtts.Len()
+	cost := func(d float64) float64 {
+		if d < 0 {
+			return MissingPenalty
+		}
+		return d
+	}
+	// Each peer's nearest and second-nearest superpeer distances, so that
+	// removing one is O(1) a peer.
+	near := make([]int, n)
+	d1 := make([]float64, n)
+	d2 := make([]float64, n)
+	isSP := make(map[int]bool, len(superpeers))
+	for _, s := range superpeers {
+		isSP[s] = true
+	}
+	var before float64
+	for i := range n {
+		near[i], d1[i], d2[i] = -1, MissingPenalty, MissingPenalty
+		for k, s := range superpeers {
+			switch d := cost(rtts.RTT(i, s)); {
+			case d < d1[i]:
+				near[i], d1[i], d2[i] = k, d, d1[i]
+			case d < d2[i]:
+				d2[i] = d
+			}
+		}
+		before += d1[i]
+	}
+	best := Swap{Before: before / float64(max(n, 1)), After: before / float64(max(n, 1)), Out: -1, In: -1}
+	if n == 0 || len(superpeers) == 0 {
+		return best
+	}
+	base := make([]float64, n)
+	bestSum := before
+	for k, out := range superpeers {
+		for i := range n {
+			if near[i] == k {
+				base[i] = d2[i]
+			} else {
+				base[i] = d1[i]
+			}
+		}
+		for in := range n {
+			if isSP[in] {
+				continue
+			}
+			var sum float64
+			for i := range n {
+				sum += min(base[i], cost(rtts.RTT(i, in)))
+				if sum >= bestSum {
+					break
+				}
+			}
+			if sum < bestSum {
+				bestSum, best.Out, best.In = sum, out, in
+			}
+		}
+	}
+	best.After = bestSum / float64(n)
+	return best
+}

@@ -231,3 +231,65 @@ func TestAssignWithCapacity_NeverExceeds(t *testing.T) {
 		}
 	}
 }
+
+// BestSwap finds the exchange a brute force over every (superpeer, peer)
+// pair finds, with and without missing links, and names its ends.
+func TestBestSwap_MatchesBruteForce(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		var r latency.RTTs = synth(60, seed)
+		if seed%2 == 0 {
+			rng := rand.New(rand.NewSource(seed))
+			m := map[[2]int]bool{}
+			for x := 0; x < 200; x++ {
+				m[[2]int{rng.Intn(60), rng.Intn(60)}] = true
+			}
+			r = holes{r, m}
+		}
+		for _, S := range []int{1, 3, 8} {
+			sps := RandomSuperpeers(60, S, rand.New(rand.NewSource(seed)))
+			want := KMedianCost(r, sps)
+			before := want
+			improved := false
+			for k := range sps {
+				for c := range 60 {
+					if slices.Contains(sps, c) {
+						continue
+					}
+					try := slices.Clone(sps)
+					try[k] = c
+					if cost := KMedianCost(r, try); cost < want-1e-9 {
+						want, improved = cost, true
+					}
+				}
+			}
+			got := BestSwap(r, sps)
+			if math.Abs(got.Before*60-before) > 1e-6 || math.Abs(got.After*60-want) > 1e-6 {
+				t.Fatalf("seed %d S %d: before %.3f after %.3f, brute force %.3f → %.3f", seed, S, got.Before*60, got.After*60, before, want)
+			}
+			if improved != (got.Out >= 0) {
+				t.Fatalf("seed %d S %d: exchange %d for %d, brute force improved: %v", seed, S, got.Out, got.In, improved)
+			}
+			if improved {
+				try := slices.Clone(sps)
+				try[slices.Index(sps, got.Out)] = got.In
+				if math.Abs(KMedianCost(r, try)-want) > 1e-6 {
+					t.Fatalf("seed %d S %d: swapping %d for %d costs %.3f, not %.3f", seed, S, got.Out, got.In, KMedianCost(r, try), want)
+				}
+			}
+		}
+	}
+}
+
+// Two superpeers in one cluster and none in another: the best exchange
+// moves one of the pair to the empty cluster; a set already at the local
+// optimum is left as it is.
+func TestBestSwap_MovesADoubledSuperpeer(t *testing.T) {
+	l := line{0, 1, 2, 100, 101, 102, 200, 201, 202}
+	got := BestSwap(l, []int{0, 2, 4})
+	if got.Out != 0 && got.Out != 2 || got.In != 7 || !(got.After < got.Before) {
+		t.Fatalf("%+v: want 0 or 2 exchanged for 7", got)
+	}
+	if opt := BestSwap(l, []int{1, 4, 7}); opt.Out != -1 || opt.In != -1 || opt.After != opt.Before {
+		t.Fatalf("the optimum %+v changed", opt)
+	}
+}

@@ -321,6 +321,7 @@ func (s *Swarm) summarize(method string, a metrics.Assignment, sps []int, unserv
 		if pl, err := s.idealAttach(sps, capacity); err == nil {
 			sum.PlacementClientRTT = RTTSummary{pl.ClientRTT.Mean, pl.ClientRTT.P50, pl.ClientRTT.P90}
 		}
+		sum.OneSwap = s.oneSwap(sps)
 	}
 	secs := s.Elapsed(start).Seconds()
 	t := s.Traffic()
