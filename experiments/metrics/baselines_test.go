@@ -28,6 +28,21 @@ func (h holes) RTT(i, j int) float64 {
 	return h.RTTs.RTT(i, j)
 }
 
+// synthHoled is synth with, for an even seed, up to k random links
+// Missing (drawn from the seed).
+func synthHoled(n int, seed int64, k int) latency.RTTs {
+	r := synth(n, seed)
+	if seed%2 != 0 {
+		return r
+	}
+	rng := rand.New(rand.NewSource(seed))
+	m := map[[2]int]bool{}
+	for x := 0; x < k; x++ {
+		m[[2]int{rng.Intn(n), rng.Intn(n)}] = true
+	}
+	return holes{r, m}
+}
+
 func synth(n int, seed int64) latency.RTTs {
 	cfg := latency.DefaultSyntheticConfig()
 	cfg.Clusters = 4
@@ -109,15 +124,7 @@ func TestGreedyKMedian_FivePointsOnALine(t *testing.T) {
 // same superpeers, same order, including with Missing links.
 func TestGreedyKMedian_MatchesNaive(t *testing.T) {
 	for seed := int64(1); seed <= 6; seed++ {
-		var r latency.RTTs = synth(80, seed)
-		if seed%2 == 0 {
-			rng := rand.New(rand.NewSource(seed))
-			m := map[[2]int]bool{}
-			for x := 0; x < 300; x++ {
-				m[[2]int{rng.Intn(80), rng.Intn(80)}] = true
-			}
-			r = holes{r, m}
-		}
+		r := synthHoled(80, seed, 300)
 		for _, S := range []int{1, 3, 10} {
 			got, want := GreedyKMedian(r, S), naiveGreedy(r, S)
 			if !slices.Equal(got, want) {
@@ -236,15 +243,7 @@ func TestAssignWithCapacity_NeverExceeds(t *testing.T) {
 // pair finds, with and without missing links, and names its ends.
 func TestBestSwap_MatchesBruteForce(t *testing.T) {
 	for seed := int64(1); seed <= 6; seed++ {
-		var r latency.RTTs = synth(60, seed)
-		if seed%2 == 0 {
-			rng := rand.New(rand.NewSource(seed))
-			m := map[[2]int]bool{}
-			for x := 0; x < 200; x++ {
-				m[[2]int{rng.Intn(60), rng.Intn(60)}] = true
-			}
-			r = holes{r, m}
-		}
+		r := synthHoled(60, seed, 200)
 		for _, S := range []int{1, 3, 8} {
 			sps := RandomSuperpeers(60, S, rand.New(rand.NewSource(seed)))
 			want := KMedianCost(r, sps)
