@@ -19,9 +19,14 @@ import (
 type RepelOptions struct {
 	RTT latency.RTTs
 	// Coords are the peers' Vivaldi coordinates (from SimulateVivaldi),
-	// held fixed during the run: the tokens move in an embedding that has
-	// converged.
+	// held fixed during the run (but for Later): the tokens move in an
+	// embedding that has converged.
 	Coords []vivaldi.Coord
+	// Later, if set, are the coordinates of later times, in ascending
+	// order of At: from each stage's At on, every peer has that stage's
+	// coordinates (each of length len(IDs)), as a live swarm's Vivaldi
+	// keeps sampling, and its error falling, while the tokens move.
+	Later []CoordStage
 	// Neighbors are each peer's Vivaldi neighbours, the peers it knows with
 	// coordinates.
 	Neighbors [][]int32
@@ -81,6 +86,13 @@ type RepelOptions struct {
 	// regret (no other choice) in every attach request under
 	// AttachSelector, to displace the clients of full holders.
 	RegretLiars []bool
+}
+
+// CoordStage is one step of RepelOptions.Later: the peers' coordinates
+// from virtual time At on.
+type CoordStage struct {
+	At     time.Duration
+	Coords []vivaldi.Coord
 }
 
 // RepelResult is the outcome of SimulateRepel.
@@ -159,6 +171,8 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		return nil, fmt.Errorf("sim: repel: %d IDs, %d coords, %d neighbour sets", n, len(o.Coords), len(o.Neighbors))
 	case o.Config.Tokens > n:
 		return nil, fmt.Errorf("sim: repel: %d tokens for %d peers", o.Config.Tokens, n)
+	case !stagesOK(o.Later, n):
+		return nil, fmt.Errorf("sim: repel: later coordinates must have %d coordinates each, in ascending order of time", n)
 	case o.Config.Fraction > 0 && o.Config.MaxTokens > n:
 		return nil, fmt.Errorf("sim: repel: up to %d tokens for %d peers", o.Config.MaxTokens, n)
 	}
@@ -194,6 +208,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	case o.Capacity < 0:
 		return nil, fmt.Errorf("sim: repel: capacity %d must be ≥ 0", o.Capacity)
 	}
+	// The stages overwrite the coordinates in place (the attacher shares
+	// the slice): a copy, not the caller's.
+	o.Coords = append([]vivaldi.Coord(nil), o.Coords...)
 	s := &repelSim{
 		o: o, net: NewNet(o.RTT), index: make(map[string]int, n),
 		keys: make([]repel.Key, n), nodes: make([]*repel.Node, n),
@@ -259,6 +276,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	}
 	s.net.At(0, tick)
 	s.net.At(o.ViewEvery/2, view)
+	for _, st := range o.Later {
+		s.net.At(st.At, func() { s.recoord(st.Coords) })
+	}
 	s.net.RunWhile(o.Limit, func() bool { return !s.done })
 	r := s.res
 	r.Superpeers = s.holders()
@@ -288,6 +308,31 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 }
 
 func (s *repelSim) now() time.Time { return epoch0.Add(s.net.Now()) }
+
+// stagesOK says whether later coordinate stages cover n peers each, in
+// ascending order of time.
+func stagesOK(later []CoordStage, n int) bool {
+	for k, st := range later {
+		if len(st.Coords) != n || k > 0 && st.At < later[k-1].At {
+			return false
+		}
+	}
+	return true
+}
+
+// recoord gives every peer its coordinate of a later stage: the running
+// nodes their own and their views' (the minters' included), the attacher
+// the clients' and holders'.
+func (s *repelSim) recoord(cs []vivaldi.Coord) {
+	copy(s.o.Coords, cs)
+	for k := range s.base {
+		s.base[k].Coord = s.o.Coords[s.index[s.base[k].ID]]
+	}
+	for _, i := range s.running {
+		s.nodes[i].SetCoord(s.o.Coords[i])
+		s.nodes[i].SetPeers(s.view(i))
+	}
+}
 
 // addMinters runs, from now on, the minters of tokens up to S (their M
 // XOR-closest peers each; a DHT lookup of a token's name would tell them of
