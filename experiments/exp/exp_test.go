@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/superpeer-overlay/superpeer/experiments/metrics"
 )
 
 func TestRegistry(t *testing.T) {
-	want := []string{"attacks", "churn", "elections", "growth", "prefix", "repel", "repel-coords", "requirements", "scale", "superpeer-count", "vivaldi"}
+	want := []string{"attacks", "churn", "elections", "growth", "prefix", "repel", "repel-cooling", "repel-coords", "requirements", "scale", "superpeer-count", "vivaldi"}
 	if got := Names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("names %v, want %v", got, want)
 	}
@@ -261,6 +263,60 @@ func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
 		if !(r.Mean > 0.5) || r.Worst < r.Mean {
 			t.Errorf("row %+v", r)
 		}
+	}
+}
+
+// repel-cooling: the same seed gives the same table, every run of the grid
+// is scored, and a lower settled gain moves the tokens more.
+func TestRepelCooling_SameSeedSameNumbers(t *testing.T) {
+	e, ok := Lookup("repel-cooling")
+	if !ok {
+		t.Fatal("repel-cooling not registered")
+	}
+	dir := t.TempDir()
+	run := func(id string) []byte {
+		rd, err := e.Run(Options{Seed: 2, Out: dir, ID: id, tiny: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(rd, "cooling.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a, b := run("a"), run("b")
+	if !bytes.Equal(a, b) {
+		t.Fatalf("same seed, different tables:\n%s\n%s", a, b)
+	}
+	var res struct {
+		Results struct {
+			Rows []coolingRow `json:"rows"`
+		} `json:"results"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "repel-cooling", "a", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	rows := res.Results.Rows
+	if len(rows) != 2 || rows[0].SettledMinGain <= rows[1].SettledMinGain {
+		t.Fatalf("rows %+v", rows)
+	}
+	for _, r := range rows {
+		if len(r.Ratios) != 2 || len(r.Swap) != 2 || len(r.Moves) != 2 || !(r.Mean > 0.5) || r.Worst < r.Mean || r.Above < 0 || r.Above > 1 {
+			t.Errorf("row %+v", r)
+		}
+		for _, s := range r.Swap {
+			if s < 1 {
+				t.Errorf("row %+v: an exchange that raises the cost", r)
+			}
+		}
+	}
+	if !(metrics.Mean(rows[1].Moves) > metrics.Mean(rows[0].Moves)) {
+		t.Errorf("settled gain %.2f: %.1f moves; %.2f: %.1f", rows[0].SettledMinGain, metrics.Mean(rows[0].Moves), rows[1].SettledMinGain, metrics.Mean(rows[1].Moves))
 	}
 }
 
