@@ -156,9 +156,14 @@ const (
 	// untraced one announced that it still holds (Token); this node went
 	// back to it, and dropped its own token if it held the rival's.
 	EventReverted
+	// EventRegionMoved: a region survey (Config.RegionSurveys) measured a
+	// peer among another token's clients that would save those clients
+	// more than this node's clients lose without it; this node offers it
+	// the token (Token is the offer; EventMoveOffered follows).
+	EventRegionMoved
 
 	// lastEvent is the last EventKind.
-	lastEvent = EventReverted
+	lastEvent = EventRegionMoved
 )
 
 func (k EventKind) String() string {
@@ -197,6 +202,8 @@ func (k EventKind) String() string {
 		return "untraced"
 	case EventReverted:
 		return "reverted"
+	case EventRegionMoved:
+		return "region-moved"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -298,6 +305,10 @@ type held struct {
 	nextSurvey time.Time
 	surveyWait time.Duration
 	surveyed   bool
+	// With RegionSurveys: whether a survey of the clients and a region
+	// survey have kept the place (surveyed is both), and whether the
+	// next survey is a region survey.
+	clusterKept, regionKept, regionNext bool
 }
 
 // Node is one peer's pure token state machine. It does no I/O, starts no

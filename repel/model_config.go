@@ -124,6 +124,19 @@ type Config struct {
 	// superpeers). Figures: experiments/README.md, "How the defaults were
 	// chosen". 0 disables surveys; they need ProbeTTL.
 	SurveyInterval time.Duration
+	// RegionSurveys: every other survey of a settled holder whose last
+	// one kept its place is a region survey. It asks the peers of other
+	// tokens' digests that are served worst (the points' weight times the
+	// RTT their holder measured to them) to measure their RTT to every
+	// such point, and moves the token to the candidate that would save
+	// those clients more, by SurveyGain of the clients' summed RTT, than
+	// its own clients lose without it (their RTT to the next holder as
+	// the coordinates predict it). The coordinates' moves weigh a faraway
+	// region in predictions, and on PlanetLab they misplace some regions
+	// enough that a token in a crowd never sees the gain of leaving it
+	// for a region served from afar (experiments/README.md,
+	// `repel-cooling`). Needs SurveyInterval.
+	RegionSurveys bool
 	// SurveyCandidates is how many candidates one survey measures.
 	SurveyCandidates int
 	// SurveyClients is how many of its clients (a seeded sample if it has

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/superpeer-overlay/superpeer/superpeer"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 // Surveys (Config.SurveyInterval): a settled holder checks its place by
@@ -37,9 +38,12 @@ var errBadSurvey = fmt.Errorf("repel: malformed survey")
 
 // survey is a holder's survey in flight.
 type survey struct {
-	ids      []string  // the peers to measure: ids[0] is the holder
-	own      []float64 // the holder's measured RTT to each, seconds
-	clients  int       // ids[1:1+clients] are clients; the rest other holders (SiteRTT)
+	ids     []string  // the peers to measure: ids[0] is the holder
+	own     []float64 // the holder's measured RTT to each, seconds
+	clients int       // ids[1:1+clients] are clients; the rest other holders (SiteRTT)
+	// region, for a region survey: ids[1+k] is another token's digest
+	// point region[k] (clients 0).
+	region   []Sample
 	cands    []Peer
 	reports  map[string][]float64
 	deadline time.Time
@@ -122,11 +126,18 @@ func (n *Node) surveyTick(now time.Time) {
 }
 
 // startSurvey sends a survey to the best candidates among the attached
-// clients, or keeps the place if there is nothing to survey.
+// clients (with RegionSurveys, every other time a region survey), or keeps
+// the place if there is nothing to survey.
 func (n *Node) startSurvey(now time.Time) {
 	h := n.held
 	if !n.coordOK() {
-		n.keepPlace(now)
+		n.keepPlace(now, false)
+		return
+	}
+	if h.regionNext {
+		if !n.startRegionSurvey(now) {
+			n.keepPlace(now, true)
+		}
 		return
 	}
 	dims := len(n.coord.Vec)
@@ -193,7 +204,7 @@ func (n *Node) startSurvey(now time.Time) {
 		cs = append(cs, scored{c, cost})
 	}
 	if len(ids) < 2 || len(cs) == 0 {
-		n.keepPlace(now)
+		n.keepPlace(now, false)
 		return
 	}
 	slices.SortFunc(cs, func(a, b scored) int {
@@ -225,6 +236,10 @@ func (n *Node) finishSurvey(now time.Time) {
 	h := n.held
 	s := h.survey
 	h.survey = nil
+	if s.region != nil {
+		n.finishRegionSurvey(now, s)
+		return
+	}
 	best, bestGain, bestDrop := -1, 0.0, 0.0
 	var pos map[string]int // each surveyed peer's place in a report, for plausibleReport
 	if n.cfg.SurveyCheck > 0 {
@@ -273,7 +288,7 @@ func (n *Node) finishSurvey(now time.Time) {
 		n.offer(now, s.cands[best], EventSurveyMoved)
 		return
 	}
-	n.keepPlace(now)
+	n.keepPlace(now, false)
 }
 
 // plausibleReport checks candidate c's report (pos: each surveyed peer's
@@ -350,13 +365,24 @@ func (n *Node) atAnotherSite(s *survey, rep []float64) bool {
 	return false
 }
 
-// keepPlace ends a survey that found no better place: the token stays and
-// the next survey waits twice as long.
-func (n *Node) keepPlace(now time.Time) {
+// keepPlace ends a survey (a region survey if region) that found no better
+// place: the token stays. With RegionSurveys a survey of the clients is
+// followed by a region survey after the same wait, and the wait doubles
+// after the region survey; without, after every survey. The place counts
+// as surveyed once both kinds (or the one) kept it.
+func (n *Node) keepPlace(now time.Time, region bool) {
 	h := n.held
-	h.surveyed = true
+	if region {
+		h.regionKept = true
+	} else {
+		h.clusterKept = true
+	}
+	h.surveyed = h.clusterKept && (h.regionKept || !n.cfg.RegionSurveys)
 	n.event(EventSurveyKept, h.tok)
-	h.surveyWait = min(2*h.surveyWait, maxSurveyBackoff*n.cfg.SurveyInterval)
+	h.regionNext = n.cfg.RegionSurveys && !region
+	if !h.regionNext {
+		h.surveyWait = min(2*h.surveyWait, maxSurveyBackoff*n.cfg.SurveyInterval)
+	}
 	h.nextSurvey = now.Add(n.jitter(h.surveyWait))
 }
 
@@ -470,4 +496,138 @@ func (n *Node) onSurveyReport(now time.Time, m Message) {
 	if len(s.reports) == len(s.cands) && h.pending == nil {
 		n.finishSurvey(now)
 	}
+}
+
+// startRegionSurvey asks the worst-served points of the other tokens'
+// digests (weight × the RTT their holder measured) to measure their RTTs
+// to all of those points, SurveyCandidates of them, as a survey of
+// clients does; it reports false if no digest has a measured point.
+func (n *Node) startRegionSurvey(now time.Time) bool {
+	h := n.held
+	holders := n.holders(now)
+	seen := map[string]bool{n.id: true}
+	var pts []Sample
+	for i, e := range n.tokens {
+		if uint32(i) == h.tok.ID || !e.known || now.Sub(e.lastHeard) >= n.cfg.DeadAfter {
+			continue
+		}
+		for _, sm := range e.tok.Digest {
+			if sm.RTT <= 0 || sm.Weight <= 0 || seen[sm.ID] || holders[sm.ID] {
+				continue
+			}
+			seen[sm.ID] = true
+			pts = append(pts, sm)
+		}
+	}
+	if len(pts) == 0 {
+		return false
+	}
+	slices.SortFunc(pts, func(a, b Sample) int {
+		if c := cmp.Compare(b.Weight*b.RTT, a.Weight*a.RTT); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	pts = pts[:min(len(pts), maxSurveyClients-1)]
+	ids := []string{n.id}
+	own := []float64{0}
+	for _, sm := range pts {
+		ids, own = append(ids, sm.ID), append(own, -1)
+	}
+	s := &survey{ids: ids, own: own, region: pts, reports: map[string][]float64{},
+		deadline: now.Add(n.cfg.SurveyTimeout + n.cfg.MoveTimeout)}
+	for _, sm := range pts {
+		if len(s.cands) == n.cfg.SurveyCandidates {
+			break
+		}
+		if n.refused[sm.ID].IsZero() {
+			s.cands = append(s.cands, Peer{ID: sm.ID, Key: sm.Key, Coord: sm.Coord})
+		}
+	}
+	if len(s.cands) == 0 {
+		return false
+	}
+	h.survey = s
+	tok := h.tok
+	tok.Digest, tok.Coord = nil, copyCoord(tok.Coord)
+	n.event(EventSurvey, tok)
+	for _, c := range s.cands {
+		n.send(Message{Type: MsgSurvey, To: c.ID, Token: tok, Survey: ids})
+	}
+	return true
+}
+
+// finishRegionSurvey weighs a region survey: what each candidate would save
+// the points' clients (Σ weight × max(0, their RTT now − the candidate's),
+// the candidate's own point at 0), against what this node's attached
+// clients would lose without it (their predicted RTT to the nearest other
+// holder less the RTT measured to this node). It offers the token to the
+// candidate with the largest net saving if that is at least SurveyGain of
+// the clients' summed RTT (both sides) and SurveyFloor a client.
+func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
+	var others []vivaldi.Coord
+	for i, e := range n.tokens {
+		if uint32(i) != n.held.tok.ID && e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter && validCoord(e.tok.Coord) && len(e.tok.Coord.Vec) == len(n.coord.Vec) {
+			others = append(others, e.tok.Coord)
+		}
+	}
+	if len(others) == 0 {
+		n.keepPlace(now, true)
+		return
+	}
+	var loss, base, weight float64
+	for _, p := range n.peers {
+		if !p.Attached || !validCoord(p.Coord) || len(p.Coord.Vec) != len(n.coord.Vec) {
+			continue
+		}
+		here := p.Coord.DistanceTo(n.coord)
+		if rtt, ok := n.MeasuredRTT(now, p.ID); ok {
+			here = rtt.Seconds()
+		}
+		alt := math.Inf(1)
+		for _, o := range others {
+			alt = min(alt, p.Coord.DistanceTo(o))
+		}
+		loss, base, weight = loss+max(0, alt-here), base+here, weight+1
+	}
+	for _, sm := range s.region {
+		base, weight = base+sm.Weight*sm.RTT, weight+sm.Weight
+	}
+	pos := make(map[string]int, len(s.ids))
+	for k, id := range s.ids {
+		pos[id] = k
+	}
+	best, bestNet := -1, 0.0
+	for i, c := range s.cands {
+		rep := s.reports[c.ID]
+		if len(rep) != len(s.ids) {
+			continue
+		}
+		if !n.plausibleReport(now, s, pos, c.ID, rep) {
+			n.refused[c.ID] = now.Add(maxSurveyBackoff * n.cfg.SurveyInterval)
+			tok := n.held.tok
+			tok.Holder, tok.HolderKey = c.ID, c.Key
+			n.event(EventSurveyRefused, tok)
+			continue
+		}
+		var save float64
+		for k, sm := range s.region {
+			r := rep[1+k]
+			if sm.ID == c.ID {
+				r = 0
+			}
+			if r >= 0 {
+				save += sm.Weight * max(0, sm.RTT-r)
+			}
+		}
+		if net := save - loss; net > bestNet {
+			best, bestNet = i, net
+		}
+	}
+	if best < 0 || base <= 0 || bestNet < n.cfg.SurveyGain*base || bestNet < n.cfg.SurveyFloor.Seconds()*weight {
+		n.keepPlace(now, true)
+		return
+	}
+	n.held.nextSurvey = now.Add(n.jitter(n.cfg.SurveyInterval))
+	n.offer(now, s.cands[best], EventRegionMoved)
 }

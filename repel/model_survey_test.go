@@ -528,3 +528,108 @@ func TestNode_SurveyChecksCandidatesAgainstEachOther(t *testing.T) {
 		}
 	}
 }
+
+// regionHolder is surveyHolder with RegionSurveys and only surveys moving
+// a settled token, its first survey (of its clients) answered worse by
+// every candidate, and then the announcement of token 1, held by b at bAt,
+// whose digest has four points r1…r4 — b measured them 150 ms away (weight
+// w each) — scattered in the coordinates as a misplaced region is, and
+// one point next to b. It returns a and the region survey a sends next.
+func regionHolder(t *testing.T, bAt vivaldi.Coord, w float64) (*Node, []Message, float64) {
+	t.Helper()
+	cfg := surveyConfig()
+	cfg.Tokens = 2
+	cfg.DeadAfter = time.Minute
+	cfg.SettledMinGain = 1000 // a settled token moves on surveys only
+	cfg.RegionSurveys = true
+	a, sent, ts := surveyHolder(t, cfg, 30*time.Millisecond)
+	for _, m := range sent {
+		if _, err := a.Step(at(ts+1), report(m.To, m.Token, m.Survey, func(string) float64 { return 0.040 })); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Surveyed() {
+		t.Fatal("surveyed before a region survey")
+	}
+	pt := func(id string, c vivaldi.Coord, w, rtt float64) Sample {
+		return Sample{ID: id, Key: PeerKey(id), Coord: c, Weight: w, RTT: rtt}
+	}
+	b := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: bAt, Digest: []Sample{
+		pt("bn", vivaldi.Coord{Vec: slices.Clone(bAt.Vec), Height: 0.0001}, 10, 0.002),
+		pt("r1", at2(0.12, 0.1), w, 0.150), pt("r2", at2(-0.08, 0.1), w, 0.150),
+		pt("r3", at2(0.12, -0.1), w, 0.150), pt("r4", at2(-0.08, -0.1), w, 0.150),
+	}}
+	if _, err := a.Step(at(ts+1.5), Message{Type: MsgAnnounce, From: "b", Token: b}); err != nil {
+		t.Fatal(err)
+	}
+	for s := ts + 1.75; s < ts+30; s += 0.25 {
+		r := a.Tick(at(s))
+		if len(msgs(r, MsgMove)) > 0 {
+			t.Fatalf("at %.2f s: a moved without a survey", s)
+		}
+		for _, id := range r.Probes {
+			a.Measured(at(s), id, 30*time.Millisecond, true)
+		}
+		if sv := msgs(r, MsgSurvey); len(sv) > 0 {
+			return a, sv, s
+		}
+	}
+	t.Fatal("no region survey")
+	return nil, nil, 0
+}
+
+// A region survey asks the other tokens' worst-served digest points
+// (weight × measured RTT) to measure all of them, and hands the token to
+// one that would save them more than this holder's clients lose without
+// it — where the coordinates, which scatter the region, saw no such place.
+func TestNode_RegionSurveyMovesToARegionServedFromAfar(t *testing.T) {
+	a, sent, ts := regionHolder(t, at2(0.022, 0), 3)
+	var to []string
+	for _, m := range sent {
+		to = append(to, m.To)
+	}
+	slices.Sort(to)
+	if !slices.Equal(to, []string{"r1", "r2"}) {
+		t.Fatalf("region survey to %v, want the two worst-served points r1, r2", to)
+	}
+	ids := sent[0].Survey
+	if want := []string{"a", "r1", "r2", "r3", "r4", "bn"}; !slices.Equal(ids, want) {
+		t.Fatalf("region survey lists %v, want %v", ids, want)
+	}
+	// r1 is 5 ms from the rest of the region; r2 declines.
+	r1 := func(id string) float64 {
+		switch id {
+		case "a", "bn":
+			return 0.030
+		}
+		return 0.005
+	}
+	if _, err := a.Step(at(ts+1), Message{Type: MsgSurveyReport, From: "r2", To: "a", Token: sent[0].Token}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Step(at(ts+1), report("r1", sent[0].Token, ids, r1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mv := msgs(r, MsgMove)
+	if len(mv) != 1 || mv[0].To != "r1" || !hasEvent(r, EventRegionMoved) || mv[0].Token.Surveyed {
+		t.Fatalf("want an unsettled move to r1 for the region, got %+v", r)
+	}
+}
+
+// A region survey keeps the place when this holder's clients would lose
+// more without it (the other holder is far from them) than the region
+// would save, and the place then counts as surveyed.
+func TestNode_RegionSurveyKeepsAPlaceItsClientsNeed(t *testing.T) {
+	a, sent, ts := regionHolder(t, at2(0.3, 0), 1)
+	var r Ready
+	for _, m := range sent {
+		var err error
+		if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, func(string) float64 { return 0.005 })); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(msgs(r, MsgMove)) != 0 || !hasEvent(r, EventSurveyKept) || !a.Surveyed() {
+		t.Fatalf("want the place kept and surveyed, got %+v", r)
+	}
+}
