@@ -17,7 +17,7 @@ import (
 func init() {
 	register(Experiment{
 		Name:    "repel-cooling",
-		Summary: "repel: the live swarm's configuration in the simulator on a live swarm's timeline (Vivaldi error falling while the tokens move), over the settled gain and the cooling of moves",
+		Summary: "repel: the live swarm's configuration in the simulator on a live swarm's timeline (Vivaldi error falling while the tokens move), over the settled gain, the cooling of moves and region surveys",
 		run:     runCooling,
 	})
 }
@@ -32,7 +32,7 @@ type coolingParams struct {
 
 // coolingSize is one network: n peers, S tokens, capacity C, placements
 // seed … seed+Places−1 with Runs token seeds each, the coordinates of
-// Stages, and the (SettledMinGain, CoolingMoves) pairs to run.
+// Stages, and the (SettledMinGain, CoolingMoves, RegionSurveys) to run.
 type coolingSize struct {
 	N      int            `json:"n"`
 	S      int            `json:"s"`
@@ -53,6 +53,7 @@ type coolingStage struct {
 type coolingKnobs struct {
 	SettledMinGain float64 `json:"settled_min_gain"`
 	CoolingMoves   int     `json:"cooling_moves"`
+	RegionSurveys  bool    `json:"region_surveys"`
 }
 
 type coolingRow struct {
@@ -89,31 +90,35 @@ var (
 )
 
 func runCooling(o Options, r *report.Run) error {
-	grid := func(gains []float64, moves []int) []coolingKnobs {
+	grid := func(gains []float64, moves []int, region []bool) []coolingKnobs {
 		var g []coolingKnobs
-		for _, m := range moves {
-			for _, x := range gains {
-				g = append(g, coolingKnobs{x, m})
+		for _, r := range region {
+			for _, m := range moves {
+				for _, x := range gains {
+					g = append(g, coolingKnobs{x, m, r})
+				}
 			}
 		}
 		return g
 	}
+	both := []bool{false, true}
 	p := coolingParams{common: commonOf(o), Latency: latency.Default,
 		Sizes: []coolingSize{
-			{N: 490, S: 8, Places: 5, Runs: 8, Stages: liveStages490, Grid: grid([]float64{0.2, 0.1, 0.05}, []int{2, 3, 4})},
-			{N: 2000, S: 16, Places: 3, Runs: 1, Stages: liveStages2000, Grid: grid([]float64{0.2, 0.1}, []int{2, 4})},
+			{N: 490, S: 8, Places: 5, Runs: 8, Stages: liveStages490, Grid: grid([]float64{0.2, 0.1, 0.05}, []int{2, 4}, both)},
+			{N: 2000, S: 16, Places: 3, Runs: 1, Stages: liveStages2000, Grid: grid([]float64{0.2, 0.1}, []int{2, 4}, both)},
 		},
 		Notes: []string{
 			"each run: sim.SimulateVivaldi to each stage's rounds (the placement's seed), then sim.SimulateRepel with swarm.RepelSwarmConfig(S, attract) but for the two knobs, starting in the first stage's coordinates and taking each later stage's at its time (RepelOptions.Later); attach as the live selector's (capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace, probing every 15 s), a 3 s view, 500 ms ticks, scored after 4.5 s of quiet as `peer swarm` scores",
 			"placements seed … seed+placements−1 (the placed PlanetLab space and the identities), token seeds 100·run + placement",
 			"settled_min_gain: the relative gain a settled token needs to move; cooling_moves: every this many moves on a token's count the gain it needs doubles (repel.Config)",
+			"region_surveys: repel.Config.RegionSurveys, every other survey of a settled holder asks the worst-served points of the other tokens' digests to measure the region",
 			"swap_gain: the greedy k-median objective of the holders over that after metrics.BestSwap's best exchange (no capacity)",
 		}}
 	if o.Quick {
-		p.Sizes = []coolingSize{{N: 490, S: 8, Places: 2, Runs: 1, Stages: liveStages490, Grid: grid([]float64{0.2, 0.05}, []int{2, 4})}}
+		p.Sizes = []coolingSize{{N: 490, S: 8, Places: 2, Runs: 1, Stages: liveStages490, Grid: grid([]float64{0.2, 0.1}, []int{2, 4}, both)}}
 	}
 	if o.tiny {
-		p.Sizes = []coolingSize{{N: 120, S: 4, Places: 2, Runs: 1, Stages: []coolingStage{{0, 10}, {10, 60}}, Grid: grid([]float64{0.2, 0.05}, []int{2})}}
+		p.Sizes = []coolingSize{{N: 120, S: 4, Places: 2, Runs: 1, Stages: []coolingStage{{0, 10}, {10, 60}}, Grid: grid([]float64{0.2, 0.05}, []int{2}, []bool{true})}}
 	}
 	runs := 0
 	for i := range p.Sizes {
@@ -131,9 +136,9 @@ func runCooling(o Options, r *report.Run) error {
 		out = append(out, rows...)
 	}
 	bar.Finish()
-	t := report.NewTable("n", "S", "settled gain", "cooling moves", "runs", "/kmed mean", "/kmed worst", "above 1.10", "placement mean", "swap gain mean", "settled mean s", "moves mean")
+	t := report.NewTable("n", "S", "settled gain", "cooling moves", "region surveys", "runs", "/kmed mean", "/kmed worst", "above 1.10", "placement mean", "swap gain mean", "settled mean s", "moves mean")
 	for _, row := range out {
-		t.Add(row.N, row.S, row.SettledMinGain, row.CoolingMoves, len(row.Ratios), row.Mean, row.Worst, row.Above,
+		t.Add(row.N, row.S, row.SettledMinGain, row.CoolingMoves, row.RegionSurveys, len(row.Ratios), row.Mean, row.Worst, row.Above,
 			metrics.Mean(row.Placement), metrics.Mean(row.Swap), metrics.Mean(row.Settled), metrics.Mean(row.Moves))
 	}
 	if err := printTable(o, r, "cooling", fmt.Sprintf("repel on a live swarm's timeline, over the settled gain and the cooling: %s placements from seed %d", p.Latency, o.Seed), t); err != nil {
@@ -181,7 +186,7 @@ func coolingRows(o Options, p coolingParams, size coolingSize, done func()) ([]c
 		}
 		for k, g := range size.Grid {
 			cfg := swarm.RepelSwarmConfig(size.S, repel.Attract)
-			cfg.SettledMinGain, cfg.CoolingMoves = g.SettledMinGain, g.CoolingMoves
+			cfg.SettledMinGain, cfg.CoolingMoves, cfg.RegionSurveys = g.SettledMinGain, g.CoolingMoves, g.RegionSurveys
 			choose := repel.DefaultAttachConfig()
 			choose.ProbeEvery = 5 * 3 * time.Second // five renewals of the swarm's 9 s TTL
 			for run := int64(1); run <= int64(size.Runs); run++ {
