@@ -679,9 +679,12 @@ type RepelSummary struct {
 	Told        uint64 `json:"displaced_told"`
 	// Surveys counts the settled holders' surveys (repel.Config.SurveyInterval);
 	// SurveyMoves, those that handed the token to a place measured better;
-	// SurveyKept, those that kept it.
+	// RegionMoves, the region surveys (repel.Config.RegionSurveys) that
+	// handed it to a region served from afar; SurveyKept, those that kept
+	// it.
 	Surveys     uint64 `json:"surveys"`
 	SurveyMoves uint64 `json:"survey_moves"`
+	RegionMoves uint64 `json:"region_moves"`
 	SurveyKept  uint64 `json:"survey_kept"`
 	// Dissemination is how announcements travelled: "piggyback" on the
 	// Vivaldi exchanges (with direct announcements between holders) or
@@ -762,6 +765,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		Reverted:      stats[repel.EventReverted.String()],
 		Surveys:       stats[repel.EventSurvey.String()],
 		SurveyMoves:   stats[repel.EventSurveyMoved.String()],
+		RegionMoves:   stats[repel.EventRegionMoved.String()],
 		SurveyKept:    stats[repel.EventSurveyKept.String()],
 		Drops:         drops,
 		Dissemination: r.opts.Dissemination.String(),
