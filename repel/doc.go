@@ -222,6 +222,23 @@
 // cannot hold. In the simulator on PlanetLab, surveys brought the mean
 // client RTT closer to a greedy k-median's over the true RTTs.
 //
+// With RegionSurveys every other survey (after one of the clients kept the
+// place) is a region survey: the holder lists the points of the other
+// tokens' digests that their holders measured, worst served first (weight
+// × RTT), and asks the first SurveyCandidates of them to measure their
+// RTTs to all of them. A candidate's saving is Σ weight × max(0, the
+// point's RTT now − the candidate's RTT to it); the holder's loss is what
+// its attached clients would add going to the nearest other holder (the
+// coordinates' prediction against its own measurement). If the best net
+// saving is at least SurveyGain of the summed RTTs of both sides and
+// SurveyFloor a client, the token moves there unsettled (EventRegionMoved)
+// and its new holder settles and surveys its place as any. This is the
+// k-medoids' swap across regions, on measurements: on PlanetLab Vivaldi
+// misplaces some far regions enough that the coordinates' potential puts
+// every place in them above the holder's own, and the tokens left them
+// served from afar (experiments/README.md, `repel-cooling`). A place
+// counts as surveyed once both kinds kept it.
+//
 // # Measurements
 //
 // What the method gives, in the simulator and in live swarms, and how its
