@@ -219,12 +219,19 @@ func (n *Node) startSurvey(now time.Time) {
 	for _, c := range cs {
 		s.cands = append(s.cands, c.p)
 	}
+	n.sendSurvey(s)
+}
+
+// sendSurvey puts survey s in flight: the held token's version, without
+// its digest, goes to every candidate with the peers to measure.
+func (n *Node) sendSurvey(s *survey) {
+	h := n.held
 	h.survey = s
 	tok := h.tok
 	tok.Digest, tok.Coord = nil, copyCoord(tok.Coord)
 	n.event(EventSurvey, tok)
 	for _, c := range s.cands {
-		n.send(Message{Type: MsgSurvey, To: c.ID, Token: tok, Survey: ids})
+		n.send(Message{Type: MsgSurvey, To: c.ID, Token: tok, Survey: s.ids})
 	}
 }
 
@@ -547,13 +554,7 @@ func (n *Node) startRegionSurvey(now time.Time) bool {
 	if len(s.cands) == 0 {
 		return false
 	}
-	h.survey = s
-	tok := h.tok
-	tok.Digest, tok.Coord = nil, copyCoord(tok.Coord)
-	n.event(EventSurvey, tok)
-	for _, c := range s.cands {
-		n.send(Message{Type: MsgSurvey, To: c.ID, Token: tok, Survey: ids})
-	}
+	n.sendSurvey(s)
 	return true
 }
 

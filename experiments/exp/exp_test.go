@@ -217,12 +217,14 @@ func TestRepel_GoalColumns(t *testing.T) {
 	}
 }
 
-// repel-coords: the same seed gives the same table, and older coordinates
-// (more Vivaldi rounds) have a lower error.
-func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
-	e, ok := Lookup("repel-coords")
+// tinyRowsTwice runs experiment name's tiny size twice on seed 2, fails
+// unless both runs wrote the same table (csv), and returns the first
+// run's results.rows.
+func tinyRowsTwice[R any](t *testing.T, name, csv string) []R {
+	t.Helper()
+	e, ok := Lookup(name)
 	if !ok {
-		t.Fatal("repel-coords not registered")
+		t.Fatalf("%s not registered", name)
 	}
 	dir := t.TempDir()
 	run := func(id string) []byte {
@@ -230,7 +232,7 @@ func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(rd, "coords.csv"))
+		b, err := os.ReadFile(filepath.Join(rd, csv))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,17 +244,23 @@ func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
 	}
 	var res struct {
 		Results struct {
-			Rows []coordsRow `json:"rows"`
+			Rows []R `json:"rows"`
 		} `json:"results"`
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "repel-coords", "a", "results.json"))
+	raw, err := os.ReadFile(filepath.Join(dir, name, "a", "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatal(err)
 	}
-	rows := res.Results.Rows
+	return res.Results.Rows
+}
+
+// repel-coords: the same seed gives the same table, and older coordinates
+// (more Vivaldi rounds) have a lower error.
+func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
+	rows := tinyRowsTwice[coordsRow](t, "repel-coords", "coords.csv")
 	if len(rows) != 2 || len(rows[0].Ratios) != 2 || rows[0].Rounds >= rows[1].Rounds {
 		t.Fatalf("rows %+v", rows)
 	}
@@ -269,39 +277,7 @@ func TestRepelCoords_SameSeedSameNumbers(t *testing.T) {
 // repel-cooling: the same seed gives the same table, every run of the grid
 // is scored, and a lower settled gain moves the tokens more.
 func TestRepelCooling_SameSeedSameNumbers(t *testing.T) {
-	e, ok := Lookup("repel-cooling")
-	if !ok {
-		t.Fatal("repel-cooling not registered")
-	}
-	dir := t.TempDir()
-	run := func(id string) []byte {
-		rd, err := e.Run(Options{Seed: 2, Out: dir, ID: id, tiny: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(rd, "cooling.csv"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	a, b := run("a"), run("b")
-	if !bytes.Equal(a, b) {
-		t.Fatalf("same seed, different tables:\n%s\n%s", a, b)
-	}
-	var res struct {
-		Results struct {
-			Rows []coolingRow `json:"rows"`
-		} `json:"results"`
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "repel-cooling", "a", "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
-	rows := res.Results.Rows
+	rows := tinyRowsTwice[coolingRow](t, "repel-cooling", "cooling.csv")
 	if len(rows) != 2 || rows[0].SettledMinGain <= rows[1].SettledMinGain {
 		t.Fatalf("rows %+v", rows)
 	}
