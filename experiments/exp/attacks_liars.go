@@ -216,10 +216,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		if err != nil {
 			return p, nil, err
 		}
-		idStrs := make([]string, p.N)
-		for i, id := range ids {
-			idStrs[i] = string(id)
-		}
+		idStrs := sim.IDStrings(ids)
 		run := func(kind sim.LiarKind, fraction float64, set liarSetting) (*sim.LiarResult, error) {
 			cfg := liarConfig(set)
 			res, err := sim.SimulateLiars(sim.LiarOptions{RTT: rtt, IDs: idStrs, Seed: seed, Kind: kind,

@@ -176,10 +176,7 @@ func runReportLiars(o Options, r *report.Run) (reportParams, []surveyLiarRow, []
 		if err != nil {
 			return p, nil, nil, err
 		}
-		idStrs := make([]string, p.N)
-		for i, id := range ids {
-			idStrs[i] = string(id)
-		}
+		idStrs := sim.IDStrings(ids)
 		vr, err := sim.SimulateVivaldi(sim.VivaldiOptions{RTT: rtt, Seed: seed, Rounds: p.Rounds})
 		if err != nil {
 			return p, nil, nil, err

@@ -157,10 +157,7 @@ func coordsRows(o Options, p coordsParams, size coordsSize, done func()) ([]coor
 		if err != nil {
 			return nil, err
 		}
-		idStrs := make([]string, size.N)
-		for i, id := range ids {
-			idStrs[i] = string(id)
-		}
+		idStrs := sim.IDStrings(ids)
 		km := metrics.GreedyKMedian(rtt, size.S)
 		kev, err := metrics.Evaluate(rtt, metrics.AssignWithCapacity(rtt, km, size.C), km, size.C)
 		if err != nil {

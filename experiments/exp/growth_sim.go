@@ -48,10 +48,7 @@ func repelGrowthSim(o Options, f float64, ns []int, seed int64, rounds int) ([]r
 		if err != nil {
 			return nil, nil, err
 		}
-		idStrs := make([]string, n)
-		for i, id := range ids {
-			idStrs[i] = string(id)
-		}
+		idStrs := sim.IDStrings(ids)
 		bar := report.NewProgress(o.Stderr, fmt.Sprintf("vivaldi n = %d", n), rounds)
 		vr, err := sim.SimulateVivaldi(sim.VivaldiOptions{RTT: rtt, Seed: seed, Rounds: rounds, Progress: func(d, _ int) { bar.Set(d) }})
 		bar.Finish()

@@ -243,10 +243,7 @@ func runRepel(o Options, r *report.Run) error {
 		if err != nil {
 			return err
 		}
-		idStrs := make([]string, n)
-		for i, id := range ids {
-			idStrs[i] = string(id)
-		}
+		idStrs := sim.IDStrings(ids)
 		fmt.Fprintf(o.Stderr, "n = %d: greedy k-median over the true matrix...\n", n)
 		kmAll := metrics.GreedyKMedian(rtt, maxS)
 		bar := report.NewProgress(o.Stderr, fmt.Sprintf("vivaldi n = %d", n), p.VivaldiRounds)

@@ -154,10 +154,7 @@ func runRequirements(o Options, r *report.Run) error {
 		if err != nil {
 			return err
 		}
-		idStrs := make([]string, len(ids))
-		for i, id := range ids {
-			idStrs[i] = string(id)
-		}
+		idStrs := sim.IDStrings(ids)
 		rbar := report.NewProgress(o.Stderr, "repel (virtual s)", 1800)
 		rr, err := sim.SimulateRepel(sim.RepelOptions{
 			RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs,

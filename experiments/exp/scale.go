@@ -212,10 +212,7 @@ func scaleRepel(o Options, p scaleParams, n int) (simScaleRow, error) {
 		return simScaleRow{}, err
 	}
 	tViv := time.Since(t1)
-	idStrs := make([]string, n)
-	for i, id := range ids {
-		idStrs[i] = string(id)
-	}
+	idStrs := sim.IDStrings(ids)
 	rbar := report.NewProgress(o.Stderr, fmt.Sprintf("repel sim %d (virtual s)", n), 1800)
 	t2 := time.Now()
 	rr, err := sim.SimulateRepel(sim.RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: idStrs,

@@ -24,6 +24,16 @@ func Identity(seed int64, i int) (peer.ID, error) {
 	return peer.IDFromPrivateKey(sk)
 }
 
+// IDStrings are ids as the simulator names peers (RepelOptions.IDs):
+// string(peer.ID).
+func IDStrings(ids []peer.ID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
+
 // Identities derives the IDs and kad keys (dht.KeyOf) of peers 0..n-1 on
 // every core. Each peer's identity depends only on (seed, i), so the result
 // does not depend on the scheduling. progress, if set, is called with the
