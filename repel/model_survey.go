@@ -506,12 +506,14 @@ func (n *Node) onSurveyReport(now time.Time, m Message) {
 }
 
 // startRegionSurvey asks the worst-served points of the other tokens'
-// digests (weight × the RTT their holder measured) to measure their RTTs
-// to all of those points, SurveyCandidates of them, as a survey of
-// clients does; it reports false if no digest has a measured point.
+// digests (weight × the RTT their holder measured, or the predicted RTT to
+// the nearest other holder if less) to measure their RTTs to all of those
+// points, SurveyCandidates of them, as a survey of clients does; it
+// reports false if no digest has a measured point.
 func (n *Node) startRegionSurvey(now time.Time) bool {
 	h := n.held
 	holders := n.holders(now)
+	others := n.otherHolderCoords(now)
 	seen := map[string]bool{n.id: true}
 	var pts []Sample
 	for i, e := range n.tokens {
@@ -523,6 +525,14 @@ func (n *Node) startRegionSurvey(now time.Time) bool {
 				continue
 			}
 			seen[sm.ID] = true
+			// A digest is as old as its announcement: a token that has
+			// come near the point since serves it better than its
+			// holder measured.
+			if validCoord(sm.Coord) && len(sm.Coord.Vec) == len(n.coord.Vec) {
+				for _, o := range others {
+					sm.RTT = min(sm.RTT, sm.Coord.DistanceTo(o))
+				}
+			}
 			pts = append(pts, sm)
 		}
 	}
@@ -558,6 +568,17 @@ func (n *Node) startRegionSurvey(now time.Time) bool {
 	return true
 }
 
+// otherHolderCoords are the coordinates of the other live tokens' holders.
+func (n *Node) otherHolderCoords(now time.Time) []vivaldi.Coord {
+	var others []vivaldi.Coord
+	for i, e := range n.tokens {
+		if uint32(i) != n.held.tok.ID && e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter && validCoord(e.tok.Coord) && len(e.tok.Coord.Vec) == len(n.coord.Vec) {
+			others = append(others, e.tok.Coord)
+		}
+	}
+	return others
+}
+
 // finishRegionSurvey weighs a region survey: what each candidate would save
 // the points' clients (Σ weight × max(0, their RTT now − the candidate's),
 // the candidate's own point at 0), against what this node's attached
@@ -566,12 +587,7 @@ func (n *Node) startRegionSurvey(now time.Time) bool {
 // candidate with the largest net saving if that is at least SurveyGain of
 // the clients' summed RTT (both sides) and SurveyFloor a client.
 func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
-	var others []vivaldi.Coord
-	for i, e := range n.tokens {
-		if uint32(i) != n.held.tok.ID && e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter && validCoord(e.tok.Coord) && len(e.tok.Coord.Vec) == len(n.coord.Vec) {
-			others = append(others, e.tok.Coord)
-		}
-	}
+	others := n.otherHolderCoords(now)
 	if len(others) == 0 {
 		n.keepPlace(now, true)
 		return

@@ -533,8 +533,8 @@ func TestNode_SurveyChecksCandidatesAgainstEachOther(t *testing.T) {
 // a settled token, its first survey (of its clients) answered worse by
 // every candidate, and then the announcement of token 1, held by b at bAt,
 // whose digest has four points r1…r4 — b measured them 150 ms away (weight
-// w each) — scattered in the coordinates as a misplaced region is, and
-// one point next to b. It returns a and the region survey a sends next.
+// w each) — scattered around b in the coordinates (141 ms from it), as a
+// misplaced region is, and one point next to b. It returns a and the region survey a sends next.
 func regionHolder(t *testing.T, bAt vivaldi.Coord, w float64) (*Node, []Message, float64) {
 	t.Helper()
 	cfg := surveyConfig()
@@ -554,10 +554,11 @@ func regionHolder(t *testing.T, bAt vivaldi.Coord, w float64) (*Node, []Message,
 	pt := func(id string, c vivaldi.Coord, w, rtt float64) Sample {
 		return Sample{ID: id, Key: PeerKey(id), Coord: c, Weight: w, RTT: rtt}
 	}
+	off := func(dx, dy float64) vivaldi.Coord { return at2(bAt.Vec[0]+dx, bAt.Vec[1]+dy) }
 	b := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: bAt, Digest: []Sample{
 		pt("bn", vivaldi.Coord{Vec: slices.Clone(bAt.Vec), Height: 0.0001}, 10, 0.002),
-		pt("r1", at2(0.12, 0.1), w, 0.150), pt("r2", at2(-0.08, 0.1), w, 0.150),
-		pt("r3", at2(0.12, -0.1), w, 0.150), pt("r4", at2(-0.08, -0.1), w, 0.150),
+		pt("r1", off(0.1, 0.1), w, 0.150), pt("r2", off(-0.1, 0.1), w, 0.150),
+		pt("r3", off(0.1, -0.1), w, 0.150), pt("r4", off(-0.1, -0.1), w, 0.150),
 	}}
 	if _, err := a.Step(at(ts+1.5), Message{Type: MsgAnnounce, From: "b", Token: b}); err != nil {
 		t.Fatal(err)
