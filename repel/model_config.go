@@ -135,7 +135,10 @@ type Config struct {
 	// region in predictions, and on PlanetLab they misplace some regions
 	// enough that a token in a crowd never sees the gain of leaving it
 	// for a region served from afar (experiments/README.md,
-	// `repel-cooling`). Needs SurveyInterval.
+	// `repel-cooling`). Needs SurveyInterval. On by default: over `peer
+	// experiment repel`'s 48 runs they took the mean client RTT from
+	// 1.009× to 0.998× the greedy k-median, and the worst from 1.087× to
+	// 1.063×, for a later rest (experiments/README.md, `repel`).
 	RegionSurveys bool
 	// SurveyCandidates is how many candidates one survey measures.
 	SurveyCandidates int
@@ -243,6 +246,7 @@ func DefaultConfig() Config {
 		SurveyFloor:            time.Millisecond,
 		SurveyTimeout:          30 * time.Second,
 		SurveyCheck:            0.1,
+		RegionSurveys:          true,
 	}
 }
 

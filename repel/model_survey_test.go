@@ -17,6 +17,8 @@ func surveyConfig() Config {
 	c.SurveyTimeout = 5 * time.Second
 	c.SurveyCandidates = 2
 	c.ProbeTTL = time.Hour
+	// The clients' survey alone; regionHolder turns region surveys on.
+	c.RegionSurveys = false
 	return c
 }
 
