@@ -110,8 +110,7 @@ func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	// two moves, and a settled token moves on the coordinates' word only
 	// for a 20% gain. What that leaves — a region served from afar that
 	// the coordinates misplace, so that no holder sees the gain of moving
-	// there — region surveys (on in DefaultConfig) find by measurement.
-	// Chosen by `peer
+	// there — region surveys find by measurement. Chosen by `peer
 	// experiment repel-cooling` (experiments/README.md): on a live
 	// swarm's timeline in the simulator, cooling as slow as the model's
 	// placed better at twice the time to rest, and region surveys placed
@@ -119,6 +118,7 @@ func RepelSwarmConfig(S int, model repel.Model) repel.Config {
 	c.MinGain = 0.05
 	c.SettledMinGain = 0.2
 	c.CoolingMoves = 2
+	c.RegionSurveys = true
 	// Rest buys a move back every 2 min, not LocalConfig's 20 s: every move
 	// sends a holder's clients to re-attach and changes the digests the
 	// others see, so with 16 tokens on 490 peers the tokens kept passing
