@@ -513,7 +513,7 @@ func (n *Node) onSurveyReport(now time.Time, m Message) {
 func (n *Node) startRegionSurvey(now time.Time) bool {
 	h := n.held
 	holders := n.holders(now)
-	others := n.otherHolderCoords(now)
+	others, _ := n.otherHolders(now)
 	seen := map[string]bool{n.id: true}
 	var pts []Sample
 	for i, e := range n.tokens {
@@ -568,31 +568,51 @@ func (n *Node) startRegionSurvey(now time.Time) bool {
 	return true
 }
 
-// otherHolderCoords are the coordinates of the other live tokens' holders.
-func (n *Node) otherHolderCoords(now time.Time) []vivaldi.Coord {
-	var others []vivaldi.Coord
+// otherHolders are the coordinates of the other live tokens' holders and
+// the clients each serves as its digest counts them (the points' weights).
+func (n *Node) otherHolders(now time.Time) (coords []vivaldi.Coord, loads []float64) {
 	for i, e := range n.tokens {
 		if uint32(i) != n.held.tok.ID && e.known && now.Sub(e.lastHeard) < n.cfg.DeadAfter && validCoord(e.tok.Coord) && len(e.tok.Coord.Vec) == len(n.coord.Vec) {
-			others = append(others, e.tok.Coord)
+			var load float64
+			for _, sm := range e.tok.Digest {
+				load += sm.Weight
+			}
+			coords, loads = append(coords, e.tok.Coord), append(loads, load)
 		}
 	}
-	return others
+	return coords, loads
 }
 
 // finishRegionSurvey weighs a region survey: what each candidate would save
 // the points' clients (Σ weight × max(0, their RTT now − the candidate's),
 // the candidate's own point at 0), against what this node's attached
 // clients would lose without it (their predicted RTT to the nearest other
-// holder less the RTT measured to this node). It offers the token to the
-// candidate with the largest net saving if that is at least SurveyGain of
-// the clients' summed RTT (both sides) and SurveyFloor a client.
+// holder less the RTT measured to this node). With a Capacity both sides
+// respect it: the clients go to the nearest other holder with room (what
+// its digest's weights leave of C; a client no holder has room for
+// counts unservedCost), and a candidate saves for at most C clients, those
+// that gain most. It offers the token to the candidate with the largest
+// net saving if that is at least SurveyGain of the clients' summed RTT
+// (both sides) and SurveyFloor a client.
 func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
-	others := n.otherHolderCoords(now)
+	others, loads := n.otherHolders(now)
 	if len(others) == 0 {
 		n.keepPlace(now, true)
 		return
 	}
-	var loss, base, weight float64
+	room := make([]float64, len(others))
+	for j := range room {
+		room[j] = math.Inf(1)
+		if c := float64(n.cfg.Capacity); c > 0 {
+			room[j] = max(0, c-loads[j])
+		}
+	}
+	type moved struct {
+		here, regret float64
+		dist         []float64
+	}
+	var mine []moved
+	var base, weight float64
 	for _, p := range n.peers {
 		if !p.Attached || !validCoord(p.Coord) || len(p.Coord.Vec) != len(n.coord.Vec) {
 			continue
@@ -601,11 +621,38 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 		if rtt, ok := n.MeasuredRTT(now, p.ID); ok {
 			here = rtt.Seconds()
 		}
-		alt := math.Inf(1)
-		for _, o := range others {
-			alt = min(alt, p.Coord.DistanceTo(o))
+		m := moved{here: here, dist: make([]float64, len(others))}
+		d1, d2 := math.Inf(1), math.Inf(1)
+		for j, o := range others {
+			d := p.Coord.DistanceTo(o)
+			m.dist[j] = d
+			switch {
+			case d < d1:
+				d1, d2 = d, d1
+			case d < d2:
+				d2 = d
+			}
 		}
-		loss, base, weight = loss+max(0, alt-here), base+here, weight+1
+		m.regret = d2 - d1
+		mine = append(mine, m)
+		base, weight = base+here, weight+1
+	}
+	// The clients that lose most by a second choice take room first, as
+	// the capacitated potential assigns them (field.capacitate).
+	slices.SortStableFunc(mine, func(a, b moved) int { return cmp.Compare(b.regret, a.regret) })
+	var loss float64
+	for _, m := range mine {
+		alt := unservedCost
+		j := -1
+		for o, d := range m.dist {
+			if room[o] >= 1 && (j < 0 || d < m.dist[j]) {
+				j = o
+			}
+		}
+		if j >= 0 {
+			alt, room[j] = m.dist[j], room[j]-1
+		}
+		loss += max(0, alt-m.here)
 	}
 	for _, sm := range s.region {
 		base, weight = base+sm.Weight*sm.RTT, weight+sm.Weight
@@ -627,17 +674,7 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 			n.event(EventSurveyRefused, tok)
 			continue
 		}
-		var save float64
-		for k, sm := range s.region {
-			r := rep[1+k]
-			if sm.ID == c.ID {
-				r = 0
-			}
-			if r >= 0 {
-				save += sm.Weight * max(0, sm.RTT-r)
-			}
-		}
-		if net := save - loss; net > bestNet {
+		if net := regionSaving(s, c.ID, rep, float64(n.cfg.Capacity)) - loss; net > bestNet {
 			best, bestNet = i, net
 		}
 	}
@@ -647,4 +684,37 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 	}
 	n.held.nextSurvey = now.Add(n.jitter(n.cfg.SurveyInterval))
 	n.offer(now, s.cands[best], EventRegionMoved)
+}
+
+// regionSaving is what candidate c (its report rep of a region survey s)
+// would save the region's points: Σ weight × max(0, RTT now − c's RTT), c's
+// own point at 0; with a capacity C > 0, for the C clients that gain most
+// (a point straddling the limit in part), as a holder serves at most C.
+func regionSaving(s *survey, c string, rep []float64, capacity float64) float64 {
+	type gain struct{ w, g float64 }
+	var gs []gain
+	for k, sm := range s.region {
+		r := rep[1+k]
+		if sm.ID == c {
+			r = 0
+		}
+		if r >= 0 && sm.RTT > r {
+			gs = append(gs, gain{sm.Weight, sm.RTT - r})
+		}
+	}
+	left := math.Inf(1)
+	if capacity > 0 {
+		left = capacity
+		slices.SortStableFunc(gs, func(a, b gain) int { return cmp.Compare(b.g, a.g) })
+	}
+	var save float64
+	for _, g := range gs {
+		if left <= 0 {
+			break
+		}
+		in := min(g.w, left)
+		left -= in
+		save += in * g.g
+	}
+	return save
 }

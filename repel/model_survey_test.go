@@ -2,6 +2,7 @@ package repel
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -634,5 +635,74 @@ func TestNode_RegionSurveyKeepsAPlaceItsClientsNeed(t *testing.T) {
 	}
 	if len(msgs(r, MsgMove)) != 0 || !hasEvent(r, EventSurveyKept) || !a.Surveyed() {
 		t.Fatalf("want the place kept and surveyed, got %+v", r)
+	}
+}
+
+// With a Capacity, a region survey's loss sends this holder's clients to
+// the other holders' room only (C less the weights of their digests): the
+// scene of TestNode_RegionSurveyMovesToARegionServedFromAfar moves the
+// token while b has room for a's six clients, and keeps the place when b
+// is full, where the clients would go unserved.
+func TestNode_RegionSurveyWeighsTheRoomLeft(t *testing.T) {
+	// b's digest: bn (10) and r1…r4 (3 each), 22 clients.
+	for _, c := range []struct {
+		capacity int
+		move     bool
+	}{{0, true}, {28, true}, {22, false}, {27, false}} {
+		t.Run(fmt.Sprint(c.capacity), func(t *testing.T) {
+			a, sent, ts := regionHolder(t, at2(0.022, 0), 3)
+			a.cfg.Capacity = c.capacity // the survey sent, weighed under C
+			ids := sent[0].Survey
+			r1 := func(id string) float64 {
+				switch id {
+				case "a", "bn":
+					return 0.030
+				}
+				return 0.005
+			}
+			var r Ready
+			for _, m := range sent {
+				var err error
+				if r, err = a.Step(at(ts+1), report(m.To, m.Token, ids, r1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if moved := len(msgs(r, MsgMove)) == 1 && hasEvent(r, EventRegionMoved); moved != c.move {
+				t.Fatalf("capacity %d: moved %v, want %v: %+v", c.capacity, moved, c.move, r)
+			}
+			if !c.move && !hasEvent(r, EventSurveyKept) {
+				t.Fatalf("capacity %d: want the place kept, got %+v", c.capacity, r)
+			}
+		})
+	}
+}
+
+// A candidate saves the region's points their RTT now less its own, its own
+// point all of it; under a capacity C only for the C clients that gain
+// most, a point straddling the limit in part.
+func TestRegionSaving(t *testing.T) {
+	s := &survey{region: []Sample{
+		{ID: "p", Weight: 4, RTT: 0.100},
+		{ID: "q", Weight: 2, RTT: 0.050},
+		{ID: "c", Weight: 3, RTT: 0.020},
+		{ID: "u", Weight: 5, RTT: 0.010},
+	}}
+	rep := []float64{0.030, 0.040, 0.010, 0.005, 0.020} // the holder, then p, q, c, u
+	for _, c := range []struct {
+		capacity, want float64
+	}{
+		{0, 4*0.060 + 2*0.040 + 3*0.020}, // u is nearer its holder now
+		{100, 4*0.060 + 2*0.040 + 3*0.020},
+		{5, 4*0.060 + 1*0.040}, // p first, then one of q's two
+		{4, 4 * 0.060},
+	} {
+		if got := regionSaving(s, "c", rep, c.capacity); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("capacity %v: saving %v, want %v", c.capacity, got, c.want)
+		}
+	}
+	// An unmeasured point (-1) saves nothing.
+	rep[1] = -1
+	if got, want := regionSaving(s, "c", rep, 0), 2*0.040+3*0.020; math.Abs(got-want) > 1e-12 {
+		t.Errorf("unmeasured p: saving %v, want %v", got, want)
 	}
 }
