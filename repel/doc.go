@@ -229,7 +229,12 @@
 // RTTs to all of them. A candidate's saving is Σ weight × max(0, the
 // point's RTT now − the candidate's RTT to it); the holder's loss is what
 // its attached clients would add going to the nearest other holder (the
-// coordinates' prediction against its own measurement). If the best net
+// coordinates' prediction against its own measurement). With a Capacity
+// both sides respect it: the clients go to the nearest other holder with
+// room (C less the weights of its digest), a client no holder has room
+// for counting as unserved, and a candidate saves for at most C clients,
+// those that gain most; without that, under a capacity well below twice
+// an even split the region moves went on for good. If the best net
 // saving is at least SurveyGain of the summed RTTs of both sides and
 // SurveyFloor a client, the token moves there unsettled (EventRegionMoved)
 // and its new holder settles and surveys its place as any. This is the
