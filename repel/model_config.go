@@ -136,10 +136,11 @@ type Config struct {
 	// enough that a token in a crowd never sees the gain of leaving it
 	// for a region served from afar (experiments/README.md,
 	// `repel-cooling`). Both sides respect Capacity (repel/doc.go,
-	// "Surveys"). Needs SurveyInterval. On by default: over `peer
-	// experiment repel`'s 48 runs they took the mean client RTT from
-	// 1.009× to 1.003× the greedy k-median and the worst from 1.087× to
-	// 1.063× (experiments/README.md, `repel`).
+	// "Surveys"). Needs SurveyInterval. Off by default: on, `peer
+	// experiment repel`'s 48 runs read 1.003× the greedy k-median against
+	// 1.009× (experiments/README.md, `repel`), but an 8-peer `peer run`
+	// bed with 2 tokens (TestTestbed_LiveRepel) kept moving its tokens
+	// for two minutes; `peer swarm` turns them on.
 	RegionSurveys bool
 	// SurveyCandidates is how many candidates one survey measures.
 	SurveyCandidates int
@@ -247,7 +248,6 @@ func DefaultConfig() Config {
 		SurveyFloor:            time.Millisecond,
 		SurveyTimeout:          30 * time.Second,
 		SurveyCheck:            0.1,
-		RegionSurveys:          true,
 	}
 }
 
