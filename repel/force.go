@@ -222,7 +222,6 @@ func (f *field) clientCost(x vivaldi.Coord) (cost, served float64) {
 	if f.base == nil {
 		f.capacitate()
 	}
-	type saving struct{ w, d, gain float64 }
 	var near []saving
 	for i, c := range f.clients {
 		w, d := f.weight(i), c.DistanceTo(x)
@@ -231,18 +230,60 @@ func (f *field) clientCost(x vivaldi.Coord) (cost, served float64) {
 			near = append(near, saving{w, d, f.base[i] - d})
 		}
 	}
-	slices.SortStableFunc(near, func(a, b saving) int { return cmp.Compare(b.gain, a.gain) })
-	room := f.capacity
-	for _, s := range near {
+	fillByGain(near, f.capacity, func(s saving, in float64) {
+		cost -= in * s.gain
+		served += in * s.d
+	})
+	return cost, served
+}
+
+// saving is weight w of clients at distance d from a token that would
+// save them gain each.
+type saving struct{ w, d, gain float64 }
+
+// fillByGain takes up to room of the savings' weight, the largest gain
+// first (ties in order; an item straddling the limit in part), and calls
+// take with each item and the weight taken from it. It sorts items unless
+// room is unlimited (+Inf: all of every item, in order).
+func fillByGain(items []saving, room float64, take func(s saving, in float64)) {
+	if !math.IsInf(room, 1) {
+		slices.SortStableFunc(items, func(a, b saving) int { return cmp.Compare(b.gain, a.gain) })
+	}
+	for _, s := range items {
 		if room <= 0 {
 			break
 		}
 		in := min(s.w, room)
 		room -= in
-		cost -= in * s.gain
-		served += in * s.d
+		take(s, in)
 	}
-	return cost, served
+}
+
+// nearestWith is the index of the smallest of ds among those ok accepts
+// (ties to the lower index), or -1.
+func nearestWith(ds []float64, ok func(o int) bool) int {
+	j := -1
+	for o, d := range ds {
+		if ok(o) && (j < 0 || d < ds[j]) {
+			j = o
+		}
+	}
+	return j
+}
+
+// regret is the second-smallest of ds less the smallest (+Inf with fewer
+// than two).
+func regret(ds []float64) float64 {
+	d1, d2 := math.Inf(1), math.Inf(1)
+	for _, d := range ds {
+		switch {
+		case d < d1:
+			d1, d2 = d, d1
+		case d < d2:
+			d2 = d
+		}
+	}
+	return d2 - d1
 }
 
 // unservedCost is a client's cost in base when the other tokens are all
@@ -269,12 +310,7 @@ func (f *field) capacitate() {
 		// unless the client's weight ran out. Most clients fit in their
 		// nearest, so picking beats sorting all k.
 		for left > 0 {
-			j := -1
-			for o, d := range ds {
-				if f.capacity-load[o] > 0 && (j < 0 || d < ds[j]) {
-					j = o
-				}
-			}
+			j := nearestWith(ds, func(o int) bool { return f.capacity-load[o] > 0 })
 			if j < 0 {
 				break
 			}
@@ -296,7 +332,7 @@ func (f *field) capacitate() {
 func (f *field) byRegret() (dist [][]float64, order []int) {
 	n, k := len(f.clients), len(f.others)
 	dist = make([][]float64, n)
-	regret := make([]float64, n)
+	regrets := make([]float64, n)
 	order = make([]int, n)
 	for i, c := range f.clients {
 		order[i] = i
@@ -308,18 +344,9 @@ func (f *field) byRegret() (dist [][]float64, order []int) {
 			ds[f.holder[i]] = d
 		}
 		dist[i] = ds
-		d1, d2 := math.Inf(1), math.Inf(1)
-		for _, d := range ds {
-			switch {
-			case d < d1:
-				d1, d2 = d, d1
-			case d < d2:
-				d2 = d
-			}
-		}
-		regret[i] = d2 - d1
+		regrets[i] = regret(ds)
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(regret[b], regret[a]) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(regrets[b], regrets[a]) })
 	return dist, order
 }
 

@@ -603,8 +603,8 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 	room := make([]float64, len(others))
 	for j := range room {
 		room[j] = math.Inf(1)
-		if c := float64(n.cfg.Capacity); c > 0 {
-			room[j] = max(0, c-loads[j])
+		if n.cfg.Capacity > 0 {
+			room[j] = max(0, float64(n.cfg.Capacity)-loads[j])
 		}
 	}
 	type moved struct {
@@ -621,20 +621,11 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 		if rtt, ok := n.MeasuredRTT(now, p.ID); ok {
 			here = rtt.Seconds()
 		}
-		m := moved{here: here, dist: make([]float64, len(others))}
-		d1, d2 := math.Inf(1), math.Inf(1)
+		dist := make([]float64, len(others))
 		for j, o := range others {
-			d := p.Coord.DistanceTo(o)
-			m.dist[j] = d
-			switch {
-			case d < d1:
-				d1, d2 = d, d1
-			case d < d2:
-				d2 = d
-			}
+			dist[j] = p.Coord.DistanceTo(o)
 		}
-		m.regret = d2 - d1
-		mine = append(mine, m)
+		mine = append(mine, moved{here, regret(dist), dist})
 		base, weight = base+here, weight+1
 	}
 	// The clients that lose most by a second choice take room first, as
@@ -643,13 +634,7 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 	var loss float64
 	for _, m := range mine {
 		alt := unservedCost
-		j := -1
-		for o, d := range m.dist {
-			if room[o] >= 1 && (j < 0 || d < m.dist[j]) {
-				j = o
-			}
-		}
-		if j >= 0 {
+		if j := nearestWith(m.dist, func(o int) bool { return room[o] >= 1 }); j >= 0 {
 			alt, room[j] = m.dist[j], room[j]-1
 		}
 		loss += max(0, alt-m.here)
@@ -691,30 +676,20 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 // own point at 0; with a capacity C > 0, for the C clients that gain most
 // (a point straddling the limit in part), as a holder serves at most C.
 func regionSaving(s *survey, c string, rep []float64, capacity float64) float64 {
-	type gain struct{ w, g float64 }
-	var gs []gain
+	var gs []saving
 	for k, sm := range s.region {
 		r := rep[1+k]
 		if sm.ID == c {
 			r = 0
 		}
 		if r >= 0 && sm.RTT > r {
-			gs = append(gs, gain{sm.Weight, sm.RTT - r})
+			gs = append(gs, saving{w: sm.Weight, d: r, gain: sm.RTT - r})
 		}
 	}
-	left := math.Inf(1)
-	if capacity > 0 {
-		left = capacity
-		slices.SortStableFunc(gs, func(a, b gain) int { return cmp.Compare(b.g, a.g) })
+	if capacity <= 0 {
+		capacity = math.Inf(1)
 	}
 	var save float64
-	for _, g := range gs {
-		if left <= 0 {
-			break
-		}
-		in := min(g.w, left)
-		left -= in
-		save += in * g.g
-	}
+	fillByGain(gs, capacity, func(g saving, in float64) { save += in * g.gain })
 	return save
 }
