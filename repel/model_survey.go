@@ -585,9 +585,9 @@ func (n *Node) otherHolders(now time.Time) (coords []vivaldi.Coord, loads []floa
 
 // finishRegionSurvey weighs a region survey: what each candidate would save
 // the points' clients (Σ weight × max(0, their RTT now − the candidate's),
-// the candidate's own point at 0), against what this node's attached
+// the candidate's own point at 0), against what this node and its attached
 // clients would lose without it (their predicted RTT to the nearest other
-// holder less the RTT measured to this node). With a Capacity both sides
+// holder less the RTT measured to this node, this node's own at 0). With a Capacity both sides
 // respect it: the clients go to the nearest other holder with room (what
 // its digest's weights leave of C; a client no holder has room for
 // counts unservedCost), and a candidate saves for at most C clients, those
@@ -613,6 +613,19 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 	}
 	var mine []moved
 	var base, weight float64
+	add := func(c vivaldi.Coord, here float64) {
+		dist := make([]float64, len(others))
+		for j, o := range others {
+			dist[j] = c.DistanceTo(o)
+		}
+		mine = append(mine, moved{here, regret(dist), dist})
+		base, weight = base+here, weight+1
+	}
+	// This node is a client of the others once the token is gone, as the
+	// candidate's own point is served at 0 once it has it: an 8-peer bed
+	// whose far outlier was another token's worst-served client moved a
+	// token to it and back for minutes while this node's loss was left out.
+	add(n.coord, 0)
 	for _, p := range n.peers {
 		if !p.Attached || !validCoord(p.Coord) || len(p.Coord.Vec) != len(n.coord.Vec) {
 			continue
@@ -621,12 +634,7 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 		if rtt, ok := n.MeasuredRTT(now, p.ID); ok {
 			here = rtt.Seconds()
 		}
-		dist := make([]float64, len(others))
-		for j, o := range others {
-			dist[j] = p.Coord.DistanceTo(o)
-		}
-		mine = append(mine, moved{here, regret(dist), dist})
-		base, weight = base+here, weight+1
+		add(p.Coord, here)
 	}
 	// The clients that lose most by a second choice take room first, as
 	// the capacitated potential assigns them (field.capacitate).

@@ -644,11 +644,12 @@ func TestNode_RegionSurveyKeepsAPlaceItsClientsNeed(t *testing.T) {
 // token while b has room for a's six clients, and keeps the place when b
 // is full, where the clients would go unserved.
 func TestNode_RegionSurveyWeighsTheRoomLeft(t *testing.T) {
-	// b's digest: bn (10) and r1…r4 (3 each), 22 clients.
+	// b's digest: bn (10) and r1…r4 (3 each), 22 clients; a's six clients
+	// and a itself need 7 more.
 	for _, c := range []struct {
 		capacity int
 		move     bool
-	}{{0, true}, {28, true}, {22, false}, {27, false}} {
+	}{{0, true}, {29, true}, {22, false}, {28, false}} {
 		t.Run(fmt.Sprint(c.capacity), func(t *testing.T) {
 			a, sent, ts := regionHolder(t, at2(0.022, 0), 3)
 			a.cfg.Capacity = c.capacity // the survey sent, weighed under C
@@ -674,6 +675,38 @@ func TestNode_RegionSurveyWeighsTheRoomLeft(t *testing.T) {
 				t.Fatalf("capacity %d: want the place kept, got %+v", c.capacity, r)
 			}
 		})
+	}
+}
+
+// A region survey counts what the holder itself loses without the token,
+// as a client of the next holder, as it counts the candidate's own point
+// saved: with b 80 ms off, the region's saving (0.6 × (150 + 3 × 145) =
+// 351 ms) beats the six clients' loss (about 300 ms) but not theirs and
+// a's together (about 380 ms). An 8-peer bed moved a token to a far
+// outlier and back for minutes while the holder's own loss was left out.
+func TestNode_RegionSurveyCountsTheHolderItself(t *testing.T) {
+	for _, c := range []struct {
+		w    float64
+		move bool
+	}{{0.6, false}, {0.8, true}} {
+		a, sent, ts := regionHolder(t, at2(0.1, 0), c.w)
+		r1 := func(id string) float64 {
+			switch id {
+			case "a", "bn":
+				return 0.080
+			}
+			return 0.005
+		}
+		var r Ready
+		for _, m := range sent {
+			var err error
+			if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, r1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if moved := len(msgs(r, MsgMove)) == 1 && hasEvent(r, EventRegionMoved); moved != c.move {
+			t.Fatalf("weight %v: moved %v, want %v: %+v", c.w, moved, c.move, r)
+		}
 	}
 }
 
