@@ -476,13 +476,18 @@ func registered(name string) bool {
 }
 
 // watchToken logs the repel tokens this peer takes and gives up (minted,
-// handed over, fenced) until ctx ends; roles are logged as changes.
+// handed over, fenced), and the token events behind them, until ctx ends;
+// roles are logged as changes.
 func watchToken(ctx context.Context, rsel *repel.Selector, logger *log.Logger) {
 	var last repel.Token
 	had := false
+	seen := map[string]uint64{}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if evs := tokenEvents(seen, rsel.Stats()); len(evs) > 0 {
+			logger.Printf("token events: %s", strings.Join(evs, ", "))
+		}
 		t, ok := rsel.Held()
 		switch {
 		case ok && (!had || t.ID != last.ID || t.Epoch != last.Epoch):
@@ -497,6 +502,22 @@ func watchToken(ctx context.Context, rsel *repel.Selector, logger *log.Logger) {
 		case <-tick.C:
 		}
 	}
+}
+
+// tokenEvents are the token events (repel.EventKind, by name) that stats
+// counts beyond seen, as "kind count" in EventKind order; seen is brought
+// up to stats. A peer's log then says why its token moved (a survey, a
+// region survey or the coordinates alone: a move offered with neither).
+func tokenEvents(seen, stats map[string]uint64) []string {
+	var evs []string
+	for k := repel.EventMinted; !strings.HasPrefix(k.String(), "EventKind("); k++ {
+		name := k.String()
+		if d := stats[name] - seen[name]; stats[name] > seen[name] {
+			evs = append(evs, fmt.Sprintf("%s %d", name, d))
+		}
+		seen[name] = stats[name]
+	}
+	return evs
 }
 
 // repelConfig is the token method for one peer on the Internet:
