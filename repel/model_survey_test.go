@@ -653,21 +653,7 @@ func TestNode_RegionSurveyWeighsTheRoomLeft(t *testing.T) {
 		t.Run(fmt.Sprint(c.capacity), func(t *testing.T) {
 			a, sent, ts := regionHolder(t, at2(0.022, 0), 3)
 			a.cfg.Capacity = c.capacity // the survey sent, weighed under C
-			ids := sent[0].Survey
-			r1 := func(id string) float64 {
-				switch id {
-				case "a", "bn":
-					return 0.030
-				}
-				return 0.005
-			}
-			var r Ready
-			for _, m := range sent {
-				var err error
-				if r, err = a.Step(at(ts+1), report(m.To, m.Token, ids, r1)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			r := answerRegion(t, a, sent, ts, 0.030)
 			if moved := len(msgs(r, MsgMove)) == 1 && hasEvent(r, EventRegionMoved); moved != c.move {
 				t.Fatalf("capacity %d: moved %v, want %v: %+v", c.capacity, moved, c.move, r)
 			}
@@ -676,6 +662,27 @@ func TestNode_RegionSurveyWeighsTheRoomLeft(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answerRegion has every candidate of the region survey sent answer a
+// second after it: far from a and bn (far), 5 ms from the region's other
+// points. It returns what a did with the last answer.
+func answerRegion(t *testing.T, a *Node, sent []Message, ts, far float64) Ready {
+	t.Helper()
+	rtt := func(id string) float64 {
+		if id == "a" || id == "bn" {
+			return far
+		}
+		return 0.005
+	}
+	var r Ready
+	for _, m := range sent {
+		var err error
+		if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, rtt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
 }
 
 // A region survey counts what the holder itself loses without the token,
@@ -690,20 +697,7 @@ func TestNode_RegionSurveyCountsTheHolderItself(t *testing.T) {
 		move bool
 	}{{0.6, false}, {0.8, true}} {
 		a, sent, ts := regionHolder(t, at2(0.1, 0), c.w)
-		r1 := func(id string) float64 {
-			switch id {
-			case "a", "bn":
-				return 0.080
-			}
-			return 0.005
-		}
-		var r Ready
-		for _, m := range sent {
-			var err error
-			if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, r1)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r := answerRegion(t, a, sent, ts, 0.080)
 		if moved := len(msgs(r, MsgMove)) == 1 && hasEvent(r, EventRegionMoved); moved != c.move {
 			t.Fatalf("weight %v: moved %v, want %v: %+v", c.w, moved, c.move, r)
 		}
