@@ -369,6 +369,57 @@ func joinAll(t *testing.T, ctx context.Context, nodes []*Node) {
 	}
 }
 
+// knowNeighbours waits until every node's routing table holds its m
+// XOR-nearest other nodes, looking itself up again while it does not: a
+// lookup that ends once the nearest peers it met have answered (β = 3)
+// misses the true closest peer if those lack it, as a one-time self-lookup
+// left some tables on a loaded CI machine (kad-dht admits a peer only after
+// its own liveness query).
+func knowNeighbours(t *testing.T, nodes []*Node, m int) {
+	t.Helper()
+	lacking := func(nd *Node) []peer.ID {
+		others := slices.DeleteFunc(slices.Clone(nodes), func(o *Node) bool { return o == nd })
+		slices.SortFunc(others, func(a, b *Node) int {
+			if nd.Key().Closer(a.Key(), b.Key()) {
+				return -1
+			}
+			if nd.Key().Closer(b.Key(), a.Key()) {
+				return 1
+			}
+			return 0
+		})
+		var miss []peer.ID
+		for _, o := range others[:min(m, len(others))] {
+			if nd.RoutingTable().Find(o.ID()) == "" {
+				miss = append(miss, o.ID())
+			}
+		}
+		return miss
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for round := 0; ; round++ {
+		var behind []*Node
+		for _, nd := range nodes {
+			if len(lacking(nd)) > 0 {
+				behind = append(behind, nd)
+			}
+		}
+		if len(behind) == 0 {
+			if round > 0 {
+				t.Logf("every table holds its %d nearest after %d more self-lookup rounds", m, round)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d nodes still lack some of their %d nearest (node %s: %v)", len(behind), m, behind[0].ID(), lacking(behind[0]))
+		}
+		for _, nd := range behind {
+			nd.SelfLookup(ctx) // an error leaves it behind, and the next round tries again
+		}
+	}
+}
+
 // slowPair builds two linked nodes on mocknet, b (the bootstrap) and a (the
 // joiner), not yet connected; the one named by slow ("a" or "b") runs
 // kad-dht with no time at all for the liveness query that admits a new
@@ -459,6 +510,7 @@ func TestNode_ClosestResiliencyEndsEarlierAndStaysExact(t *testing.T) {
 	sent := map[int]uint64{}
 	for _, beta := range []int{3, 20} {
 		nodes := testNetwork(t, n, WithResiliency(beta))
+		knowNeighbours(t, nodes, 8)
 		total := func() (sum uint64) {
 			for _, nd := range nodes {
 				sum += nd.Stats().ClosestSent.Load()
