@@ -1,6 +1,7 @@
 package dht
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand"
@@ -380,13 +381,8 @@ func knowNeighbours(t *testing.T, nodes []*Node, m int) {
 	lacking := func(nd *Node) []peer.ID {
 		others := slices.DeleteFunc(slices.Clone(nodes), func(o *Node) bool { return o == nd })
 		slices.SortFunc(others, func(a, b *Node) int {
-			if nd.Key().Closer(a.Key(), b.Key()) {
-				return -1
-			}
-			if nd.Key().Closer(b.Key(), a.Key()) {
-				return 1
-			}
-			return 0
+			da, db := a.Key().Xor(nd.Key()), b.Key().Xor(nd.Key())
+			return bytes.Compare(da[:], db[:])
 		})
 		var miss []peer.ID
 		for _, o := range others[:min(m, len(others))] {

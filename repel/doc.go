@@ -230,9 +230,7 @@
 // point's RTT now − the candidate's RTT to it); the holder's loss is what
 // it and its attached clients would add going to the nearest other holder
 // (the coordinates' prediction against its own measurement, its own RTT
-// 0: a tiny network's outlier, another token's worst-served client, drew
-// a token that the coordinates then took back, for minutes, while the
-// holder's own loss was left out). With a Capacity
+// 0; why it counts itself: experiments/README.md, `repel`). With a Capacity
 // both sides respect it: the clients go to the nearest other holder with
 // room (C less the weights of its digest), a client no holder has room
 // for counting as unserved, and a candidate saves for at most C clients,

@@ -22,7 +22,7 @@ var dropReasons = []string{
 // report emits the selector's metrics (metricFamilies).
 func (s *Selector) report(emit counters.Emit) {
 	stats := s.stats.Snapshot()
-	for k := EventMinted; k <= lastEvent; k++ {
+	for _, k := range EventKinds() {
 		emit(0, k.String(), float64(stats[k.String()]))
 	}
 	s.mu.Lock()

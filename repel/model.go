@@ -166,6 +166,16 @@ const (
 	lastEvent = EventRegionMoved
 )
 
+// EventKinds are every EventKind, in order: what a log or a metric names
+// by k.String() in the selector's Stats.
+func EventKinds() []EventKind {
+	ks := make([]EventKind, 0, lastEvent)
+	for k := EventMinted; k <= lastEvent; k++ {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
 func (k EventKind) String() string {
 	switch k {
 	case EventMinted:

@@ -587,11 +587,11 @@ func (n *Node) otherHolders(now time.Time) (coords []vivaldi.Coord, loads []floa
 // the points' clients (Σ weight × max(0, their RTT now − the candidate's),
 // the candidate's own point at 0), against what this node and its attached
 // clients would lose without it (their predicted RTT to the nearest other
-// holder less the RTT measured to this node, this node's own at 0). With a Capacity both sides
-// respect it: the clients go to the nearest other holder with room (what
-// its digest's weights leave of C; a client no holder has room for
-// counts unservedCost), and a candidate saves for at most C clients, those
-// that gain most. It offers the token to the candidate with the largest
+// holder less the RTT measured to this node, this node's own at 0). With a
+// Capacity both sides respect it: the clients go to the nearest other
+// holder with room (what its digest's weights leave of C; a client no
+// holder has room for counts unservedCost), and a candidate saves for at
+// most C clients, those that gain most. It offers the token to the candidate with the largest
 // net saving if that is at least SurveyGain of the clients' summed RTT
 // (both sides) and SurveyFloor a client.
 func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
@@ -622,9 +622,7 @@ func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 		base, weight = base+here, weight+1
 	}
 	// This node is a client of the others once the token is gone, as the
-	// candidate's own point is served at 0 once it has it: an 8-peer bed
-	// whose far outlier was another token's worst-served client moved a
-	// token to it and back for minutes while this node's loss was left out.
+	// candidate's own point is served at 0 once it has it.
 	add(n.coord, 0)
 	for _, p := range n.peers {
 		if !p.Attached || !validCoord(p.Coord) || len(p.Coord.Vec) != len(n.coord.Vec) {

@@ -510,10 +510,10 @@ func watchToken(ctx context.Context, rsel *repel.Selector, logger *log.Logger) {
 // region survey or the coordinates alone: a move offered with neither).
 func tokenEvents(seen, stats map[string]uint64) []string {
 	var evs []string
-	for k := repel.EventMinted; !strings.HasPrefix(k.String(), "EventKind("); k++ {
+	for _, k := range repel.EventKinds() {
 		name := k.String()
-		if d := stats[name] - seen[name]; stats[name] > seen[name] {
-			evs = append(evs, fmt.Sprintf("%s %d", name, d))
+		if stats[name] > seen[name] {
+			evs = append(evs, fmt.Sprintf("%s %d", name, stats[name]-seen[name]))
 		}
 		seen[name] = stats[name]
 	}
