@@ -1,7 +1,7 @@
 package vivaldi
 
 // Hooks of the package's tests: the model's counters, the service's model,
-// a coordinate heard, one step of the sampler, and a clock.
+// a coordinate to remember, one step of the sampler, and a clock.
 
 import (
 	"context"
@@ -17,12 +17,11 @@ func (c *Client) Stats() Stats { return c.counters() }
 // Client is the model the service feeds.
 func (s *Service) Client() *Client { return s.client }
 
-// PeerCoordinate is the last coordinate heard from p, if any.
-func (s *Service) PeerCoordinate(p peer.ID) (Coord, bool) {
+// Remember records c as the last coordinate heard from p.
+func (s *Service) Remember(p peer.ID, c Coord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.peers[p]
-	return c.Clone(), ok
+	s.rememberLocked(p, c)
 }
 
 // Step chooses the next peer as the background sampler does (Next of the

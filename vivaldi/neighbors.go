@@ -503,9 +503,13 @@ func (n *neighbors) Next(random []string) (string, kind) {
 }
 
 // nearestTo is up to k keys of known whose coordinates lie nearest target,
-// nearest first, skipping those skip says to (nil skips none) and invalid
-// or mismatched coordinates. Ties go to the smaller distance's first key in
-// sorted order, so the result does not depend on map order.
+// nearest first, skipping those skip says to (nil skips none),
+// mismatched dimensions and coordinates at no finite distance (NaN or
+// infinite components). Ties go to the smaller distance's first key in
+// sorted order, so the result does not depend on map order. It runs on
+// every reply that shares neighbours, over every peer the service knows,
+// so it checks a distance rather than every coordinate (Coord.Check):
+// the service keeps only coordinates that passed the wire's checks.
 func nearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) bool) []K {
 	if k <= 0 || target.Check() != nil {
 		return nil
@@ -519,10 +523,13 @@ func nearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) b
 	// thousands, so an insertion into k beats sorting them all.
 	all := make([]kd, 0, k)
 	for id, c := range known {
-		if (skip != nil && skip(id)) || len(c.Vec) != len(target.Vec) || c.Check() != nil {
+		if len(c.Vec) != len(target.Vec) || (skip != nil && skip(id)) {
 			continue
 		}
 		x := kd{id, target.DistanceTo(c)}
+		if math.IsNaN(x.d) || math.IsInf(x.d, 0) {
+			continue
+		}
 		if len(all) == k && !before(x, all[k-1]) {
 			continue
 		}

@@ -311,6 +311,7 @@ func TestNearestTo(t *testing.T) {
 	known := map[string]Coord{
 		"a": at(10), "b": at(20), "c": at(30), "d": at(40),
 		"bad": {Vec: []float64{math.NaN(), 0}}, "3d": {Vec: []float64{0, 0, 0}},
+		"far": {Vec: []float64{math.Inf(1), 0}}, "nan-height": {Vec: at(21).Vec, Height: math.NaN()},
 	}
 	got := nearestTo(at(22), known, 3, func(k string) bool { return k == "c" })
 	if fmt.Sprint(got) != "[b a d]" {

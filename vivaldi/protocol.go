@@ -284,6 +284,84 @@ func (s *Service) PeerCoordinates() map[peer.ID]Coord {
 	return out
 }
 
+// PeerCoordinate is a copy of the last coordinate heard from p, if any.
+func (s *Service) PeerCoordinate(p peer.ID) (Coord, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.peers[p]
+	if !ok {
+		return Coord{}, false
+	}
+	return c.Clone(), true
+}
+
+// NearestPeers is up to k of the peers whose last coordinate the service
+// holds (PeerCoordinates) that lie nearest to, nearest first (ties by ID),
+// leaving out those skip says to, with a copy of each one's coordinate.
+// skip runs without the service's lock, so it may call into the host. It
+// copies only the coordinates it returns: a caller that wants the few
+// nearest of thousands need not copy them all.
+func (s *Service) NearestPeers(to Coord, k int, skip func(peer.ID) bool) ([]peer.ID, []Coord) {
+	if k <= 0 || to.Check() != nil {
+		return nil, nil
+	}
+	type pd struct {
+		p peer.ID
+		d float64
+	}
+	s.mu.Lock()
+	all := make([]pd, 0, len(s.peers))
+	for p, c := range s.peers {
+		if len(c.Vec) == len(to.Vec) {
+			all = append(all, pd{p, to.DistanceTo(c)})
+		}
+	}
+	s.mu.Unlock()
+	// A heap, popped until k are taken: the callers skip most of the
+	// peers known (those not connected), so a full sort would order
+	// thousands to take a handful.
+	less := func(a, b pd) bool { return a.d < b.d || (a.d == b.d && a.p < b.p) }
+	down := func(i, n int) {
+		for {
+			c := 2*i + 1
+			if c >= n {
+				return
+			}
+			if c+1 < n && less(all[c+1], all[c]) {
+				c++
+			}
+			if !less(all[c], all[i]) {
+				return
+			}
+			all[i], all[c] = all[c], all[i]
+			i = c
+		}
+	}
+	for i := len(all)/2 - 1; i >= 0; i-- {
+		down(i, len(all))
+	}
+	var ids []peer.ID
+	for n := len(all); n > 0 && len(ids) < k; n-- {
+		x := all[0]
+		all[0] = all[n-1]
+		down(0, n-1)
+		if skip == nil || !skip(x.p) {
+			ids = append(ids, x.p)
+		}
+	}
+	coords := make([]Coord, 0, len(ids))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := ids[:0]
+	for _, p := range ids {
+		// Forgotten since (ForgetPeer, or refused as implausible): left out.
+		if c, ok := s.peers[p]; ok {
+			out, coords = append(out, p), append(coords, c.Clone())
+		}
+	}
+	return out, coords
+}
+
 // Drops counts refused frames and refused neighbour entries by reason:
 // "oversize", "decode", "missing_coord", "non_finite", "out_of_range",
 // "dimensions", "stream", "neighbor_id", "neighbor_coord", "neighbor_rtt",

@@ -3,8 +3,10 @@ package vivaldi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"math/rand"
 	"reflect"
 	"runtime"
 	"slices"
@@ -858,4 +860,55 @@ func (s *Service) nearSet() []nearPeer {
 type nearPeer struct {
 	ID  peer.ID
 	RTT time.Duration
+}
+
+// NearestPeers gives the same peers, in the same order (distance, then ID),
+// as sorting every coordinate the service holds, for every k and with
+// peers skipped; the coordinates are copies.
+func TestService_NearestPeers(t *testing.T) {
+	_, hs := mockHosts(t, 1)
+	s := newService(t, hs[0])
+	rng := rand.New(rand.NewSource(9))
+	known := map[peer.ID]Coord{}
+	for i := range 80 {
+		p := peer.ID(fmt.Sprintf("p%02d", i))
+		// A coarse grid, so that distances tie.
+		c := Coord{Vec: []float64{float64(rng.Intn(6)) / 1000, float64(rng.Intn(6)) / 1000}, Height: 0.001, Error: 1}
+		if i%17 == 0 {
+			c = Coord{Vec: []float64{0, 0, 0}, Height: 0.001, Error: 1} // other dimensions: never
+		}
+		known[p] = c
+		s.Remember(p, c)
+	}
+	to := Coord{Vec: []float64{0.002, 0.003}, Height: 0.001, Error: 1}
+	skip := func(p peer.ID) bool { return p[len(p)-1] == '3' }
+	var want []peer.ID
+	for p, c := range known {
+		if len(c.Vec) == 2 && !skip(p) {
+			want = append(want, p)
+		}
+	}
+	sort.Slice(want, func(i, j int) bool {
+		di, dj := to.DistanceTo(known[want[i]]), to.DistanceTo(known[want[j]])
+		return di < dj || (di == dj && want[i] < want[j])
+	})
+	for k := 0; k <= len(known)+1; k++ {
+		ids, coords := s.NearestPeers(to, k, skip)
+		if w := want[:min(k, len(want))]; fmt.Sprint(ids) != fmt.Sprint(w) {
+			t.Fatalf("k %d: got %v, want %v", k, ids, w)
+		}
+		for i, p := range ids {
+			if !reflect.DeepEqual(coords[i], known[p]) {
+				t.Fatalf("k %d: %s at %v, want %v", k, p, coords[i], known[p])
+			}
+		}
+	}
+	ids, coords := s.NearestPeers(to, 1, nil)
+	coords[0].Vec[0] = 99
+	if c, _ := s.PeerCoordinate(ids[0]); c.Vec[0] == 99 {
+		t.Fatal("NearestPeers returned the service's own coordinate, not a copy")
+	}
+	if ids, _ := s.NearestPeers(Coord{}, 3, nil); ids != nil {
+		t.Fatalf("an invalid target gave %v", ids)
+	}
 }
