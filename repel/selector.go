@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
@@ -205,10 +204,11 @@ type Selector struct {
 	// hand-over certificates (owned by loop).
 	sigs, certs verifiedSigs
 
-	rtNear [][]peer.ID // per token, the routing table's peers nearest its name at the last setView (owned by loop)
-	heard  []time.Time // per token, when it was last heard of (owned by loop)
-	known  []bool      // per token, whether it was heard of since the start (owned by loop)
-	looked []time.Time // per token, when its name was last looked up (owned by loop)
+	rtNear   [][]peer.ID // per token, the routing table's peers nearest its name (owned by loop)
+	rtNearAt time.Time   // when setView last looked rtNear up (owned by loop)
+	heard    []time.Time // per token, when it was last heard of (owned by loop)
+	known    []bool      // per token, whether it was heard of since the start (owned by loop)
+	looked   []time.Time // per token, when its name was last looked up (owned by loop)
 
 	lastSnap time.Time // owned by loop: when the snapshot was last taken
 
@@ -752,69 +752,75 @@ func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
 	}
 	s.mu.Unlock()
 
-	coords := s.viv.PeerCoordinates()
-	type near struct {
-		p peer.ID
-		d float64
+	// The nearest connected peers by coordinate, without copying every
+	// coordinate the service holds (thousands at 2 000 peers).
+	net := h.Network()
+	ns, nc := s.viv.NearestPeers(me, s.opts.Neighbours, func(p peer.ID) bool {
+		return p == self || bad[p] || net.Connectedness(p) != lpnet.Connected
+	})
+	var clients []peer.ID
+	var cc map[peer.ID]superpeer.ClientCoord
+	if _, holding := s.model.Held(); holding {
+		clients, cc = s.attach.Clients(), s.attach.ClientCoords()
 	}
-	var ns []near
-	for p, c := range coords {
-		if p == self || bad[p] || h.Network().Connectedness(p) != lpnet.Connected {
-			continue
+	// The routing table's peers nearest each token's name: enough for the
+	// model to see that this peer is not the one to mint it (the rank of a
+	// peer that is comes from the lookups above). The table changes slowly
+	// once joined, and a stale entry costs at most a lookup (mayMint), so
+	// they are looked up again every quarter of T_dead, not every View.
+	if now.Sub(s.rtNearAt) >= s.opts.Config.DeadAfter/4 || s.rtNearAt.IsZero() {
+		s.rtNearAt = now
+		rt := s.node.RoutingTable()
+		for i := range s.rtNear {
+			key := TokenKey(uint32(i))
+			s.rtNear[i] = rt.NearestPeers(kb.ID(key[:]), s.opts.MintLookup)
 		}
-		ns = append(ns, near{p, me.DistanceTo(c)})
 	}
-	sort.Slice(ns, func(i, j int) bool { return ns[i].d < ns[j].d })
-	if len(ns) > s.opts.Neighbours {
-		ns = ns[:s.opts.Neighbours]
+	n := len(ns) + len(clients)
+	for _, ps := range closest {
+		n += len(ps)
 	}
-	seen := map[peer.ID]int{}
-	var peers []Peer
-	add := func(p peer.ID, attached bool) {
+	for _, ps := range s.rtNear {
+		n += len(ps)
+	}
+	seen := make(map[peer.ID]int, n)
+	peers := make([]Peer, 0, n)
+	add := func(p peer.ID, attached bool, c vivaldi.Coord, known bool) {
 		if i, ok := seen[p]; ok {
 			peers[i].Attached = peers[i].Attached || attached
 			return
 		}
-		seen[p] = len(peers)
-		pp := Peer{ID: string(p), Key: PeerKey(string(p)), Attached: attached}
-		if c, ok := coords[p]; ok {
-			pp.Coord = c
+		if !known {
+			c, _ = s.viv.PeerCoordinate(p)
 		}
-		peers = append(peers, pp)
+		seen[p] = len(peers)
+		peers = append(peers, Peer{ID: string(p), Key: PeerKey(string(p)), Coord: c, Attached: attached})
 	}
-	for _, n := range ns {
-		add(n.p, false)
+	for i, p := range ns {
+		add(p, false, nc[i], true)
 	}
-	if _, holding := s.model.Held(); holding {
+	for _, c := range clients {
 		// A client's coordinate comes with each of its attach requests
 		// (every Renew), fresher than the last Vivaldi exchange with it.
-		cc := s.attach.ClientCoords()
-		for _, c := range s.attach.Clients() {
-			if x, ok := cc[c]; ok && len(x.Vec) == len(me.Vec) {
-				coords[c] = vivaldi.Coord{Vec: x.Vec, Height: x.Height}
-			}
-			add(c, true)
+		if x, ok := cc[c]; ok && len(x.Vec) == len(me.Vec) {
+			add(c, true, vivaldi.Coord{Vec: x.Vec, Height: x.Height}, true)
+			continue
 		}
+		add(c, true, vivaldi.Coord{}, false)
 	}
 	for _, ps := range closest {
 		for _, p := range ps {
 			if p != self && !bad[p] {
-				add(p, false)
+				add(p, false, vivaldi.Coord{}, false)
 			}
 		}
 	}
-	// The routing table's peers nearest each token's name: enough for the
-	// model to see that this peer is not the one to mint it (the rank of a
-	// peer that is comes from the lookups above).
-	rt := s.node.RoutingTable()
-	for i := range s.rtNear {
-		key := TokenKey(uint32(i))
-		s.rtNear[i] = rt.NearestPeers(kb.ID(key[:]), s.opts.MintLookup)
-		for _, p := range s.rtNear[i] {
+	for _, ps := range s.rtNear {
+		for _, p := range ps {
 			// Dead peers linger in the routing table; one nearer the name
 			// would push this peer's turn to mint back by T_dead.
-			if !bad[p] && h.Network().Connectedness(p) == lpnet.Connected {
-				add(p, false)
+			if !bad[p] && net.Connectedness(p) == lpnet.Connected {
+				add(p, false, vivaldi.Coord{}, false)
 			}
 		}
 	}
@@ -924,6 +930,7 @@ func (s *Selector) fitTokens(S int) {
 		s.known = append(s.known, false)
 		s.looked = append(s.looked, time.Time{})
 		s.rtNear = append(s.rtNear, nil)
+		s.rtNearAt = time.Time{} // the new tokens' nearest at the next setView
 	}
 	s.heard, s.known, s.looked, s.rtNear = s.heard[:S:S], s.known[:S:S], s.looked[:S:S], s.rtNear[:S:S]
 	s.sigs.Limit = verifiedSigsFor(S)
