@@ -525,9 +525,13 @@ func (r *RepelRun) State() RepelState {
 }
 
 // Wait polls the selection until cond holds, and returns how long that took
-// from since, in the network's time (Swarm.Elapsed).
+// from since, in the network's time (Swarm.Elapsed). It reads the state
+// every waitPoll of the network's time: a dilated swarm is read no more
+// often per network second than one that is not (a reading visits every
+// peer, and at ×8 a wall-clock poll read 2 000 peers every 6 ms of
+// network time).
 func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelState) bool) (time.Duration, error) {
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(time.Duration(float64(waitPoll) * r.s.Dilation()))
 	defer tick.Stop()
 	logged := time.Now()
 	for {
@@ -550,6 +554,9 @@ func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelSta
 		}
 	}
 }
+
+// waitPoll is how often, in the network's time, Wait reads the state.
+const waitPoll = 50 * time.Millisecond
 
 // stateLogEvery is how often a wait for convergence logs the state.
 const stateLogEvery = 15 * time.Second
