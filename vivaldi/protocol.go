@@ -296,11 +296,12 @@ func (s *Service) PeerCoordinate(p peer.ID) (Coord, bool) {
 }
 
 // NearestPeers is up to k of the peers whose last coordinate the service
-// holds (PeerCoordinates) that lie nearest to, nearest first (ties by ID),
-// leaving out those skip says to, with a copy of each one's coordinate.
-// skip runs without the service's lock, so it may call into the host. It
-// copies only the coordinates it returns: a caller that wants the few
-// nearest of thousands need not copy them all.
+// holds (PeerCoordinates) that lie nearest the coordinate to, nearest first
+// (ties by ID), leaving out those skip says to, with a copy of each one's
+// coordinate as the service holds it when they are returned (a peer
+// forgotten meanwhile is left out). skip runs without the service's lock,
+// so it may call into the host. It copies only the coordinates it returns:
+// a caller that wants the few nearest of thousands need not copy them all.
 func (s *Service) NearestPeers(to Coord, k int, skip func(peer.ID) bool) ([]peer.ID, []Coord) {
 	if k <= 0 || to.Check() != nil {
 		return nil, nil
