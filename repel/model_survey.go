@@ -591,9 +591,9 @@ func (n *Node) otherHolders(now time.Time) (coords []vivaldi.Coord, loads []floa
 // Capacity both sides respect it: the clients go to the nearest other
 // holder with room (what its digest's weights leave of C; a client no
 // holder has room for counts unservedCost), and a candidate saves for at
-// most C clients, those that gain most. It offers the token to the candidate with the largest
-// net saving if that is at least SurveyGain of the clients' summed RTT
-// (both sides) and SurveyFloor a client.
+// most C clients, those that gain most. It offers the token to the
+// candidate with the largest net saving if that is at least SurveyGain of
+// the clients' summed RTT (both sides) and SurveyFloor a client.
 func (n *Node) finishRegionSurvey(now time.Time, s *survey) {
 	others, loads := n.otherHolders(now)
 	if len(others) == 0 {

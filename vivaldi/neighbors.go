@@ -502,6 +502,15 @@ func (n *neighbors) Next(random []string) (string, kind) {
 	return "", kindNone
 }
 
+// keyDist is a key at a distance, ordered by distance and then by key
+// (before), so that a choice of the nearest does not depend on map order.
+type keyDist[K ~string] struct {
+	k K
+	d float64
+}
+
+func (a keyDist[K]) before(b keyDist[K]) bool { return a.d < b.d || (a.d == b.d && a.k < b.k) }
+
 // nearestTo is up to k keys of known whose coordinates lie nearest target,
 // nearest first, skipping those skip says to (nil skips none),
 // mismatched dimensions and coordinates at no finite distance (NaN or
@@ -514,11 +523,8 @@ func nearestTo[K ~string](target Coord, known map[K]Coord, k int, skip func(K) b
 	if k <= 0 || target.Check() != nil {
 		return nil
 	}
-	type kd struct {
-		k K
-		d float64
-	}
-	before := func(a, b kd) bool { return a.d < b.d || (a.d == b.d && a.k < b.k) }
+	type kd = keyDist[K]
+	before := kd.before
 	// The k best so far, in order: k is a handful and known may hold
 	// thousands, so an insertion into k beats sorting them all.
 	all := make([]kd, 0, k)

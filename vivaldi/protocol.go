@@ -306,10 +306,7 @@ func (s *Service) NearestPeers(to Coord, k int, skip func(peer.ID) bool) ([]peer
 	if k <= 0 || to.Check() != nil {
 		return nil, nil
 	}
-	type pd struct {
-		p peer.ID
-		d float64
-	}
+	type pd = keyDist[peer.ID]
 	s.mu.Lock()
 	all := make([]pd, 0, len(s.peers))
 	for p, c := range s.peers {
@@ -318,10 +315,11 @@ func (s *Service) NearestPeers(to Coord, k int, skip func(peer.ID) bool) ([]peer
 		}
 	}
 	s.mu.Unlock()
-	// A heap, popped until k are taken: the callers skip most of the
-	// peers known (those not connected), so a full sort would order
-	// thousands to take a handful.
-	less := func(a, b pd) bool { return a.d < b.d || (a.d == b.d && a.p < b.p) }
+	// A heap, popped until k are taken (nearestTo's insertion into the k
+	// best would call skip on every peer, under the lock): the callers
+	// skip most of the peers known (those not connected), so a full sort
+	// would order thousands to take a handful.
+	less := pd.before
 	down := func(i, n int) {
 		for {
 			c := 2*i + 1
@@ -346,8 +344,8 @@ func (s *Service) NearestPeers(to Coord, k int, skip func(peer.ID) bool) ([]peer
 		x := all[0]
 		all[0] = all[n-1]
 		down(0, n-1)
-		if skip == nil || !skip(x.p) {
-			ids = append(ids, x.p)
+		if skip == nil || !skip(x.k) {
+			ids = append(ids, x.k)
 		}
 	}
 	coords := make([]Coord, 0, len(ids))

@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 	"unsafe"
@@ -265,11 +264,8 @@ func (p prefix) Len() int { return p.n }
 // Quantile is the q-quantile of xs (nearest rank, on a sorted copy); NaN for
 // none.
 func Quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	return sortedQuantile(s, q)
 }
 
