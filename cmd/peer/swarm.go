@@ -21,6 +21,7 @@ import (
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
+	"github.com/superpeer-overlay/superpeer/internal/memlimit"
 	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/superpeer"
 )
@@ -45,9 +46,12 @@ type swarmReport struct {
 	// Args are the command-line arguments of the run, to rerun it.
 	Args      []string `json:"args"`
 	GCPercent int      `json:"gc_percent"`
-	// MemLimit is the runtime's soft memory limit in bytes during the run
-	// (math.MaxInt64: none).
+	// MemLimit is the runtime's soft memory limit in bytes once the DHT
+	// converged (math.MaxInt64: none). With RSSTarget it is steered.
 	MemLimit int64 `json:"mem_limit"`
+	// RSSTarget is the RSS that --memlimit auto holds the process near,
+	// by steering MemLimit (0: the limit was fixed).
+	RSSTarget int64 `json:"rss_target,omitempty"`
 	// OwnPeerstores: every mocknet host kept its own copy of what it
 	// learned of its peers (--own-peerstores), not the swarm's interned one.
 	OwnPeerstores bool `json:"own_peerstores,omitempty"`
@@ -205,7 +209,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
 	ownPeerstores := fs.Bool("own-peerstores", false, "give every mocknet host go-libp2p's in-memory peerstore as it is, with its own copy of each peer's protocol list, metadata and addresses, instead of those kept once for the swarm (the same contents, a smaller heap)")
-	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB a peer), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
+	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB of RSS a peer: the runtime's limit less what RSS holds beyond the runtime's count, read every second), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
 	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(methodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
@@ -271,6 +275,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	holdRSS := *memLimit == "auto"
+	var rssTarget int64
 	if *gogc > 0 && os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(*gogc))
 	}
@@ -282,7 +288,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			limit = int64(total / 2)
 		}
 	}
-	if limit > 0 {
+	switch {
+	case holdRSS:
+		// auto means 2 MiB of RSS a peer: the runtime's limit is steered
+		// to leave room for what RSS holds beyond its count (the binary).
+		defer memlimit.Hold(uint64(limit), time.Second).Stop()
+		rssTarget = limit
+	case limit > 0:
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
 	if *pprofAddr != "" {
@@ -441,6 +453,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		N: *n, Seed: *seed, Latency: latName, Transport: string(where.transport), Args: args, Range: here,
 		GCPercent:          gcPercent(),
 		MemLimit:           debug.SetMemoryLimit(-1),
+		RSSTarget:          rssTarget,
 		OwnPeerstores:      *ownPeerstores,
 		BuildSeconds:       s.BuildTime.Seconds(),
 		JoinRetries:        s.JoinRetries.Load(),
