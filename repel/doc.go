@@ -216,7 +216,10 @@
 // (EventSurveyKept, Surveyed) and waits twice as long before the next,
 // up to 16 × SurveyInterval. The moves are the k-medoids' swap step over
 // measured costs, restricted to a cluster, each lowering its clients'
-// summed RTT by SurveyGain. Settled tokens keep their coordinate moves
+// summed RTT by SurveyGain. A move changes the clients the next survey
+// weighs, so a token that a survey brought needs SurveyGain doubled for
+// every CoolingMoves moves on its count, as the coordinates' moves cool,
+// and a chain of survey moves stops. Settled tokens keep their coordinate moves
 // (SettledMinGain): a survey weighs only the holder's own clients, and it
 // is the capacitated potential that sends a second token to a crowd one
 // cannot hold. In the simulator on PlanetLab, surveys brought the mean

@@ -148,7 +148,9 @@ type Config struct {
 	// most MaxSurveyClients-1.
 	SurveyClients int
 	// SurveyGain is the least drop in the clients' summed RTT, relative to
-	// the holder's, that moves the token to a surveyed candidate.
+	// the holder's, that moves the token to a surveyed candidate; for a
+	// token that a survey brought, doubled for every CoolingMoves moves on
+	// its count.
 	SurveyGain float64
 	// SurveyFloor is the least drop in their mean RTT that moves it: on a
 	// LAN, where every RTT is a fraction of a millisecond, 2% is noise

@@ -42,6 +42,15 @@ var surveyClients = []Peer{
 // surveyClients by the coordinates, all of them attached to it.
 func holdingAmidClients(t *testing.T, cfg Config) *Node {
 	t.Helper()
+	a := amidClients(t, cfg)
+	holderOf(t, a, 0, 1)
+	return a
+}
+
+// amidClients is "a" at the middle of surveyClients by the coordinates,
+// all of them attached to it, holding nothing yet.
+func amidClients(t *testing.T, cfg Config) *Node {
+	t.Helper()
 	a := mustNode(t, "a", cfg)
 	a.SetCoord(at2(0.0201, 0.0001))
 	var ps []Peer
@@ -50,7 +59,6 @@ func holdingAmidClients(t *testing.T, cfg Config) *Node {
 		ps = append(ps, p)
 	}
 	a.SetPeers(ps)
-	holderOf(t, a, 0, 1)
 	return a
 }
 
@@ -65,7 +73,13 @@ func surveyHolder(t *testing.T, cfg Config, rtt time.Duration) (*Node, []Message
 // surveyHolderWith is surveyHolder with the RTT to each client rtt(id).
 func surveyHolderWith(t *testing.T, cfg Config, rtt func(id string) time.Duration) (*Node, []Message, float64) {
 	t.Helper()
-	a := holdingAmidClients(t, cfg)
+	return surveyFrom(t, holdingAmidClients(t, cfg), rtt)
+}
+
+// surveyFrom ticks holder a, measuring every client at rtt(id), until it
+// sends a survey, and returns the survey and when.
+func surveyFrom(t *testing.T, a *Node, rtt func(id string) time.Duration) (*Node, []Message, float64) {
+	t.Helper()
 	var sent []Message
 	for s := 0.25; s <= 30; s += 0.25 {
 		r := a.Tick(at(s))
@@ -152,6 +166,60 @@ func TestNode_SurveyMovesToMeasuredBetterPlace(t *testing.T) {
 	plain.Surveyed, plain.Holder, plain.HolderKey = false, "c2", PeerKey("c2")
 	if r, err = c2.Step(at(1), Message{Type: MsgMove, From: "a", To: "c2", Token: plain}); err != nil || r.Role != superpeer.Client || !holds(c2) {
 		t.Fatalf("plain offer: %v role %v", err, r.Role)
+	}
+}
+
+// A chain of survey moves cools as the coordinates' moves do: a token that
+// a survey brought needs SurveyGain doubled for every CoolingMoves moves on
+// its count, and one that came by the coordinates takes its first survey
+// move at SurveyGain, whatever its count.
+func TestNode_SurveyMovesCool(t *testing.T) {
+	cfg := surveyConfig() // SurveyGain 2%, CoolingMoves 4
+	for _, c := range []struct {
+		surveyed bool
+		moves    uint32
+		move     bool
+	}{
+		{true, 8, false},  // 8% needed
+		{true, 2, true},   // 2.8%
+		{false, 8, true},  // 2%
+		{true, 0, true},   // 2%
+		{true, 12, false}, // 16%
+	} {
+		t.Run(fmt.Sprintf("surveyed=%v,moves=%d", c.surveyed, c.moves), func(t *testing.T) {
+			a := amidClients(t, cfg)
+			a.Tick(at(0))
+			tok := Token{ID: 0, Epoch: 1, Holder: "a", HolderKey: PeerKey("a"), Moves: c.moves, Surveyed: c.surveyed}
+			if _, err := a.Step(at(0), Message{Type: MsgMove, From: "x", To: "a", Token: tok}); err != nil {
+				t.Fatal(err)
+			}
+			a, sent, ts := surveyFrom(t, a, func(string) time.Duration { return 30 * time.Millisecond })
+			// c1 is 6% better: 30 ms to a, 0 to itself, 27.84 ms to
+			// the other five, against a's 30 ms to each of six.
+			var r Ready
+			for _, m := range sent {
+				f := func(string) float64 { return 0.040 }
+				if m.To == "c1" {
+					f = func(id string) float64 {
+						switch id {
+						case "c1":
+							return 0
+						case "a":
+							return 0.030
+						}
+						return 0.02784
+					}
+				}
+				var err error
+				if r, err = a.Step(at(ts+1), report(m.To, m.Token, m.Survey, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			moved := len(msgs(r, MsgMove)) == 1 && hasEvent(r, EventSurveyMoved)
+			if moved != c.move || (!moved && !hasEvent(r, EventSurveyKept)) {
+				t.Fatalf("moved %v, want %v: %+v", moved, c.move, r)
+			}
+		})
 	}
 }
 
