@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/internal/memlimit"
 )
 
 // Config describes a swarm.
@@ -1027,18 +1027,7 @@ func (s *Swarm) Close() {
 }
 
 // RSS is the process's resident set size in bytes, from /proc (0 elsewhere).
-func RSS() uint64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseUint(f[1], 10, 64)
-	return pages * uint64(os.Getpagesize())
-}
+func RSS() uint64 { return memlimit.RSS() }
 
 // Goroutines is the number of live goroutines.
 func Goroutines() int { return runtime.NumGoroutine() }

@@ -63,11 +63,13 @@ func Read() Reading {
 	if s[0].Value.Kind() == metrics.KindUint64 && s[1].Value.Kind() == metrics.KindUint64 {
 		r.Runtime = s[0].Value.Uint64() - min(s[1].Value.Uint64(), s[0].Value.Uint64())
 	}
-	r.RSS = rss()
+	r.RSS = RSS()
 	return r
 }
 
-func rss() uint64 {
+// RSS is this process's resident set size in bytes, from /proc (0 where it
+// cannot be read).
+func RSS() uint64 {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		return 0

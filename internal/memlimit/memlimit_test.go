@@ -70,11 +70,11 @@ func TestHold_HoldsRSS(t *testing.T) {
 			sink = sink[1:]
 		}
 		if i%16 == 0 {
-			peak = max(peak, rss())
+			peak = max(peak, RSS())
 		}
 	}
 	sink = nil
-	peak = max(peak, rss())
+	peak = max(peak, RSS())
 	h.Stop()
 	h.Stop()
 	if got := debug.SetMemoryLimit(-1); got != before {
