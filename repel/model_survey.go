@@ -304,10 +304,10 @@ func (n *Node) finishSurvey(now time.Time) {
 // weighs its holder's clients as they are, and a move changes them (the
 // clients of the old place re-attach, the new holder's neighbours join),
 // so a chain of survey moves is a local search on an objective that moves
-// with it: live at 2 000 peers one token passed along 29 times in a row,
-// 2% at a time, after the rest had settled. Cooling bounds the chain; a
-// token that came by the coordinates' moves still takes its first
-// survey move at SurveyGain.
+// with it, and live swarms showed a token passed on survey after survey
+// long after the rest had settled (experiments/README.md, "Survey moves
+// that cool"). Cooling bounds the chain; a token that came by the
+// coordinates' moves still takes its first survey move at SurveyGain.
 func (n *Node) surveyGain(h *held) float64 {
 	g := n.cfg.SurveyGain
 	if h.tok.Surveyed && n.cfg.CoolingMoves > 0 && h.tok.Moves > 0 {

@@ -5,9 +5,8 @@
 // the operating system (/memory/classes/total less
 // /memory/classes/heap/released). The resident set holds more: the
 // binary's text and data pages that the process touched, and anything
-// mapped outside the runtime. A limit set to the target lets RSS end that
-// much above it (at 2 000 mocknet peers, about 60 MiB beyond 2 MiB a peer).
-// A Holder reads both every period and sets the runtime's limit to the
+// mapped outside the runtime, so a limit set to the target lets RSS end that
+// much above it. A Holder reads both every period and sets the runtime's limit to the
 // target less what RSS holds beyond the runtime's own count, so RSS, not
 // the runtime's count, is what stays near the target.
 //
