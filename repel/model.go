@@ -1212,10 +1212,17 @@ func (n *Node) minGain(h *held) float64 {
 	if h.settled {
 		g = n.cfg.SettledMinGain
 	}
-	if n.cfg.CoolingMoves > 0 && h.tok.Moves > 0 {
-		g *= math.Exp2(float64(h.tok.Moves) / float64(n.cfg.CoolingMoves))
+	return g * n.cooling(h)
+}
+
+// cooling is the factor a move of the held token needs on top of its base
+// gain: 2 to the power of the token's count over CoolingMoves (1 with
+// cooling off or no moves counted).
+func (n *Node) cooling(h *held) float64 {
+	if n.cfg.CoolingMoves <= 0 || h.tok.Moves == 0 {
+		return 1
 	}
-	return g
+	return math.Exp2(float64(h.tok.Moves) / float64(n.cfg.CoolingMoves))
 }
 
 // gainScale is what MinGain is relative to: the token's own share of the

@@ -309,11 +309,10 @@ func (n *Node) finishSurvey(now time.Time) {
 // that cool"). Cooling bounds the chain; a token that came by the
 // coordinates' moves still takes its first survey move at SurveyGain.
 func (n *Node) surveyGain(h *held) float64 {
-	g := n.cfg.SurveyGain
-	if h.tok.Surveyed && n.cfg.CoolingMoves > 0 && h.tok.Moves > 0 {
-		g *= math.Exp2(float64(h.tok.Moves) / float64(n.cfg.CoolingMoves))
+	if !h.tok.Surveyed {
+		return n.cfg.SurveyGain
 	}
-	return g
+	return n.cfg.SurveyGain * n.cooling(h)
 }
 
 // plausibleReport checks candidate c's report (pos: each surveyed peer's

@@ -121,11 +121,8 @@ func Hold(target uint64, period time.Duration) *Holder {
 }
 
 func (h *Holder) set() {
-	r := Read()
-	l := int64(min(h.target, uint64(1<<63-1)))
-	if r.RSS > 0 {
-		l = Limit(h.target, r)
-	}
+	// Without an RSS reading nothing counts as outside: the target.
+	l := Limit(h.target, Read())
 	debug.SetMemoryLimit(l)
 	h.mu.Lock()
 	h.last = l
