@@ -546,8 +546,23 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	f := methodFlags{superpeers: *superpeers, capacity: *capacity, probe: *probe, explore: *explore, exploreFirst: *exploreFirst, pow2: *pow2, startSpread: *startSpread, killSP: *killSP, fraction: *fraction, capacityGiven: capacityGiven,
 		ttl: *ttl, displace: *displace, survey: *survey, hold: *hold, rest: *rest, inTransit: *inTransit, force: *force, kill: *kill, dissemination: dissemination, guard: *guard, seed: *seed}
 	f.view = web.View()
+	// The last method runs on through the report and is closed after the
+	// swarm's network is cut (swarm.Cut), with the coordinates: the run is
+	// over, and closing protocols on connected hosts would have identify
+	// tell every connected peer of each removed one. --web keeps them
+	// itself.
+	var last []func()
+	defer func() {
+		s.Cut()
+		for _, stop := range last {
+			stop()
+		}
+	}()
 	for k, m := range methods {
 		f.keep = web.keeper(k == len(methods)-1)
+		if f.keep == nil && k == len(methods)-1 {
+			f.keep = func(stop func()) { last = append(last, stop) }
+		}
 		bar.log(fmt.Sprintf("method %s", m.Name))
 		run := runMethod
 		if where.ranged() {

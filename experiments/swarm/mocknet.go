@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -32,8 +33,10 @@ type linker struct {
 	// a convoy of ten thousand dialling goroutines at n = 5000.
 	linked sync.Map // [2]int → struct{}
 	dead   []atomic.Bool
-	mu     sync.Mutex // serialises making links and dilating them
-	links  atomic.Int64
+	// closing refuses every dial from Swarm.Cut on.
+	closing atomic.Bool
+	mu      sync.Mutex // serialises making links and dilating them
+	links   atomic.Int64
 	// factor is the time dilation (guarded by mu): every link's latency is
 	// the pair's RTT/2 times it.
 	factor float64
@@ -104,6 +107,9 @@ func (l *linker) ensure(a, b peer.ID) error {
 		i, j = j, i
 	}
 	pair := [2]int{i, j}
+	if l.closing.Load() {
+		return errors.New("swarm: closing")
+	}
 	if l.dead[i].Load() || l.dead[j].Load() {
 		return fmt.Errorf("swarm: peer %s is down", b)
 	}
@@ -149,6 +155,24 @@ func (l *linker) dilate(f float64) {
 		for _, link := range l.mn.LinksBetweenPeers(ids[pair[0]], ids[pair[1]]) {
 			link.SetOptions(mocknet.LinkOptions{Latency: l.oneWay(pair[0], pair[1])})
 		}
+		return true
+	})
+}
+
+// cut refuses every dial from here on and removes every link, so that no
+// dial already past ensure, nor a host's own redial of a peer whose
+// connection just closed, can connect again (Swarm.Cut).
+func (l *linker) cut() {
+	l.closing.Store(true)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]peer.ID, len(l.dead))
+	for id, k := range l.index {
+		ids[k] = id
+	}
+	l.linked.Range(func(k, _ any) bool {
+		pair := k.([2]int)
+		_ = l.mn.UnlinkPeers(ids[pair[0]], ids[pair[1]])
 		return true
 	})
 }

@@ -247,3 +247,46 @@ func indices(ps []*Peer) []int {
 	}
 	return out
 }
+
+// TestSwarm_CutLeavesNoPeerToTell: once cut, no local host holds a
+// connection, a dial is refused, and closing a method and the coordinate
+// services after it (each removes its stream handlers, which identify
+// pushes to every connected peer) brings no connection back.
+func TestSwarm_CutLeavesNoPeerToTell(t *testing.T) {
+	s, _ := planetlabSwarm(t, 40, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	v, err := s.StartVivaldi(VivaldiOptions{Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartPrefix(ctx, prefixOptions(4, 0)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitPrefix(ctx, s.SelectionStart()); err != nil {
+		t.Fatal(err)
+	}
+	conns := func() int {
+		n := 0
+		for _, p := range s.Local() {
+			n += len(p.Host.Network().Conns())
+		}
+		return n
+	}
+	if conns() == 0 {
+		t.Fatal("no connections before the cut: nothing to test")
+	}
+	s.Cut()
+	if n := conns(); n != 0 {
+		t.Fatalf("%d connections after the cut", n)
+	}
+	a, b := s.Peers[0], s.Peers[1]
+	if _, err := a.Host.NewStream(ctx, b.ID, ping.ID); err == nil {
+		t.Fatal("a stream opened after the cut")
+	}
+	s.StopMethod()
+	v.Close()
+	if n := conns(); n != 0 {
+		t.Errorf("%d connections after closing the method and the coordinates", n)
+	}
+}
