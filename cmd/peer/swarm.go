@@ -18,12 +18,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/protocol"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/swarm"
 	"github.com/superpeer-overlay/superpeer/internal/memlimit"
 	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/superpeer"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 func init() {
@@ -427,7 +431,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	}
 	connGrace, connSilence := swarm.DilatedConnPeriods(*dilate)
 	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: progress, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
-		ConnGrace: connGrace, ConnSilence: connSilence,
+		ConnGrace: connGrace, ConnSilence: connSilence, Serve: served(*viv, methods),
 		Transport: where.transport, ListenIP: where.ip, From: where.from, To: where.to, Bootstrap: where.join, OwnPeerstores: *ownPeerstores})
 	if err != nil {
 		return err
@@ -697,6 +701,34 @@ func lingerFor(ctx context.Context, s *swarm.Swarm, d time.Duration, ranged, las
 
 // fillPeers adds every peer this process runs to the report: ID, key, host,
 // and with one method its role and superpeer, with Vivaldi its coordinate.
+// served is the swarm's Config.Serve for a run: the protocols its
+// coordinate services and methods will register, listed on every host
+// before it connects, so that starting them pushes no identify update to
+// every connected peer.
+func served(viv bool, methods []superpeer.Method) func(protocol.ID) []protocol.ID {
+	var adds []func(*rcmgr.ScalingLimitConfig, protocol.ID)
+	if viv {
+		adds = append(adds, vivaldi.AddLimits)
+	}
+	for _, m := range methods {
+		add := superpeer.AddLimits
+		if m.Name == "repel" {
+			add = repel.AddLimits
+		}
+		adds = append(adds, add)
+	}
+	all, coords := swarm.ProtocolsOf(adds...), swarm.ProtocolsOf(vivaldi.AddLimits)
+	return func(prefix protocol.ID) []protocol.ID {
+		out := all(prefix)
+		if !viv {
+			// superpeer.AddLimits lists the coordinate exchange beneath
+			// the attach protocol; without --vivaldi nothing serves it.
+			out = slices.DeleteFunc(out, func(p protocol.ID) bool { return slices.Contains(coords(prefix), p) })
+		}
+		return out
+	}
+}
+
 func fillPeers(rep *swarmReport, s *swarm.Swarm, vr *swarm.VivaldiRun) {
 	live := map[int]bool{}
 	for _, i := range s.Live() {

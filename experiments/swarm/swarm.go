@@ -17,7 +17,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	bconnmgr "github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
@@ -91,6 +94,16 @@ type Config struct {
 	// and address; by default the hosts keep those interned, once for the
 	// swarm (peerstore.go), and see the same.
 	OwnPeerstores bool
+	// Serve gives, for a node's protocol prefix, stream protocols every
+	// local host lists before it connects (those its node does not serve
+	// already), each answered with a reset until a method or the
+	// coordinate services register its own handler (ProtocolsOf makes
+	// one from the packages' AddLimits). go-libp2p's identify pushes a
+	// host's protocol list to every connected peer, a new stream each,
+	// whenever the list changes; a protocol listed from the start is
+	// replaced without a change, so that starting the coordinates or a
+	// method on thousands of connected hosts pushes nothing. nil: none.
+	Serve func(prefix protocol.ID) []protocol.ID
 }
 
 // The connection manager's periods when Config leaves them zero.
@@ -359,11 +372,46 @@ func New(ctx context.Context, cfg Config) (*Swarm, error) {
 			s.Close()
 			return nil, fmt.Errorf("swarm: peer %d: %w", i, err)
 		}
+		if cfg.Serve != nil {
+			serveAhead(h, cfg.Serve(node.ProtocolPrefix()))
+		}
 		s.Peers = append(s.Peers, &Peer{Index: i, ID: id, Host: h, Node: node, Key: node.Key()})
 		s.progress("build", i+1-cfg.From, cfg.To-cfg.From)
 	}
 	s.BuildTime = time.Since(start)
 	return s, nil
+}
+
+// serveAhead lists protos on h, those it does not serve yet, each
+// resetting its streams until its own handler replaces it (Config.Serve).
+func serveAhead(h host.Host, protos []protocol.ID) {
+	have := map[protocol.ID]bool{}
+	for _, p := range h.Mux().Protocols() {
+		have[p] = true
+	}
+	for _, p := range protos {
+		if !have[p] {
+			h.SetStreamHandler(p, func(st network.Stream) { _ = st.Reset() })
+		}
+	}
+}
+
+// ProtocolsOf is a Config.Serve: the protocols that adds — packages'
+// AddLimits, such as repel.AddLimits for every protocol a peer of the token
+// method speaks — set resource-manager limits for under a prefix, sorted.
+func ProtocolsOf(adds ...func(*rcmgr.ScalingLimitConfig, protocol.ID)) func(protocol.ID) []protocol.ID {
+	return func(prefix protocol.ID) []protocol.ID {
+		var cfg rcmgr.ScalingLimitConfig
+		for _, add := range adds {
+			add(&cfg, prefix)
+		}
+		out := make([]protocol.ID, 0, len(cfg.ProtocolLimits))
+		for p := range cfg.ProtocolLimits {
+			out = append(out, p)
+		}
+		slices.Sort(out)
+		return out
+	}
 }
 
 func (s *Swarm) logf(format string, args ...any) {

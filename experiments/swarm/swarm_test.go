@@ -2,15 +2,19 @@ package swarm
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/superpeer-overlay/superpeer/dht"
 	"github.com/superpeer-overlay/superpeer/experiments/latency"
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 // planetlabSwarm builds and converges n peers over the shipped PlanetLab
@@ -288,5 +292,75 @@ func TestSwarm_CutLeavesNoPeerToTell(t *testing.T) {
 	v.Close()
 	if n := conns(); n != 0 {
 		t.Errorf("%d connections after closing the method and the coordinates", n)
+	}
+}
+
+// TestSwarm_ServeAheadKeepsProtocolListsStill: with Config.Serve every host
+// lists the coordinate exchange from before it connects, answering it with
+// a reset; starting the coordinate services replaces that handler without
+// changing any host's protocol list (what identify pushes to every
+// connected peer on a change), and the services then sample. Without it the
+// start changes every list.
+func TestSwarm_ServeAheadKeepsProtocolListsStill(t *testing.T) {
+	for _, ahead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ahead=%v", ahead), func(t *testing.T) {
+			s, _ := planetlabSwarmWith(t, 30, 7, func(c *Config) {
+				if ahead {
+					c.Serve = ProtocolsOf(vivaldi.AddLimits)
+				}
+			})
+			want := ProtocolsOf(vivaldi.AddLimits)(s.Peers[0].Node.ProtocolPrefix())
+			if len(want) != 1 {
+				t.Fatalf("vivaldi.AddLimits lists %v, want the exchange alone", want)
+			}
+			lists := func() [][]protocol.ID {
+				out := make([][]protocol.ID, len(s.Peers))
+				for i, p := range s.Peers {
+					out[i] = p.Host.Mux().Protocols()
+					slices.Sort(out[i])
+				}
+				return out
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			a, b := s.Peers[0], s.Peers[1]
+			st, err := a.Host.NewStream(ctx, b.ID, want[0])
+			if ahead {
+				// Listed ahead: the placeholder takes the stream and resets it.
+				if err == nil {
+					_, err = st.Read(make([]byte, 1))
+				}
+				if err == nil {
+					t.Fatal("the placeholder answered")
+				}
+			} else if err == nil {
+				t.Fatal("a stream of a protocol nobody serves opened")
+			}
+			before := lists()
+			v, err := s.StartVivaldi(VivaldiOptions{Interval: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			changed := 0
+			for i, l := range lists() {
+				if !slices.Equal(l, before[i]) {
+					changed++
+				}
+			}
+			if ahead && changed > 0 {
+				t.Errorf("starting the coordinates changed %d hosts' protocol lists", changed)
+			}
+			if !ahead && changed != len(s.Peers) {
+				t.Errorf("without Serve the start changed %d of %d protocol lists", changed, len(s.Peers))
+			}
+			for v.Service(0).Stats().Samples == 0 {
+				select {
+				case <-ctx.Done():
+					t.Fatal("peer 0 took no sample")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		})
 	}
 }
