@@ -699,8 +699,6 @@ func lingerFor(ctx context.Context, s *swarm.Swarm, d time.Duration, ranged, las
 	}
 }
 
-// fillPeers adds every peer this process runs to the report: ID, key, host,
-// and with one method its role and superpeer, with Vivaldi its coordinate.
 // served is the swarm's Config.Serve for a run: the protocols its
 // coordinate services and methods will register, listed on every host
 // before it connects, so that starting them pushes no identify update to
@@ -729,6 +727,8 @@ func served(viv bool, methods []superpeer.Method) func(protocol.ID) []protocol.I
 	}
 }
 
+// fillPeers adds every peer this process runs to the report: ID, key, host,
+// and with one method its role and superpeer, with Vivaldi its coordinate.
 func fillPeers(rep *swarmReport, s *swarm.Swarm, vr *swarm.VivaldiRun) {
 	live := map[int]bool{}
 	for _, i := range s.Live() {
