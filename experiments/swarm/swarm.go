@@ -1069,8 +1069,10 @@ func (s *Swarm) Cut() {
 		}
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 64)
-		for _, p := range s.Local() {
-			if p.Host == nil {
+		// s.Peers, not Local: a swarm that failed while New built it
+		// holds fewer peers than its range and is closed (and cut) too.
+		for _, p := range s.Peers {
+			if p.Remote || p.Host == nil {
 				continue
 			}
 			sem <- struct{}{}
