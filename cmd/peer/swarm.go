@@ -721,7 +721,8 @@ func served(viv bool, methods []superpeer.Method) func(protocol.ID) []protocol.I
 		if !viv {
 			// superpeer.AddLimits lists the coordinate exchange beneath
 			// the attach protocol; without --vivaldi nothing serves it.
-			out = slices.DeleteFunc(out, func(p protocol.ID) bool { return slices.Contains(coords(prefix), p) })
+			skip := coords(prefix)
+			out = slices.DeleteFunc(out, func(p protocol.ID) bool { return slices.Contains(skip, p) })
 		}
 		return out
 	}

@@ -1067,37 +1067,38 @@ func (s *Swarm) Cut() {
 		if !s.cfg.Transport.Real() {
 			s.link.cut()
 		}
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 64)
-		// s.Peers, not Local: a swarm that failed while New built it
-		// holds fewer peers than its range and is closed (and cut) too.
-		for _, p := range s.Peers {
-			if p.Remote || p.Host == nil {
-				continue
+		s.eachHost(func(p *Peer) {
+			if s.cfg.Transport.Real() {
+				// The host's own swarm refuses dials once closed, and
+				// closing it again with the host is a no-op.
+				_ = p.Host.Network().Close()
+				return
 			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func(h host.Host) {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if s.cfg.Transport.Real() {
-					// The host's own swarm refuses dials once closed, and
-					// closing it again with the host is a no-op.
-					_ = h.Network().Close()
-					return
-				}
-				for _, c := range h.Network().Conns() {
-					_ = c.Close()
-				}
-			}(p.Host)
-		}
-		wg.Wait()
+			for _, c := range p.Host.Network().Conns() {
+				_ = c.Close()
+			}
+		})
 	})
 }
 
 // Close stops every node and the mock network.
 func (s *Swarm) Close() {
 	s.Cut()
+	s.eachHost(func(p *Peer) {
+		if sel := s.activeSelector(p.Index); sel != nil {
+			sel.Close()
+		}
+		p.Node.Close()
+		p.Host.Close()
+	})
+	s.mn.Close()
+}
+
+// eachHost runs f on every live peer with a host in this process, 64 at a
+// time, and returns once all are done. It walks s.Peers, not Local: a swarm
+// that failed while New built it holds fewer peers than its range, and is
+// cut and closed too.
+func (s *Swarm) eachHost(f func(p *Peer)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for _, p := range s.Peers {
@@ -1106,18 +1107,13 @@ func (s *Swarm) Close() {
 		}
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(p *Peer) {
+		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if sel := s.activeSelector(p.Index); sel != nil {
-				sel.Close()
-			}
-			p.Node.Close()
-			p.Host.Close()
-		}(p)
+			f(p)
+		}()
 	}
 	wg.Wait()
-	s.mn.Close()
 }
 
 // RSS is the process's resident set size in bytes, from /proc (0 elsewhere).
