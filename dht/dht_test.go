@@ -463,6 +463,49 @@ func TestNode_JoinAddsABootstrapPeerKadDidNot(t *testing.T) {
 	}
 }
 
+// A bootstrap peer that starts its DHT only after the joiner has waited
+// bootstrapAdd for it (identify had not shown its protocol by then, as on
+// a loaded machine): Join keeps trying to add it, and it enters the table
+// once identify's push shows the protocol, instead of Join failing after
+// 30 s on one early look.
+func TestNode_JoinAddsABootstrapPeerThatSpeaksTheDHTLate(t *testing.T) {
+	mn, err := mocknet.FullMeshLinked(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	hb := mn.Hosts()[0]
+	a, err := New(ctx, mn.Hosts()[1], WithRoutingTableRefresh(0), WithKadOptions(kaddht.RoutingTableRefreshQueryTimeout(time.Nanosecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	joined := make(chan error, 1)
+	start := time.Now()
+	go func() { joined <- a.Join(ctx, peer.AddrInfo{ID: hb.ID(), Addrs: hb.Addrs()}) }()
+	// The scenario, not a synchronisation: b speaks the DHT only once the
+	// joiner's first attempt to add it has passed.
+	time.Sleep(time.Until(start.Add(bootstrapAdd + 500*time.Millisecond)))
+	select {
+	case err := <-joined:
+		t.Fatalf("join ended before the bootstrap peer ran the DHT: %v", err)
+	default:
+	}
+	b, err := New(ctx, hb, WithRoutingTableRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := <-joined; err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if a.RoutingTable().Find(b.ID()) == "" {
+		t.Fatal("the bootstrap peer is not in the routing table after Join")
+	}
+}
+
 // The other side of the same join: the bootstrap peer's kad-dht admits the
 // joiner only after its own liveness query, which here never answers in
 // time. Its self-lookup used to fail on the empty table ("failed to find

@@ -548,8 +548,10 @@ const bootstrapAdd = 5 * time.Second
 // kad-dht adds a connected peer only after a liveness query, once, on
 // identify's event; on a loaded machine that query can time out and the
 // peer never enters. So a node that built its kad-dht adds the bootstrap
-// peers it connected to itself after bootstrapAdd, those that identify
-// showed speak its DHT protocol, as kad-dht does once the query answers.
+// peers it connected to itself from bootstrapAdd on, those that identify
+// showed speak its DHT protocol, as kad-dht does once the query answers;
+// it tries again on every tick until one enters, since identify itself may
+// not have finished by then on a loaded machine.
 func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration, bootstrap []peer.ID) error {
 	rt := n.kad.RoutingTable()
 	if rt.Size() > 0 {
@@ -559,14 +561,13 @@ func (n *Node) waitRoutingTable(ctx context.Context, limit time.Duration, bootst
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	var added <-chan time.Time // never, on an application's kad-dht
-	if n.ownKad {
-		added = time.After(bootstrapAdd)
-	}
+	addFrom := time.Now().Add(bootstrapAdd)
 	for rt.Size() == 0 {
 		select {
-		case <-tick.C:
-		case <-added:
+		case now := <-tick.C:
+			if !n.ownKad || now.Before(addFrom) {
+				continue // an application's kad-dht adds its peers itself
+			}
 			for _, p := range bootstrap {
 				if ps, err := n.h.Peerstore().SupportsProtocols(p, protocol.ID(n.kadProtocols())); err == nil && len(ps) > 0 {
 					_, _ = rt.TryAddPeer(p, true, false)
