@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"strings"
@@ -178,6 +179,64 @@ func TestNode_LookupNameGoesOnPastASilentPeer(t *testing.T) {
 	}
 	if took >= lookup {
 		t.Errorf("the lookup took %v, its whole timeout", took)
+	}
+}
+
+// A network whose time runs slower than the clock (a dilated swarm: every
+// link's latency stretched) times out the requests of a lookup whose
+// timeout does not follow; SetTimeScale stretches the timeout with it, and
+// the lookup names the true closest peer again.
+func TestNode_SetTimeScaleStretchesLookupTimeouts(t *testing.T) {
+	const n = 12
+	mn, err := mocknet.FullMeshLinked(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	var nodes []*Node
+	for _, h := range mn.Hosts() {
+		node, err := New(ctx, h, WithRoutingTableRefresh(0), WithLookupTimeout(400*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		nodes = append(nodes, node)
+	}
+	joinAll(t, ctx, nodes)
+	// Every request now takes a round trip of 300 ms, beyond a request's
+	// share of the lookup (100 ms): the network runs ten times slower.
+	for _, byPeer := range mn.Links() {
+		for _, links := range byPeer {
+			for l := range links {
+				l.SetOptions(mocknet.LinkOptions{Latency: 150 * time.Millisecond})
+			}
+		}
+	}
+	from := nodes[0]
+	var target Key
+	rand.New(rand.NewSource(3)).Read(target[:])
+	want := closestNode(nodes[1:], target).ID()
+	if from.ID() == want {
+		t.Fatal("the seed picked a target the asker is closest to")
+	}
+	if got, err := from.Closest(ctx, target, 1); err == nil && got[0] == want {
+		t.Fatalf("a lookup with 100 ms requests over 300 ms round trips found the closest peer: %v", got)
+	}
+	for _, f := range []float64{0, 0.5, math.NaN(), 1001} {
+		if err := from.SetTimeScale(f); err == nil {
+			t.Errorf("SetTimeScale(%v) accepted", f)
+		}
+	}
+	if err := from.SetTimeScale(10); err != nil {
+		t.Fatal(err)
+	}
+	if got := from.LookupTimeout(); got != 4*time.Second {
+		t.Fatalf("lookup timeout at time scale 10: %v, want 4 s", got)
+	}
+	if got, err := from.Closest(ctx, target, 1); err != nil || got[0] != want {
+		t.Fatalf("at time scale 10: %v, %v; want %s", got, err, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kaddht "github.com/libp2p/go-libp2p-kad-dht"
@@ -242,6 +243,9 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the routing-table poll (WithKad)
 	stats  *Stats
+	// lookupLimit is the lookup timeout in force: cfg.lookupTimeout times
+	// the time scale (SetTimeScale), in nanoseconds.
+	lookupLimit *atomic.Int64
 
 	stopMetrics func()
 	closeOnce   sync.Once
@@ -325,10 +329,12 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		return nil, ErrPubSubOption
 	}
 	stats := &Stats{}
+	limit := new(atomic.Int64)
+	limit.Store(int64(cfg.lookupTimeout))
 	kad, own := cfg.kad, cfg.kad == nil
 	if own {
 		var err error
-		if kad, err = newKad(h, cfg, stats); err != nil {
+		if kad, err = newKad(h, cfg, stats, limit); err != nil {
 			return nil, err
 		}
 	}
@@ -338,7 +344,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		}
 	}
 	nctx, cancel := context.WithCancel(ctx)
-	n := &Node{h: h, kad: kad, ownKad: own, ps: cfg.ps, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: stats}
+	n := &Node{h: h, kad: kad, ownKad: own, ps: cfg.ps, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: stats, lookupLimit: limit}
 	if cfg.gossip {
 		ps, err := pubsub.NewGossipSub(nctx, h, cfg.gossipOpts...)
 		if err != nil {
@@ -380,7 +386,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 }
 
 // newKad builds the node's own kad-dht.
-func newKad(h host.Host, cfg config, stats *Stats) (*kaddht.IpfsDHT, error) {
+func newKad(h host.Host, cfg config, stats *Stats, limit *atomic.Int64) (*kaddht.IpfsDHT, error) {
 	kopts := []kaddht.Option{
 		kaddht.Mode(kaddht.ModeServer),
 		kaddht.ProtocolPrefix(cfg.prefix),
@@ -392,7 +398,7 @@ func newKad(h host.Host, cfg config, stats *Stats) (*kaddht.IpfsDHT, error) {
 	}
 	if !cfg.reuseStreams {
 		kopts = append(kopts, kaddht.WithCustomMessageSender(func(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
-			return &oneShotSender{h: h, protos: protos, stats: stats, timeout: cfg.lookupTimeout / 2}
+			return &oneShotSender{h: h, protos: protos, stats: stats, limit: limit}
 		}))
 	}
 	if cfg.autoRefresh {
@@ -536,6 +542,27 @@ func (n *Node) join(ctx context.Context, peers []peer.AddrInfo) (bool, error) {
 	return true, n.waitRoutingTable(ctx, bootstrapWait, connected)
 }
 
+// SetTimeScale stretches the node's lookup timeouts (WithLookupTimeout, and
+// the requests' shares of it: the raw-key lookup's, and kad-dht's through
+// the node's sender) by f ≥ 1 from now on, for a network whose time runs f
+// times slower than the clock: a swarm dilated by f (its links' latencies
+// f times longer) would otherwise time out requests that take f times a
+// round trip, and a lookup that times out its closest peer's requests
+// names another. Lookups under way keep the timeout they started with;
+// kad-dht's own timers (its routing-table refresh and liveness queries)
+// do not follow.
+func (n *Node) SetTimeScale(f float64) error {
+	if !(f >= 1) || f > 1000 {
+		return fmt.Errorf("dht: time scale %v not in [1, 1000]", f)
+	}
+	n.lookupLimit.Store(int64(float64(n.cfg.lookupTimeout) * f))
+	return nil
+}
+
+// LookupTimeout is the lookup timeout in force: WithLookupTimeout's times
+// the time scale (SetTimeScale).
+func (n *Node) LookupTimeout() time.Duration { return time.Duration(n.lookupLimit.Load()) }
+
 // bootstrapWait bounds how long Bootstrap waits for a connected peer to
 // enter the routing table.
 const bootstrapWait = 30 * time.Second
@@ -594,7 +621,7 @@ func (n *Node) refresh(ctx context.Context) error {
 // own lookup (GetClosestPeers), closest first. The node itself is not in the
 // answer, as kad-dht never returns itself.
 func (n *Node) LookupName(ctx context.Context, name string) ([]peer.ID, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.LookupTimeout())
 	defer cancel()
 	n.stats.Lookups.Add(1)
 	ps, err := n.kad.GetClosestPeers(ctx, name)

@@ -248,6 +248,7 @@ const (
 	statMoveSent       = "move_frames_sent"
 	statMoveBytes      = "move_bytes"
 	statLookups        = "token_lookups"
+	statLookupFails    = "token_lookup_failures" // lookups that ended in an error (a timeout): their names' minters rank on the routing table alone
 	statPublishDrop    = "publish_queue_full"
 	statMoveLost       = "move_streams_lost" // the other side reset or closed before a frame
 	statHolderProbes   = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed
@@ -719,6 +720,9 @@ func (s *Selector) lookupNames(ctx context.Context, ids []uint32) {
 			s.stats.Add(statLookups, 1)
 			ps, err := s.node.Closest(ctx, TokenKey(id), s.opts.MintLookup)
 			if err != nil {
+				if ctx.Err() == nil {
+					s.stats.Add(statLookupFails, 1)
+				}
 				return
 			}
 			mu.Lock()

@@ -543,9 +543,9 @@ func (r *RepelRun) Wait(ctx context.Context, since time.Time, cond func(RepelSta
 		if time.Since(logged) >= stateLogEvery {
 			logged = time.Now()
 			stats, _ := r.counts()
-			r.s.logf("repel at %.0f s: %s; so far %d minted, %d moved, %d move timeouts, %d fenced, %d settled",
-				r.s.Elapsed(since).Seconds(), st, stats[repel.EventMinted.String()], stats[repel.EventMovedAway.String()],
-				stats[repel.EventMoveTimedOut.String()], stats[repel.EventFenced.String()], stats[repel.EventSettled.String()])
+			r.s.logf("repel at %.0f s: %s; so far %d minted (%d lookups, %d failed), %d moved, %d move timeouts, %d fenced, %d settled",
+				r.s.Elapsed(since).Seconds(), st, stats[repel.EventMinted.String()], stats["token_lookups"], stats["token_lookup_failures"],
+				stats[repel.EventMovedAway.String()], stats[repel.EventMoveTimedOut.String()], stats[repel.EventFenced.String()], stats[repel.EventSettled.String()])
 		}
 		select {
 		case <-ctx.Done():
@@ -665,6 +665,10 @@ type RepelSummary struct {
 	Moves  uint64 `json:"moves"`
 	Minted uint64 `json:"minted"`
 	Fenced uint64 `json:"fenced"`
+	// Lookups counts the lookups of silent tokens' names (who mints
+	// them), LookupFailures those that ended in an error.
+	Lookups        uint64 `json:"lookups"`
+	LookupFailures uint64 `json:"lookup_failures"`
 	// Proposals counts the census's proposals of a new count
 	// (repel.Config.Fraction; every holder that proposed, so one change
 	// of S can count several); Retired, the tokens holders dropped for a
@@ -760,22 +764,24 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 	live := r.s.Live()
 	stats, drops := r.counts()
 	rs := RepelSummary{
-		Force:         r.opts.Config.Model.String(),
-		SettleSeconds: converge.Seconds(),
-		Moves:         stats[repel.EventAccepted.String()],
-		Minted:        stats[repel.EventMinted.String()],
-		Fenced:        stats[repel.EventFenced.String()],
-		Proposals:     stats[repel.EventCounted.String()],
-		Retired:       stats[repel.EventRetired.String()],
-		Guard:         r.opts.Config.Guard,
-		Untraced:      stats[repel.EventUntraced.String()],
-		Reverted:      stats[repel.EventReverted.String()],
-		Surveys:       stats[repel.EventSurvey.String()],
-		SurveyMoves:   stats[repel.EventSurveyMoved.String()],
-		RegionMoves:   stats[repel.EventRegionMoved.String()],
-		SurveyKept:    stats[repel.EventSurveyKept.String()],
-		Drops:         drops,
-		Dissemination: r.opts.Dissemination.String(),
+		Force:          r.opts.Config.Model.String(),
+		SettleSeconds:  converge.Seconds(),
+		Moves:          stats[repel.EventAccepted.String()],
+		Minted:         stats[repel.EventMinted.String()],
+		Fenced:         stats[repel.EventFenced.String()],
+		Lookups:        stats["token_lookups"],
+		LookupFailures: stats["token_lookup_failures"],
+		Proposals:      stats[repel.EventCounted.String()],
+		Retired:        stats[repel.EventRetired.String()],
+		Guard:          r.opts.Config.Guard,
+		Untraced:       stats[repel.EventUntraced.String()],
+		Reverted:       stats[repel.EventReverted.String()],
+		Surveys:        stats[repel.EventSurvey.String()],
+		SurveyMoves:    stats[repel.EventSurveyMoved.String()],
+		RegionMoves:    stats[repel.EventRegionMoved.String()],
+		SurveyKept:     stats[repel.EventSurveyKept.String()],
+		Drops:          drops,
+		Dissemination:  r.opts.Dissemination.String(),
 	}
 	sum, err := r.s.summarize("repel", st.Assignment, st.Superpeers, st.Unserved, st.Wrong, S, capacity, converge, r.run.start, r.run.t0, rng)
 	if err != nil {
