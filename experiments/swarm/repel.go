@@ -173,8 +173,9 @@ type RepelRun struct {
 	opts   RepelOptions
 	sels   []*repel.Selector
 	gossip *GossipCounter
-	g0     [2]uint64 // gossip messages and bytes at start
-	v0     []uint64  // each peer's Vivaldi samples at start
+	g0     [2]uint64   // gossip messages and bytes at start
+	v0     []uint64    // each peer's Vivaldi samples at start
+	c0     [][2]uint64 // each peer's raw-key lookup requests sent and failed at start
 
 	lag     lagHistogram // Piggyback: how far behind its holder each peer's news of a token is
 	lagStop chan struct{}
@@ -198,6 +199,10 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	r.v0 = make([]uint64, len(s.Peers))
 	for _, i := range s.Live() {
 		r.v0[i] = v.Service(i).Stats().Samples
+	}
+	r.c0 = make([][2]uint64, len(s.Peers))
+	for _, i := range s.Live() {
+		r.c0[i] = r.closestRequests(i)
 	}
 	// With the swarm dilated every timer runs that much slower (the
 	// measured RTTs are divided by it already).
@@ -667,8 +672,14 @@ type RepelSummary struct {
 	Fenced uint64 `json:"fenced"`
 	// Lookups counts the lookups of silent tokens' names (who mints
 	// them), LookupFailures those that ended in an error.
-	Lookups        uint64 `json:"lookups"`
-	LookupFailures uint64 `json:"lookup_failures"`
+	// LookupRequests and LookupRequestFailures are the raw-key lookup's
+	// requests swarm-wide since selection started (dht.Stats
+	// ClosestSent, ClosestFailed): a failed request to the peer nearest a
+	// name makes its lookup name another.
+	Lookups               uint64 `json:"lookups"`
+	LookupFailures        uint64 `json:"lookup_failures"`
+	LookupRequests        uint64 `json:"lookup_requests"`
+	LookupRequestFailures uint64 `json:"lookup_request_failures"`
 	// Proposals counts the census's proposals of a new count
 	// (repel.Config.Fraction; every holder that proposed, so one change
 	// of S can count several); Retired, the tokens holders dropped for a
@@ -712,6 +723,14 @@ type RepelSummary struct {
 	LagSeconds *LagSummary `json:"lag_seconds,omitempty"`
 	// Drops are refused announcements and frames, by reason.
 	Drops map[string]uint64 `json:"drops,omitempty"`
+}
+
+// closestRequests is peer i's raw-key lookup requests sent and failed.
+func (r *RepelRun) closestRequests(i int) [2]uint64 {
+	if p := r.s.Peers[i]; p.Node != nil {
+		return [2]uint64{p.Node.Stats().ClosestSent.Load(), p.Node.Stats().ClosestFailed.Load()}
+	}
+	return [2]uint64{}
 }
 
 // counts sums the live selectors' counters.
@@ -782,6 +801,11 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		SurveyKept:     stats[repel.EventSurveyKept.String()],
 		Drops:          drops,
 		Dissemination:  r.opts.Dissemination.String(),
+	}
+	for _, i := range live {
+		c := r.closestRequests(i)
+		rs.LookupRequests += c[0] - r.c0[i][0]
+		rs.LookupRequestFailures += c[1] - r.c0[i][1]
 	}
 	sum, err := r.s.summarize("repel", st.Assignment, st.Superpeers, st.Unserved, st.Wrong, S, capacity, converge, r.run.start, r.run.t0, rng)
 	if err != nil {

@@ -80,6 +80,12 @@ func logSummary(t *testing.T, r *RepelRun, took time.Duration) {
 	if len(rs.Drops) > 0 {
 		t.Logf("drops between honest peers: %v", rs.Drops)
 	}
+	// A token's first minter, the peer nearest its name, looked the name up
+	// first (no routing-table peer is nearer): the summary counts it.
+	t.Logf("mint lookups %d (%d failed), their requests %d (%d failed)", rs.Lookups, rs.LookupFailures, rs.LookupRequests, rs.LookupRequestFailures)
+	if rs.Minted > 0 && (rs.Lookups == 0 || rs.LookupRequests == 0) || rs.LookupFailures > rs.Lookups || rs.LookupRequestFailures > rs.LookupRequests {
+		t.Errorf("mint lookups %d (%d failed), requests %d (%d failed) with %d mints", rs.Lookups, rs.LookupFailures, rs.LookupRequests, rs.LookupRequestFailures, rs.Minted)
+	}
 }
 
 // waitLogged waits for cond, logging the state every 15 s.
