@@ -235,6 +235,7 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "--conns", "many"}, 2, "--conns"},
 		{[]string{"swarm", "--memlimit", "lots"}, 2, "--memlimit"},
 		{[]string{"swarm", "--stall", "-1ms"}, 2, "--stall"},
+		{[]string{"swarm", "--vivaldi-after", "-1s"}, 2, "--vivaldi-after"},
 		{[]string{"swarm", "--memlimit", "0MiB"}, 2, "--memlimit"},
 		{[]string{"swarm", "--memlimit", "99999999999GiB"}, 2, "--memlimit"},
 		{[]string{"swarm", "--pprof", "nowhere:port"}, 2, "--pprof"},

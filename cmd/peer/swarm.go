@@ -221,6 +221,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
 	vivTidy := fs.Bool("vivaldi-tidy", false, "the Vivaldi services keep down the connections their sampling opens: they tag their near neighbours, sample random peers among the connected ones, and close what a probe or a one-off measurement opened (vivaldi.WithTidyConns)")
 	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good, in the network's time (0: 300ms, or n×1.25ms above 240 peers, so an undilated swarm takes at most 800 samples a second; a dilated warm-up may take the same samples a second of the clock with this divided by the dilation)")
+	vivAfter := fs.Duration("vivaldi-after", swarm.VivaldiSlowInterval, "how often each peer samples once the coordinates are good (--vivaldi-bound), in the network's time; with the repel method's piggyback dissemination, how often news of the tokens travels")
 	stallAfter := fs.Duration("stall", 0, "discard every Vivaldi sample timed across a stall of this process longer than this, in the network's time (a wake-up of a 1 ms watch that late: a collector's pause, or the CPU behind the swarm's goroutines; on mocknet the links' delays are the process's own timers, so a stall adds itself to every exchange in flight); repel clients and holders measure such an exchange again. 0: every sample is used (default 5ms when --dilate is above 1, else 0)")
 	vivBound := fs.Float64("vivaldi-bound", 0.12, "wait for Vivaldi until the live median relative error is below this, or stops improving (unless given: 0.12, and 0.10 from 2 000 peers on — `peer experiment repel-coords`: at 490 peers the tokens place within 1.17× the k-median in coordinates of 0.12, at 2 000 they need 0.09–0.10)")
 	superpeers := fs.Int("superpeers", 8, "S, the number of superpeers wanted")
@@ -330,6 +331,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --stall %v is negative", errUsage, *stallAfter)
 	case *vivInterval < 0:
 		return fmt.Errorf("%w: --vivaldi-interval %v is negative", errUsage, *vivInterval)
+	case *vivAfter < 0:
+		return fmt.Errorf("%w: --vivaldi-after %v is negative", errUsage, *vivAfter)
 	case !(*vivBound >= 0):
 		return fmt.Errorf("%w: --vivaldi-bound %v is negative", errUsage, *vivBound)
 	case *superpeers < 1 || *superpeers >= *n:
@@ -534,7 +537,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		if !flagSet(fs, "vivaldi-bound") {
 			*vivBound = swarm.VivaldiBoundFor(*n)
 		}
-		vs, err := vr.WarmUp(ctx, *vivBound)
+		vs, err := vr.WarmUp(ctx, *vivBound, *vivAfter)
 		if err != nil {
 			return err
 		}

@@ -102,7 +102,7 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 				logf("%s", st)
 			}
 		}()
-		vs, err := vr.WarmUp(ctx, p.LiveVivaldiBound)
+		vs, err := vr.WarmUp(ctx, p.LiveVivaldiBound, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -541,20 +541,27 @@ func VivaldiBoundFor(n int) float64 {
 const WarmPatienceSamples = 16
 
 // VivaldiSlowInterval is how often each peer samples once the coordinates
-// are good (WarmUp): the selection gets the machine.
+// are good (WarmUp), unless told otherwise: the selection gets the machine.
 const VivaldiSlowInterval = 2 * time.Second
 
 // WarmUp waits until the live median error is under bound or stops
 // improving (ten polls, and WarmPatienceSamples samples a peer, without),
-// then slows every peer to a sample every
-// VivaldiSlowInterval: how `peer swarm` readies the coordinates before a
-// method starts.
-func (v *VivaldiRun) WarmUp(ctx context.Context, bound float64) (VivaldiSummary, error) {
+// then slows every peer to a sample every after (0: VivaldiSlowInterval):
+// how `peer swarm` readies the coordinates before a method starts. With
+// the repel method's Piggyback dissemination, after also sets how often
+// news of the tokens travels.
+func (v *VivaldiRun) WarmUp(ctx context.Context, bound float64, after time.Duration) (VivaldiSummary, error) {
+	if after < 0 {
+		return VivaldiSummary{}, fmt.Errorf("swarm: sampling interval after the warm-up %v is negative", after)
+	}
+	if after == 0 {
+		after = VivaldiSlowInterval
+	}
 	vs, err := v.Wait(ctx, VivaldiWait{Bound: bound, Patience: 10, PatienceSamples: WarmPatienceSamples})
 	if err != nil {
 		return vs, err
 	}
-	v.SetInterval(VivaldiSlowInterval)
+	v.SetInterval(after)
 	return vs, nil
 }
 
