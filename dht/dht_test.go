@@ -27,6 +27,14 @@ import (
 // of random earlier peers.
 func testNetwork(t *testing.T, n int, opts ...Option) []*Node {
 	t.Helper()
+	_, nodes := testMocknet(t, n, opts...)
+	return nodes
+}
+
+// testMocknet is testNetwork with its mocknet, for a test that changes the
+// links.
+func testMocknet(t *testing.T, n int, opts ...Option) (mocknet.Mocknet, []*Node) {
+	t.Helper()
 	mn, err := mocknet.FullMeshLinked(n)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +52,7 @@ func testNetwork(t *testing.T, n int, opts ...Option) []*Node {
 		nodes = append(nodes, node)
 	}
 	joinAll(t, ctx, nodes)
-	return nodes
+	return mn, nodes
 }
 
 func closestNode(nodes []*Node, target Key) *Node {
@@ -187,24 +195,8 @@ func TestNode_LookupNameGoesOnPastASilentPeer(t *testing.T) {
 // timeout does not follow; SetTimeScale stretches the timeout with it, and
 // the lookup names the true closest peer again.
 func TestNode_SetTimeScaleStretchesLookupTimeouts(t *testing.T) {
-	const n = 12
-	mn, err := mocknet.FullMeshLinked(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	var nodes []*Node
-	for _, h := range mn.Hosts() {
-		node, err := New(ctx, h, WithRoutingTableRefresh(0), WithLookupTimeout(400*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close() })
-		nodes = append(nodes, node)
-	}
-	joinAll(t, ctx, nodes)
+	mn, nodes := testMocknet(t, 12, WithLookupTimeout(400*time.Millisecond))
+	ctx := context.Background()
 	// Every request now takes a round trip of 300 ms, beyond a request's
 	// share of the lookup (100 ms): the network runs ten times slower.
 	for _, byPeer := range mn.Links() {
@@ -481,13 +473,7 @@ func knowNeighbours(t *testing.T, nodes []*Node, m int) {
 // peer to its table, as on a loaded machine where that query times out.
 func slowPair(t *testing.T, slow string) (ctx context.Context, mn mocknet.Mocknet, a, b *Node) {
 	t.Helper()
-	mn, err := mocknet.FullMeshLinked(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
+	ctx, mn = linkedPair(t)
 	node := func(i int, name string) *Node {
 		opts := []Option{WithRoutingTableRefresh(0)}
 		if name == slow {
@@ -502,6 +488,20 @@ func slowPair(t *testing.T, slow string) (ctx context.Context, mn mocknet.Mockne
 	}
 	b, a = node(0, "b"), node(1, "a")
 	return ctx, mn, a, b
+}
+
+// linkedPair is two linked mocknet hosts, not connected, and a context
+// for a test of a minute at most.
+func linkedPair(t *testing.T) (context.Context, mocknet.Mocknet) {
+	t.Helper()
+	mn, err := mocknet.FullMeshLinked(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx, mn
 }
 
 // kad-dht adds a connected peer to its table only once a liveness query to
@@ -528,13 +528,7 @@ func TestNode_JoinAddsABootstrapPeerKadDidNot(t *testing.T) {
 // once identify's push shows the protocol, instead of Join failing after
 // 30 s on one early look.
 func TestNode_JoinAddsABootstrapPeerThatSpeaksTheDHTLate(t *testing.T) {
-	mn, err := mocknet.FullMeshLinked(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
+	ctx, mn := linkedPair(t)
 	hb := mn.Hosts()[0]
 	a, err := New(ctx, mn.Hosts()[1], WithRoutingTableRefresh(0), WithKadOptions(kaddht.RoutingTableRefreshQueryTimeout(time.Nanosecond)))
 	if err != nil {
