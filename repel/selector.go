@@ -209,6 +209,7 @@ type Selector struct {
 	heard    []time.Time // per token, when it was last heard of (owned by loop)
 	known    []bool      // per token, whether it was heard of since the start (owned by loop)
 	looked   []time.Time // per token, when its name was last looked up (owned by loop)
+	answered []time.Time // per token, when a lookup of its name last answered (owned by loop)
 
 	lastSnap time.Time // owned by loop: when the snapshot was last taken
 
@@ -383,11 +384,13 @@ func newSelector(node *dht.Node, viv *vivaldi.Service, opts selectorOptions) (*S
 		heard:       make([]time.Time, opts.Config.Tokens),
 		known:       make([]bool, opts.Config.Tokens),
 		looked:      make([]time.Time, opts.Config.Tokens),
+		answered:    make([]time.Time, opts.Config.Tokens),
 		limit:       limits.NewPerPeer(opts.Rate, opts.Burst, 0),
 	}
 	s.sigs.Limit = verifiedSigsFor(opts.Config.Tokens)
 	s.certs.Limit = s.sigs.Limit
 	s.snap.count = model.Count()
+	model.setMintGate(s.mintGate)
 	att.SetRole(s.attachRole)
 	att.ReportRole(s.Role)
 	att.OnDropped(s.dropped)
@@ -607,6 +610,9 @@ func (s *Selector) loop(ctx context.Context) {
 				lookupBusy = false
 				for id, ps := range in.closest {
 					closest[id] = ps
+					if int(id) < len(s.answered) {
+						s.answered[id] = now
+					}
 				}
 				s.setView(now, closest)
 				continue
@@ -622,11 +628,12 @@ func (s *Selector) loop(ctx context.Context) {
 			}
 		}
 		// Tokens silent for half the wait before a mint (JoinWait for one
-		// never heard of, T_dead after): if this peer is nearer their
-		// names than every peer its routing table knows, it may be the
-		// one to mint them again; a lookup of the live peers nearest the
-		// name tells the model for sure, again every quarter of T_dead
-		// while the token stays silent. Not sooner: news of a token
+		// never heard of, T_dead after), and T_dead more for each peer
+		// nearer their names in the routing table that holds no token
+		// (the model's turns): this peer may be the one to mint them
+		// again; a lookup of the live peers nearest the name tells the
+		// model for sure, again every quarter of T_dead while the token
+		// stays silent, and the model mints on nothing else (mintGate). Not sooner: news of a token
 		// reaches some peers seconds late, and a lookup from each of
 		// them for every late heartbeat kept hundreds in flight
 		// (experiments/README.md, "… what its misses are"). Peers with a
@@ -646,8 +653,10 @@ func (s *Selector) loop(ctx context.Context) {
 		lastMintCheck = now
 		var due []uint32
 		quarter := s.opts.Config.DeadAfter / 4
+		holders := s.model.holders(now)
 		for i := range s.heard {
-			if now.Sub(s.heard[i]) >= s.lookupAfter(i) && now.Sub(s.looked[i]) >= quarter && s.mayMint(uint32(i)) {
+			silent := now.Sub(s.heard[i])
+			if silent >= s.lookupAfter(i) && now.Sub(s.looked[i]) >= quarter && silent >= s.lookupAfter(i)+time.Duration(s.mintRank(uint32(i), holders))*s.opts.Config.DeadAfter {
 				due = append(due, uint32(i))
 				s.looked[i] = now
 			}
@@ -689,22 +698,40 @@ func (s *Selector) lookupAfter(i int) time.Duration {
 	return s.opts.Config.DeadAfter / 2
 }
 
-// mayMint reports whether this peer is XOR-nearer token id's name than
-// every peer near it in its routing table, as setView last found them (a
-// search of the routing table for every silent token on every Tick was 5%
-// of the machine at 2000 peers).
-func (s *Selector) mayMint(id uint32) bool {
+// mintRank is how many peers near token id's name in this peer's routing
+// table, as setView last found them, are nearer than it, but those that
+// hold a token (a search of the routing table for every silent token on
+// every Tick was 5% of the machine at 2000 peers): the model's rank among
+// them, which puts off its turn to mint by that many T_dead, and so when to
+// look the name up. The model mints only on the lookup's answer
+// (mintGate).
+func (s *Selector) mintRank(id uint32, holders map[string]bool) int {
 	key := TokenKey(id)
 	self := s.node.Key()
 	net := s.node.Host().Network()
+	rank := 0
 	for _, p := range s.rtNear[id] {
 		// A peer we are not connected to may be dead (its routing-table
 		// entry outlives it until a query to it fails).
-		if net.Connectedness(p) == lpnet.Connected && key.Closer(dht.KeyOf(p), self) {
-			return false
+		if net.Connectedness(p) == lpnet.Connected && !holders[string(p)] && key.Closer(dht.KeyOf(p), self) {
+			rank++
 		}
 	}
-	return true
+	return rank
+}
+
+// mintGate lets the model mint token id only once a lookup of its name has
+// answered since the token was last heard of (the answer is among the
+// peers the model ranks against, setView). Without it the model ranked on
+// whatever peers setView last gave it, the routing table's connected ones
+// among them; a peer whose nearer neighbour's connection the connection
+// manager had just trimmed ranked first and minted a token its nearer
+// neighbour had minted already, before its own lookup came back (a 2 000-
+// peer swarm minted 27 and 46 tokens for 16, the extra ones all within a
+// second or so of the first 16; experiments/README.md, "… mints on a
+// lookup"). Loop only (the model's Tick calls it).
+func (s *Selector) mintGate(id uint32) bool {
+	return int(id) < len(s.answered) && s.answered[id].After(s.heard[id])
 }
 
 // lookupNames finds the live peers XOR-closest to each token's name, all
@@ -770,7 +797,7 @@ func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
 	// The routing table's peers nearest each token's name: enough for the
 	// model to see that this peer is not the one to mint it (the rank of a
 	// peer that is comes from the lookups above). The table changes slowly
-	// once joined, and a stale entry costs at most a lookup (mayMint), so
+	// once joined, and a stale entry costs at most a lookup (mintRank), so
 	// they are looked up again every quarter of T_dead, not every View.
 	if now.Sub(s.rtNearAt) >= s.opts.Config.DeadAfter/4 || s.rtNearAt.IsZero() {
 		s.rtNearAt = now
@@ -933,10 +960,11 @@ func (s *Selector) fitTokens(S int) {
 		s.heard = append(s.heard, time.Now())
 		s.known = append(s.known, false)
 		s.looked = append(s.looked, time.Time{})
+		s.answered = append(s.answered, time.Time{})
 		s.rtNear = append(s.rtNear, nil)
 		s.rtNearAt = time.Time{} // the new tokens' nearest at the next setView
 	}
-	s.heard, s.known, s.looked, s.rtNear = s.heard[:S:S], s.known[:S:S], s.looked[:S:S], s.rtNear[:S:S]
+	s.heard, s.known, s.looked, s.answered, s.rtNear = s.heard[:S:S], s.known[:S:S], s.looked[:S:S], s.answered[:S:S], s.rtNear[:S:S]
 	s.sigs.Limit = verifiedSigsFor(S)
 	s.certs.Limit = s.sigs.Limit
 	if s.table != nil {
