@@ -333,9 +333,10 @@ type Node struct {
 	coord vivaldi.Coord
 	peers []Peer
 	// mintGate, if set, must also allow a token before this node mints it
-	// (the live selector's: a lookup of its name answered since it went
-	// silent; setMintGate).
-	mintGate func(id uint32) bool
+	// at its rank among the peers it knows (the live selector's: at rank 0
+	// only on a lookup of its name answered since it went silent;
+	// setMintGate).
+	mintGate func(id uint32, rank int) bool
 
 	started     bool
 	tokens      []tableEntry
@@ -462,11 +463,11 @@ func (n *Node) SetCoord(c vivaldi.Coord) {
 func (n *Node) SetPeers(peers []Peer) { n.peers = peers }
 
 // setMintGate makes the node mint a token only while gate allows it too,
-// beside its rank among the peers it knows (SetPeers): the live selector
-// lets it mint only on a lookup of the token's name, as the peers it knows
-// otherwise change with its connections (see Selector.mintGate). gate is
-// called from Tick.
-func (n *Node) setMintGate(gate func(id uint32) bool) { n.mintGate = gate }
+// given its rank among the peers it knows (SetPeers): the live selector
+// lets a peer that ranks first mint only on a lookup of the token's name,
+// as the peers it knows otherwise change with its connections (see
+// Selector.mintGate). gate is called from Tick.
+func (n *Node) setMintGate(gate func(id uint32, rank int) bool) { n.mintGate = gate }
 
 func (n *Node) init(now time.Time) {
 	if n.started {
@@ -687,7 +688,7 @@ func (n *Node) maybeMint(now time.Time) {
 		if int64((silent-wait)/n.cfg.DeadAfter) < int64(rank) {
 			continue
 		}
-		if n.mintGate != nil && !n.mintGate(uint32(i)) {
+		if n.mintGate != nil && !n.mintGate(uint32(i), rank) {
 			continue
 		}
 		var over uint64

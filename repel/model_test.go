@@ -144,7 +144,13 @@ func TestNode_MintGateHoldsTheMint(t *testing.T) {
 	n := mustNode(t, "a", cfg)
 	open := false
 	var asked []uint32
-	n.setMintGate(func(id uint32) bool { asked = append(asked, id); return open })
+	n.setMintGate(func(id uint32, rank int) bool {
+		if rank != 0 {
+			t.Errorf("a lone node ranks %d", rank)
+		}
+		asked = append(asked, id)
+		return open
+	})
 	n.Tick(at(0))
 	if r := n.Tick(at(10)); hasEvent(r, EventMinted) {
 		t.Fatalf("minted with the gate shut: %+v", r)

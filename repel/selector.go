@@ -628,12 +628,12 @@ func (s *Selector) loop(ctx context.Context) {
 			}
 		}
 		// Tokens silent for half the wait before a mint (JoinWait for one
-		// never heard of, T_dead after), and T_dead more for each peer
-		// nearer their names in the routing table that holds no token
-		// (the model's turns): this peer may be the one to mint them
-		// again; a lookup of the live peers nearest the name tells the
-		// model for sure, again every quarter of T_dead while the token
-		// stays silent, and the model mints on nothing else (mintGate). Not sooner: news of a token
+		// never heard of, T_dead after): if this peer is nearer their
+		// names than every peer its routing table knows that holds no
+		// token, it may be the one to mint them again; a lookup of the
+		// live peers nearest the name tells the model for sure, again
+		// every quarter of T_dead while the token stays silent, and the
+		// model mints first on nothing else (mintGate). Not sooner: news of a token
 		// reaches some peers seconds late, and a lookup from each of
 		// them for every late heartbeat kept hundreds in flight
 		// (experiments/README.md, "… what its misses are"). Peers with a
@@ -655,8 +655,7 @@ func (s *Selector) loop(ctx context.Context) {
 		quarter := s.opts.Config.DeadAfter / 4
 		holders := s.model.holders(now)
 		for i := range s.heard {
-			silent := now.Sub(s.heard[i])
-			if silent >= s.lookupAfter(i) && now.Sub(s.looked[i]) >= quarter && silent >= s.lookupAfter(i)+time.Duration(s.mintRank(uint32(i), holders))*s.opts.Config.DeadAfter {
+			if now.Sub(s.heard[i]) >= s.lookupAfter(i) && now.Sub(s.looked[i]) >= quarter && s.mayMint(uint32(i), holders) {
 				due = append(due, uint32(i))
 				s.looked[i] = now
 			}
@@ -698,40 +697,42 @@ func (s *Selector) lookupAfter(i int) time.Duration {
 	return s.opts.Config.DeadAfter / 2
 }
 
-// mintRank is how many peers near token id's name in this peer's routing
-// table, as setView last found them, are nearer than it, but those that
-// hold a token (a search of the routing table for every silent token on
-// every Tick was 5% of the machine at 2000 peers): the model's rank among
-// them, which puts off its turn to mint by that many T_dead, and so when to
-// look the name up. The model mints only on the lookup's answer
-// (mintGate).
-func (s *Selector) mintRank(id uint32, holders map[string]bool) int {
+// mayMint reports whether this peer is XOR-nearer token id's name than
+// every peer near it in its routing table, as setView last found them, but
+// those that hold a token (a search of the routing table for every silent
+// token on every Tick was 5% of the machine at 2000 peers): whether to look
+// the name up. The model ranks the same way, holders aside, and mints
+// first only on the lookup's answer (mintGate).
+func (s *Selector) mayMint(id uint32, holders map[string]bool) bool {
 	key := TokenKey(id)
 	self := s.node.Key()
 	net := s.node.Host().Network()
-	rank := 0
 	for _, p := range s.rtNear[id] {
 		// A peer we are not connected to may be dead (its routing-table
 		// entry outlives it until a query to it fails).
 		if net.Connectedness(p) == lpnet.Connected && !holders[string(p)] && key.Closer(dht.KeyOf(p), self) {
-			rank++
+			return false
 		}
 	}
-	return rank
+	return true
 }
 
-// mintGate lets the model mint token id only once a lookup of its name has
-// answered since the token was last heard of (the answer is among the
-// peers the model ranks against, setView). Without it the model ranked on
-// whatever peers setView last gave it, the routing table's connected ones
-// among them; a peer whose nearer neighbour's connection the connection
-// manager had just trimmed ranked first and minted a token its nearer
-// neighbour had minted already, before its own lookup came back (a 2 000-
-// peer swarm minted 27 and 46 tokens for 16, the extra ones all within a
-// second or so of the first 16; experiments/README.md, "… mints on a
-// lookup"). Loop only (the model's Tick calls it).
-func (s *Selector) mintGate(id uint32) bool {
-	return int(id) < len(s.answered) && s.answered[id].After(s.heard[id])
+// mintGate lets the model mint token id as the first in line (rank 0)
+// only once a lookup of its name has answered since the token was last
+// heard of (the answer is among the peers the model ranks against,
+// setView). Without it the model ranked on whatever peers setView last
+// gave it, the routing table's connected ones among them; a peer whose
+// nearer neighbour's connection the connection manager had just trimmed
+// ranked first and minted a token its nearer neighbour had minted already,
+// before its own lookup came back (a 2 000-peer swarm minted 27 and 46
+// tokens for 16, the extra ones within a second or so of the first 16;
+// experiments/README.md, "… mints on a lookup"). A later rank mints T_dead
+// or more after the first could, by when news of a live token has
+// arrived, and needs no lookup: a nearer peer that runs the DHT but not
+// the method (mayMint would not look up past it) must not keep the token
+// from being minted. Loop only (the model's Tick calls it).
+func (s *Selector) mintGate(id uint32, rank int) bool {
+	return rank > 0 || int(id) < len(s.answered) && s.answered[id].After(s.heard[id])
 }
 
 // lookupNames finds the live peers XOR-closest to each token's name, all
@@ -797,7 +798,7 @@ func (s *Selector) setView(now time.Time, closest map[uint32][]peer.ID) {
 	// The routing table's peers nearest each token's name: enough for the
 	// model to see that this peer is not the one to mint it (the rank of a
 	// peer that is comes from the lookups above). The table changes slowly
-	// once joined, and a stale entry costs at most a lookup (mintRank), so
+	// once joined, and a stale entry costs at most a lookup (mayMint), so
 	// they are looked up again every quarter of T_dead, not every View.
 	if now.Sub(s.rtNearAt) >= s.opts.Config.DeadAfter/4 || s.rtNearAt.IsZero() {
 		s.rtNearAt = now
