@@ -198,9 +198,8 @@ func addr(i int) ma.Multiaddr {
 // — a goroutine scheduled late, a collector pause — are not stretched, so
 // in the network's time they shrink by f: what the peers measure is the
 // matrix, not the load, at the price of f times the wall-clock time. The
-// swarm's reports are in the network's time (Elapsed). The DHT's own
-// lookups follow it (dht.Node.SetTimeScale), kad-dht's timers do not;
-// prefix selection does not follow it.
+// swarm's reports are in the network's time (Elapsed). Prefix selection
+// and the DHT's lookups do not follow it.
 //
 // Dilate may be called again while the swarm runs (e.g. coordinates warmed
 // up at one factor, the selection run at another): the running Vivaldi
@@ -223,17 +222,6 @@ func (s *Swarm) Dilate(f float64) error {
 	segs = append(segs, dilationSeg{wall: now, net: netTime(segs, now), f: f})
 	s.clock.Store(&segs)
 	s.link.dilate(f)
-	// The DHT's lookups (a repel peer's lookup of a silent token's name)
-	// ask peers f times as far away in time: at ×8 a request's 5 s
-	// timed out the farthest peers' answers, and a lookup that loses the
-	// peer closest to a name names another, which mints the token too.
-	for _, p := range s.Peers {
-		if p.Node != nil {
-			if err := p.Node.SetTimeScale(f); err != nil {
-				return err
-			}
-		}
-	}
 	if v := s.viv; v != nil {
 		if err := v.rescale(); err != nil {
 			return err
