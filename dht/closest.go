@@ -121,7 +121,7 @@ func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]pee
 	n.stats.ClosestSent.Add(1)
 	// One slow or vanished peer must not hold a lookup up for its whole
 	// timeout: each request gets a fraction of it.
-	ctx, cancel := context.WithTimeout(ctx, n.LookupTimeout()/4)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout/4)
 	defer cancel()
 	s, err := n.h.NewStream(ctx, p, n.closestProtocol())
 	if err != nil {
@@ -219,7 +219,7 @@ func (n *Node) ClosestWhere(ctx context.Context, target Key, count int, keep fun
 	if count < 1 {
 		return nil, fmt.Errorf("dht: Closest: count %d must be at least 1", count)
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.LookupTimeout())
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout)
 	defer cancel()
 	n.stats.Lookups.Add(1)
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 	"math/rand"
 	"slices"
 	"strings"
@@ -27,14 +26,6 @@ import (
 // of random earlier peers.
 func testNetwork(t *testing.T, n int, opts ...Option) []*Node {
 	t.Helper()
-	_, nodes := testMocknet(t, n, opts...)
-	return nodes
-}
-
-// testMocknet is testNetwork with its mocknet, for a test that changes the
-// links.
-func testMocknet(t *testing.T, n int, opts ...Option) (mocknet.Mocknet, []*Node) {
-	t.Helper()
 	mn, err := mocknet.FullMeshLinked(n)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +43,7 @@ func testMocknet(t *testing.T, n int, opts ...Option) (mocknet.Mocknet, []*Node)
 		nodes = append(nodes, node)
 	}
 	joinAll(t, ctx, nodes)
-	return mn, nodes
+	return nodes
 }
 
 func closestNode(nodes []*Node, target Key) *Node {
@@ -187,48 +178,6 @@ func TestNode_LookupNameGoesOnPastASilentPeer(t *testing.T) {
 	}
 	if took >= lookup {
 		t.Errorf("the lookup took %v, its whole timeout", took)
-	}
-}
-
-// A network whose time runs slower than the clock (a dilated swarm: every
-// link's latency stretched) times out the requests of a lookup whose
-// timeout does not follow; SetTimeScale stretches the timeout with it, and
-// the lookup names the true closest peer again.
-func TestNode_SetTimeScaleStretchesLookupTimeouts(t *testing.T) {
-	mn, nodes := testMocknet(t, 12, WithLookupTimeout(400*time.Millisecond))
-	ctx := context.Background()
-	// Every request now takes a round trip of 300 ms, beyond a request's
-	// share of the lookup (100 ms): the network runs ten times slower.
-	for _, byPeer := range mn.Links() {
-		for _, links := range byPeer {
-			for l := range links {
-				l.SetOptions(mocknet.LinkOptions{Latency: 150 * time.Millisecond})
-			}
-		}
-	}
-	from := nodes[0]
-	var target Key
-	rand.New(rand.NewSource(3)).Read(target[:])
-	want := closestNode(nodes[1:], target).ID()
-	if from.ID() == want {
-		t.Fatal("the seed picked a target the asker is closest to")
-	}
-	if got, err := from.Closest(ctx, target, 1); err == nil && got[0] == want {
-		t.Fatalf("a lookup with 100 ms requests over 300 ms round trips found the closest peer: %v", got)
-	}
-	for _, f := range []float64{0, 0.5, math.NaN(), 1001} {
-		if err := from.SetTimeScale(f); err == nil {
-			t.Errorf("SetTimeScale(%v) accepted", f)
-		}
-	}
-	if err := from.SetTimeScale(10); err != nil {
-		t.Fatal(err)
-	}
-	if got := from.LookupTimeout(); got != 4*time.Second {
-		t.Fatalf("lookup timeout at time scale 10: %v, want 4 s", got)
-	}
-	if got, err := from.Closest(ctx, target, 1); err != nil || got[0] != want {
-		t.Fatalf("at time scale 10: %v, %v; want %s", got, err, want)
 	}
 }
 

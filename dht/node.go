@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	kaddht "github.com/libp2p/go-libp2p-kad-dht"
@@ -243,9 +242,6 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the routing-table poll (WithKad)
 	stats  *Stats
-	// lookupLimit is the lookup timeout in force: cfg.lookupTimeout times
-	// the time scale (SetTimeScale), in nanoseconds.
-	lookupLimit *atomic.Int64
 
 	stopMetrics func()
 	closeOnce   sync.Once
@@ -329,12 +325,10 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		return nil, ErrPubSubOption
 	}
 	stats := &Stats{}
-	limit := new(atomic.Int64)
-	limit.Store(int64(cfg.lookupTimeout))
 	kad, own := cfg.kad, cfg.kad == nil
 	if own {
 		var err error
-		if kad, err = newKad(h, cfg, stats, limit); err != nil {
+		if kad, err = newKad(h, cfg, stats); err != nil {
 			return nil, err
 		}
 	}
@@ -344,7 +338,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		}
 	}
 	nctx, cancel := context.WithCancel(ctx)
-	n := &Node{h: h, kad: kad, ownKad: own, ps: cfg.ps, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: stats, lookupLimit: limit}
+	n := &Node{h: h, kad: kad, ownKad: own, ps: cfg.ps, key: KeyOf(h.ID()), cfg: cfg, ctx: nctx, cancel: cancel, stats: stats}
 	if cfg.gossip {
 		ps, err := pubsub.NewGossipSub(nctx, h, cfg.gossipOpts...)
 		if err != nil {
@@ -386,7 +380,7 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 }
 
 // newKad builds the node's own kad-dht.
-func newKad(h host.Host, cfg config, stats *Stats, limit *atomic.Int64) (*kaddht.IpfsDHT, error) {
+func newKad(h host.Host, cfg config, stats *Stats) (*kaddht.IpfsDHT, error) {
 	kopts := []kaddht.Option{
 		kaddht.Mode(kaddht.ModeServer),
 		kaddht.ProtocolPrefix(cfg.prefix),
@@ -398,7 +392,7 @@ func newKad(h host.Host, cfg config, stats *Stats, limit *atomic.Int64) (*kaddht
 	}
 	if !cfg.reuseStreams {
 		kopts = append(kopts, kaddht.WithCustomMessageSender(func(h host.Host, protos []protocol.ID) kadpb.MessageSenderWithDisconnect {
-			return &oneShotSender{h: h, protos: protos, stats: stats, limit: limit}
+			return &oneShotSender{h: h, protos: protos, stats: stats, timeout: cfg.lookupTimeout / 2}
 		}))
 	}
 	if cfg.autoRefresh {
@@ -542,27 +536,6 @@ func (n *Node) join(ctx context.Context, peers []peer.AddrInfo) (bool, error) {
 	return true, n.waitRoutingTable(ctx, bootstrapWait, connected)
 }
 
-// SetTimeScale stretches the node's lookup timeouts (WithLookupTimeout, and
-// the requests' shares of it: the raw-key lookup's, and kad-dht's through
-// the node's sender) by f ≥ 1 from now on, for a network whose time runs f
-// times slower than the clock: a swarm dilated by f (its links' latencies
-// f times longer) would otherwise time out requests that take f times a
-// round trip, and a lookup that times out its closest peer's requests
-// names another. Lookups under way keep the timeout they started with;
-// kad-dht's own timers (its routing-table refresh and liveness queries)
-// do not follow.
-func (n *Node) SetTimeScale(f float64) error {
-	if !(f >= 1) || f > 1000 {
-		return fmt.Errorf("dht: time scale %v not in [1, 1000]", f)
-	}
-	n.lookupLimit.Store(int64(float64(n.cfg.lookupTimeout) * f))
-	return nil
-}
-
-// LookupTimeout is the lookup timeout in force: WithLookupTimeout's times
-// the time scale (SetTimeScale).
-func (n *Node) LookupTimeout() time.Duration { return time.Duration(n.lookupLimit.Load()) }
-
 // bootstrapWait bounds how long Bootstrap waits for a connected peer to
 // enter the routing table.
 const bootstrapWait = 30 * time.Second
@@ -621,7 +594,7 @@ func (n *Node) refresh(ctx context.Context) error {
 // own lookup (GetClosestPeers), closest first. The node itself is not in the
 // answer, as kad-dht never returns itself.
 func (n *Node) LookupName(ctx context.Context, name string) ([]peer.ID, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.LookupTimeout())
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout)
 	defer cancel()
 	n.stats.Lookups.Add(1)
 	ps, err := n.kad.GetClosestPeers(ctx, name)

@@ -3,7 +3,6 @@ package dht
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	kadpb "github.com/libp2p/go-libp2p-kad-dht/pb"
@@ -32,13 +31,11 @@ import (
 // kad-dht, told the request failed, goes on with the others (and drops that
 // peer from its routing table, as with its own sender).
 type oneShotSender struct {
-	h      host.Host
-	protos []protocol.ID
-	stats  *Stats
-	limit  *atomic.Int64 // the node's lookup timeout in force; a request gets half
+	h       host.Host
+	protos  []protocol.ID
+	stats   *Stats
+	timeout time.Duration
 }
-
-func (m *oneShotSender) timeout() time.Duration { return time.Duration(m.limit.Load()) / 2 }
 
 func (m *oneShotSender) OnDisconnect(context.Context, peer.ID) {}
 
@@ -59,7 +56,7 @@ func (m *oneShotSender) open(ctx context.Context, p peer.ID, mes *kadpb.Message)
 }
 
 func (m *oneShotSender) SendRequest(ctx context.Context, p peer.ID, mes *kadpb.Message) (*kadpb.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.timeout())
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	s, stop, err := m.open(ctx, p, mes)
 	if err != nil {
@@ -81,7 +78,7 @@ func (m *oneShotSender) SendRequest(ctx context.Context, p peer.ID, mes *kadpb.M
 }
 
 func (m *oneShotSender) SendMessage(ctx context.Context, p peer.ID, mes *kadpb.Message) error {
-	ctx, cancel := context.WithTimeout(ctx, m.timeout())
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	s, stop, err := m.open(ctx, p, mes)
 	if err != nil {
