@@ -484,8 +484,10 @@ func (s *Selector) Drops() map[string]uint64 { return s.drops.Snapshot() }
 // "move_frames_sent", "move_bytes", "survey_frames_sent",
 // "survey_frames_received", "survey_bytes", "holder_probes",
 // "gossip_piggybacks", "gossip_piggyback_bytes" and received, lost and
-// queue-full counts — and the model's events by name (minted,
-// accepted, moved-away, fenced, settled, ...).
+// queue-full counts; the lookups of silent tokens' names,
+// "token_lookups", and those that failed, "token_lookup_failures" — and
+// the model's events by name (minted, accepted, moved-away, fenced,
+// settled, ...).
 func (s *Selector) Stats() map[string]uint64 { return s.stats.Snapshot() }
 
 // Start runs the selector until Close or ctx ends.
