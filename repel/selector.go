@@ -248,7 +248,7 @@ const (
 	statMoveSent       = "move_frames_sent"
 	statMoveBytes      = "move_bytes"
 	statLookups        = "token_lookups"
-	statLookupFails    = "token_lookup_failures" // lookups that ended in an error (a timeout): their names' minters rank on the routing table alone
+	statLookupFails    = "token_lookup_failures" // lookups that ended in an error: the peer ranks on its routing table alone
 	statPublishDrop    = "publish_queue_full"
 	statMoveLost       = "move_streams_lost" // the other side reset or closed before a frame
 	statHolderProbes   = "holder_probes"     // Vivaldi exchanges the model asked for: a holder's with other holders and its clients (Config.ProbeTTL), a survey candidate's with the peers surveyed

@@ -196,12 +196,9 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	if gossip != nil {
 		r.g0 = [2]uint64{gossip.Messages.Load(), gossip.Bytes.Load()}
 	}
-	r.v0 = make([]uint64, len(s.Peers))
+	r.v0, r.c0 = make([]uint64, len(s.Peers)), make([][2]uint64, len(s.Peers))
 	for _, i := range s.Live() {
 		r.v0[i] = v.Service(i).Stats().Samples
-	}
-	r.c0 = make([][2]uint64, len(s.Peers))
-	for _, i := range s.Live() {
 		r.c0[i] = r.closestRequests(i)
 	}
 	// With the swarm dilated every timer runs that much slower (the
@@ -802,11 +799,6 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		Drops:          drops,
 		Dissemination:  r.opts.Dissemination.String(),
 	}
-	for _, i := range live {
-		c := r.closestRequests(i)
-		rs.LookupRequests += c[0] - r.c0[i][0]
-		rs.LookupRequestFailures += c[1] - r.c0[i][1]
-	}
 	sum, err := r.s.summarize("repel", st.Assignment, st.Superpeers, st.Unserved, st.Wrong, S, capacity, converge, r.run.start, r.run.t0, rng)
 	if err != nil {
 		return sum, rs, err
@@ -815,6 +807,9 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 	per := func(x uint64) float64 { return float64(x) / float64(max(len(live), 1)) / secs }
 	var samples uint64
 	for _, i := range live {
+		c := r.closestRequests(i)
+		rs.LookupRequests += c[0] - r.c0[i][0]
+		rs.LookupRequestFailures += c[1] - r.c0[i][1]
 		if sel := r.sels[i]; sel != nil {
 			rs.RefusedFull += sel.Attach().Stats.RefusedFull.Load()
 			rs.Displaced += sel.Attach().Stats.Displaced.Load()
