@@ -332,6 +332,11 @@ type Node struct {
 	rng   *rand.Rand
 	coord vivaldi.Coord
 	peers []Peer
+	// mintGate, if set, must also allow a token before this node mints it
+	// at its rank among the peers it knows (the live selector's: at rank 0
+	// only on a lookup of its name answered since it went silent;
+	// setMintGate).
+	mintGate func(id uint32, rank int) bool
 
 	started     bool
 	tokens      []tableEntry
@@ -456,6 +461,13 @@ func (n *Node) SetCoord(c vivaldi.Coord) {
 // knows from the DHT (for minting). The node keeps the slice; the caller
 // must not modify it afterwards.
 func (n *Node) SetPeers(peers []Peer) { n.peers = peers }
+
+// setMintGate makes the node mint a token only while gate allows it too,
+// given its rank among the peers it knows (SetPeers): the live selector
+// lets a peer that ranks first mint only on a lookup of the token's name,
+// as the peers it knows otherwise change with its connections (see
+// Selector.mintGate). gate is called from Tick.
+func (n *Node) setMintGate(gate func(id uint32, rank int) bool) { n.mintGate = gate }
 
 func (n *Node) init(now time.Time) {
 	if n.started {
@@ -674,6 +686,9 @@ func (n *Node) maybeMint(now time.Time) {
 			}
 		}
 		if int64((silent-wait)/n.cfg.DeadAfter) < int64(rank) {
+			continue
+		}
+		if n.mintGate != nil && !n.mintGate(uint32(i), rank) {
 			continue
 		}
 		var over uint64

@@ -137,6 +137,33 @@ func TestNode_Step_RefusesNonsense(t *testing.T) {
 	}
 }
 
+// A mint gate (the live selector's: a lookup of the name answered) holds
+// a mint the node's rank allows until it opens, and the node mints then.
+func TestNode_MintGateHoldsTheMint(t *testing.T) {
+	cfg := testConfig(1, Attract)
+	n := mustNode(t, "a", cfg)
+	open := false
+	var asked []uint32
+	n.setMintGate(func(id uint32, rank int) bool {
+		if rank != 0 {
+			t.Errorf("a lone node ranks %d", rank)
+		}
+		asked = append(asked, id)
+		return open
+	})
+	n.Tick(at(0))
+	if r := n.Tick(at(10)); hasEvent(r, EventMinted) {
+		t.Fatalf("minted with the gate shut: %+v", r)
+	}
+	if len(asked) == 0 || asked[0] != 0 {
+		t.Fatalf("the gate was asked about %v, want token 0", asked)
+	}
+	open = true
+	if r := n.Tick(at(11)); !hasEvent(r, EventMinted) {
+		t.Fatalf("no mint once the gate opened: %+v", r)
+	}
+}
+
 // TestNode_SettleAndFence walks one node through minting, settling and
 // losing its token to a fresher version.
 func TestNode_SettleAndFence(t *testing.T) {
