@@ -49,8 +49,12 @@ type Stats struct {
 	LookupErrors  atomic.Uint64 // lookups that failed
 	ClosestServed atomic.Uint64 // closest requests answered
 	ClosestSent   atomic.Uint64 // closest requests sent
-	ClosestFailed atomic.Uint64 // closest requests that got no valid answer
-	KadSent       atomic.Uint64 // kad-dht requests sent (with the one-shot sender)
+	ClosestFailed atomic.Uint64 // closest requests that got no valid answer in time
+	// ClosestCancelled counts closest requests still out when their lookup
+	// had its answer (they went to farther peers and were called off):
+	// neither answered nor failed.
+	ClosestCancelled atomic.Uint64
+	KadSent          atomic.Uint64 // kad-dht requests sent (with the one-shot sender)
 
 	drops counters.Set
 }
@@ -116,6 +120,20 @@ func awaitClose(s network.Stream) {
 // maxAsks is how many failed requests make a candidate dead for a lookup.
 const maxAsks = 2
 
+// errLookupEnded cancels the requests a lookup still has out once it has
+// its answer.
+var errLookupEnded = errors.New("dht: lookup ended")
+
+// failed counts a request to p that got no answer: called off with its
+// lookup (ClosestCancelled) or failed (ClosestFailed).
+func (n *Node) failed(ctx context.Context) {
+	if errors.Is(context.Cause(ctx), errLookupEnded) {
+		n.stats.ClosestCancelled.Add(1)
+		return
+	}
+	n.stats.ClosestFailed.Add(1)
+}
+
 // ask sends one closest request to p and returns the peers it named.
 func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]peer.ID, error) {
 	n.stats.ClosestSent.Add(1)
@@ -125,7 +143,7 @@ func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]pee
 	defer cancel()
 	s, err := n.h.NewStream(ctx, p, n.closestProtocol())
 	if err != nil {
-		n.stats.ClosestFailed.Add(1)
+		n.failed(ctx)
 		var unsupported msmux.ErrNotSupported[protocol.ID]
 		if ctx.Err() == nil && (errors.As(err, &unsupported) || n.h.Network().Connectedness(p) != network.Connected) {
 			// Unreachable or no longer serving, not slow (the request
@@ -147,14 +165,17 @@ func (n *Node) ask(ctx context.Context, p peer.ID, target Key, count int) ([]pee
 	_ = s.SetDeadline(time.Now().Add(closestStreamTimeout))
 	if err := pbio.NewDelimitedWriter(s).WriteMsg(&pb.ClosestRequest{Target: target[:], Count: uint32(count)}); err != nil {
 		_ = s.Reset()
-		n.stats.ClosestFailed.Add(1)
+		n.failed(ctx)
 		return nil, err
 	}
 	var resp pb.ClosestResponse
 	if err := frame.ReadMsg(s, maxClosestResponse, &resp); err != nil {
 		_ = s.Reset()
-		n.stats.drop(dropDecode)
-		n.stats.ClosestFailed.Add(1)
+		if ctx.Err() == nil && !errors.Is(err, network.ErrReset) {
+			// Not called off, timed out or reset: a bad frame.
+			n.stats.drop(dropDecode)
+		}
+		n.failed(ctx)
 		return nil, fmt.Errorf("closest answer from %s: %w", p, err)
 	}
 	peers := decodeClosest(&resp, n.stats.drop)
@@ -221,6 +242,10 @@ func (n *Node) ClosestWhere(ctx context.Context, target Key, count int, keep fun
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.lookupTimeout)
 	defer cancel()
+	// Requests still out when the lookup has its answer are called off
+	// with errLookupEnded (counted apart from failures).
+	reqCtx, callOff := context.WithCancelCause(ctx)
+	defer callOff(errLookupEnded)
 	n.stats.Lookups.Add(1)
 
 	k := max(n.cfg.bucketSize, count)
@@ -264,7 +289,7 @@ func (n *Node) ClosestWhere(ctx context.Context, target Key, count int, keep fun
 		err   error
 	}
 	answers := make(chan answer, n.cfg.alpha)
-	// Requests still out when the lookup ends are cancelled with it.
+	// Requests still out when the lookup ends are called off (callOff).
 	inflight := 0
 	// The lookup ends once the width closest live candidates have answered
 	// (kad-dht's termination with resiliency β): each of them was asked for
@@ -295,7 +320,7 @@ func (n *Node) ClosestWhere(ctx context.Context, target Key, count int, keep fun
 				c.state = 1
 				inflight++
 				go func(p peer.ID) {
-					ps, err := n.ask(ctx, p, target, k)
+					ps, err := n.ask(reqCtx, p, target, k)
 					answers <- answer{p, ps, err}
 				}(c.id)
 			}

@@ -66,7 +66,7 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"superpeer_dht_closest_failures_total", "superpeer_dht_kad_requests_sent_total"} {
+	for _, name := range []string{"superpeer_dht_closest_failures_total", "superpeer_dht_closest_called_off_total", "superpeer_dht_kad_requests_sent_total"} {
 		if !slices.Contains(names, name) {
 			t.Errorf("%s missing from %v", name, names)
 		}

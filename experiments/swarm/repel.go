@@ -175,7 +175,7 @@ type RepelRun struct {
 	gossip *GossipCounter
 	g0     [2]uint64   // gossip messages and bytes at start
 	v0     []uint64    // each peer's Vivaldi samples at start
-	c0     [][2]uint64 // each peer's raw-key lookup requests sent and failed at start
+	c0     [][3]uint64 // each peer's raw-key lookup requests sent, failed and called off at start
 
 	lag     lagHistogram // Piggyback: how far behind its holder each peer's news of a token is
 	lagStop chan struct{}
@@ -196,7 +196,7 @@ func (s *Swarm) StartRepel(ctx context.Context, v *VivaldiRun, opts RepelOptions
 	if gossip != nil {
 		r.g0 = [2]uint64{gossip.Messages.Load(), gossip.Bytes.Load()}
 	}
-	r.v0, r.c0 = make([]uint64, len(s.Peers)), make([][2]uint64, len(s.Peers))
+	r.v0, r.c0 = make([]uint64, len(s.Peers)), make([][3]uint64, len(s.Peers))
 	for _, i := range s.Live() {
 		r.v0[i] = v.Service(i).Stats().Samples
 		r.c0[i] = r.closestRequests(i)
@@ -669,14 +669,17 @@ type RepelSummary struct {
 	Fenced uint64 `json:"fenced"`
 	// Lookups counts the lookups of silent tokens' names (who mints
 	// them), LookupFailures those that ended in an error.
-	// LookupRequests and LookupRequestFailures are the raw-key lookup's
-	// requests swarm-wide since selection started (dht.Stats
-	// ClosestSent, ClosestFailed): a failed request to the peer nearest a
-	// name makes its lookup name another.
-	Lookups               uint64 `json:"lookups"`
-	LookupFailures        uint64 `json:"lookup_failures"`
-	LookupRequests        uint64 `json:"lookup_requests"`
-	LookupRequestFailures uint64 `json:"lookup_request_failures"`
+	// LookupRequests, LookupRequestFailures and LookupRequestsCalledOff
+	// are the raw-key lookup's requests swarm-wide since selection
+	// started (dht.Stats ClosestSent, ClosestFailed, ClosestCancelled): a
+	// failed request to the peer nearest a name makes its lookup name
+	// another; a called-off one was still out, to a farther peer, when its
+	// lookup had the answer.
+	Lookups                 uint64 `json:"lookups"`
+	LookupFailures          uint64 `json:"lookup_failures"`
+	LookupRequests          uint64 `json:"lookup_requests"`
+	LookupRequestFailures   uint64 `json:"lookup_request_failures"`
+	LookupRequestsCalledOff uint64 `json:"lookup_requests_called_off"`
 	// Proposals counts the census's proposals of a new count
 	// (repel.Config.Fraction; every holder that proposed, so one change
 	// of S can count several); Retired, the tokens holders dropped for a
@@ -722,12 +725,14 @@ type RepelSummary struct {
 	Drops map[string]uint64 `json:"drops,omitempty"`
 }
 
-// closestRequests is peer i's raw-key lookup requests sent and failed.
-func (r *RepelRun) closestRequests(i int) [2]uint64 {
+// closestRequests is peer i's raw-key lookup requests sent, failed and
+// called off.
+func (r *RepelRun) closestRequests(i int) [3]uint64 {
 	if p := r.s.Peers[i]; p.Node != nil {
-		return [2]uint64{p.Node.Stats().ClosestSent.Load(), p.Node.Stats().ClosestFailed.Load()}
+		st := p.Node.Stats()
+		return [3]uint64{st.ClosestSent.Load(), st.ClosestFailed.Load(), st.ClosestCancelled.Load()}
 	}
-	return [2]uint64{}
+	return [3]uint64{}
 }
 
 // counts sums the live selectors' counters.
@@ -810,6 +815,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		c := r.closestRequests(i)
 		rs.LookupRequests += c[0] - r.c0[i][0]
 		rs.LookupRequestFailures += c[1] - r.c0[i][1]
+		rs.LookupRequestsCalledOff += c[2] - r.c0[i][2]
 		if sel := r.sels[i]; sel != nil {
 			rs.RefusedFull += sel.Attach().Stats.RefusedFull.Load()
 			rs.Displaced += sel.Attach().Stats.Displaced.Load()
