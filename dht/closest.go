@@ -124,7 +124,7 @@ const maxAsks = 2
 // its answer.
 var errLookupEnded = errors.New("dht: lookup ended")
 
-// failed counts a request to p that got no answer: called off with its
+// failed counts a request that got no answer: called off with its
 // lookup (ClosestCancelled) or failed (ClosestFailed).
 func (n *Node) failed(ctx context.Context) {
 	if errors.Is(context.Cause(ctx), errLookupEnded) {
