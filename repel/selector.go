@@ -726,9 +726,8 @@ func (s *Selector) mayMint(id uint32, holders map[string]bool) bool {
 // gave it, the routing table's connected ones among them; a peer whose
 // nearer neighbour's connection the connection manager had just trimmed
 // ranked first and minted a token its nearer neighbour had minted already,
-// before its own lookup came back (a 2 000-peer swarm minted 27 and 46
-// tokens for 16, the extra ones within a second or so of the first 16;
-// experiments/README.md, "… mints on a lookup"). A later rank mints T_dead
+// before its own lookup came back (experiments/README.md, "Where the extra
+// mints come from" and "The mint gate back, to rest"). A later rank mints T_dead
 // or more after the first could, by when news of a live token has
 // arrived, and needs no lookup: a nearer peer that runs the DHT but not
 // the method (mayMint would not look up past it) must not keep the token

@@ -84,7 +84,7 @@ func logSummary(t *testing.T, r *RepelRun, took time.Duration) {
 	// first (no routing-table peer is nearer): the summary counts it.
 	t.Logf("mint lookups %d (%d failed), their requests %d (%d failed, %d called off)", rs.Lookups, rs.LookupFailures, rs.LookupRequests, rs.LookupRequestFailures, rs.LookupRequestsCalledOff)
 	if rs.Minted > 0 && (rs.Lookups == 0 || rs.LookupRequests == 0) || rs.LookupFailures > rs.Lookups || rs.LookupRequestFailures+rs.LookupRequestsCalledOff > rs.LookupRequests {
-		t.Errorf("mint lookups %d (%d failed), requests %d (%d failed) with %d mints", rs.Lookups, rs.LookupFailures, rs.LookupRequests, rs.LookupRequestFailures, rs.Minted)
+		t.Errorf("mint lookups %d (%d failed), requests %d (%d failed, %d called off) with %d mints", rs.Lookups, rs.LookupFailures, rs.LookupRequests, rs.LookupRequestFailures, rs.LookupRequestsCalledOff, rs.Minted)
 	}
 }
 
