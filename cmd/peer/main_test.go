@@ -361,6 +361,8 @@ func TestSwarm_RepelScoredAtRest(t *testing.T) {
 	}
 	if c := rep.Methods[0].Connections; c == nil || !(c.ProtectedMean > 0 && c.ProtectedMean <= c.Mean) || c.UnprotectedMax > c.Max {
 		t.Errorf("connections at convergence: %+v", c)
+	} else if c.MaxPeer < 0 || c.MaxPeer >= 40 {
+		t.Errorf("connections: the most (%d) on peer %d of 40", c.Max, c.MaxPeer)
 	}
 	if !strings.Contains(out, "at rest          from") {
 		t.Errorf("the rest is not printed:\n%s", out)

@@ -775,7 +775,7 @@ func printMethod(w io.Writer, mr *methodReport) {
 			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.ClientsMoved, r.InTransitMax, r.InTransitAllowed, r.InTransitEnd, r.FirstConvergedSeconds)
 	}
 	if c := mr.Connections; c != nil {
-		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected, %.1f young), max %d, unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.YoungMean, c.Max, c.UnprotectedMax)
+		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected, %.1f young), max %d (peer %d), unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.YoungMean, c.Max, c.MaxPeer, c.UnprotectedMax)
 	}
 	if len(mr.Dials) > 0 {
 		fmt.Fprintf(w, "  dials            %s until converged (peers not connected, by the protocol that asked)\n", dialsLine(mr.Dials))

@@ -1136,8 +1136,12 @@ func (s *Swarm) Connections() (mean float64, most int) {
 // watermark: the protected ones (kad-dht's two widest buckets, a client's
 // superpeer and a superpeer's clients) and the young ones come on top.
 type ConnectionStats struct {
-	Mean           float64 `json:"mean"`
-	Max            int     `json:"max"`
+	Mean float64 `json:"mean"`
+	Max  int     `json:"max"`
+	// MaxPeer is the index of the peer with Max connections (the first
+	// such): whether it is a superpeer, say, the report's superpeer_of
+	// tells.
+	MaxPeer        int     `json:"max_peer"`
 	ProtectedMean  float64 `json:"protected_mean"`
 	UnprotectedMax int     `json:"unprotected_max"`
 	// YoungMean counts the unprotected peers first seen within the
@@ -1169,7 +1173,9 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 			}
 		}
 		total += len(ps)
-		c.Max = max(c.Max, len(ps))
+		if len(ps) > c.Max {
+			c.Max, c.MaxPeer = len(ps), i
+		}
 		c.UnprotectedMax = max(c.UnprotectedMax, free)
 	}
 	c.Mean = float64(total) / float64(len(live))

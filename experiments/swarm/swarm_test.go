@@ -152,6 +152,15 @@ func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
 	if after >= before {
 		t.Errorf("nothing trimmed: %.1f connections a peer before, %.1f after", before, after)
 	}
+	// ConnectionStats names the peer that holds the most (read again while
+	// a redial changes the counts between the two readings).
+	var c ConnectionStats
+	if !pollUntil(ctx, func() bool {
+		c = s.ConnectionStats()
+		return len(s.Peers[c.MaxPeer].Host.Network().Peers()) == c.Max
+	}) {
+		t.Errorf("the most connections, %d, are not peer %d's", c.Max, c.MaxPeer)
+	}
 	for _, p := range s.Peers[1:] {
 		if p.Host.ConnManager().IsProtected(kept, "test") && len(p.Host.Network().ConnsToPeer(kept)) == 0 {
 			t.Errorf("peer %d: a protected connection was trimmed", p.Index)
