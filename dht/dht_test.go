@@ -634,3 +634,41 @@ func TestNode_ClosestResiliencyEndsEarlierAndStaysExact(t *testing.T) {
 		t.Errorf("WithResiliency(0): %v, want its own error", err)
 	}
 }
+
+// A node whose host is connected already when its own kad-dht starts
+// watches the routing table by polling, not by kad-dht's callbacks (kad-dht
+// may be adding a peer while New would write them: a data race the race
+// detector found under CI's load), and its watchers still hear of the
+// peers added.
+func TestNode_StartedOnAConnectedHostReportsRoutingEvents(t *testing.T) {
+	ctx, mn := linkedPair(t)
+	h0, h1 := mn.Hosts()[0], mn.Hosts()[1]
+	b, err := New(ctx, h1, WithRoutingTableRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := mn.ConnectPeers(h0.ID(), h1.ID()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(ctx, h0, WithRoutingTableRefresh(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	events, stop := a.WatchRoutingTable()
+	defer stop()
+	if err := a.Join(ctx, peer.AddrInfo{ID: h1.ID(), Addrs: h1.Addrs()}); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	for {
+		select {
+		case ev := <-events:
+			if ev.Peer == h1.ID() && ev.Added {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no routing event for the peer the joiner added")
+		}
+	}
+}

@@ -326,6 +326,9 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 	}
 	stats := &Stats{}
 	kad, own := cfg.kad, cfg.kad == nil
+	// Read before kad-dht starts: a host that is connected already may have
+	// kad-dht add a peer at once, racing a write of its callbacks (below).
+	connected := len(h.Network().Peers()) > 0
 	if own {
 		var err error
 		if kad, err = newKad(h, cfg, stats); err != nil {
@@ -355,19 +358,20 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		return nil, fmt.Errorf("dht: metrics: %w", err)
 	}
 	rt := kad.RoutingTable()
-	if own {
+	if own && !connected {
 		// Chain our watchers after kad-dht's own routing-table callbacks.
 		// kad-dht calls them only when it adds a peer it has identified
 		// and checked, which takes a round trip after New: a host with no
 		// connections yet (the swarm's, peer run's) cannot race this
-		// write. An application should create the Node before its host
-		// connects.
+		// write.
 		added, removed := rt.PeerAdded, rt.PeerRemoved
 		rt.PeerAdded = func(p peer.ID) { added(p); n.routingEvent(p, true) }
 		rt.PeerRemoved = func(p peer.ID) { removed(p); n.routingEvent(p, false) }
 	} else {
 		// The application's kad-dht runs already, and its callbacks are
-		// its owner's: watch the table instead (see WithKad).
+		// its owner's; or the host was connected when this node's own
+		// kad-dht started, which may be adding a peer now (a data race
+		// the race detector found): watch the table instead (see WithKad).
 		known := peerSet(rt.ListPeers())
 		n.wg.Add(1)
 		go func() {
