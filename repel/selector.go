@@ -655,9 +655,15 @@ func (s *Selector) loop(ctx context.Context) {
 		lastMintCheck = now
 		var due []uint32
 		quarter := s.opts.Config.DeadAfter / 4
-		holders := s.model.holders(now)
+		var holders map[string]bool // read once a token is silent long enough
 		for i := range s.heard {
-			if now.Sub(s.heard[i]) >= s.lookupAfter(i) && now.Sub(s.looked[i]) >= quarter && s.mayMint(uint32(i), holders) {
+			if now.Sub(s.heard[i]) < s.lookupAfter(i) || now.Sub(s.looked[i]) < quarter {
+				continue
+			}
+			if holders == nil {
+				holders = s.model.holders(now)
+			}
+			if s.mayMint(uint32(i), holders) {
 				due = append(due, uint32(i))
 				s.looked[i] = now
 			}
