@@ -233,6 +233,7 @@ func TestCLI_BadInputIsAOneLineError(t *testing.T) {
 		{[]string{"swarm", "stray"}, 2, "unexpected argument"},
 		{[]string{"swarm", "--conns", "64:32"}, 2, "--conns"},
 		{[]string{"swarm", "--conns", "many"}, 2, "--conns"},
+		{[]string{"swarm", "--conn-grace", "0s"}, 2, "--conn-grace"},
 		{[]string{"swarm", "--memlimit", "lots"}, 2, "--memlimit"},
 		{[]string{"swarm", "--stall", "-1ms"}, 2, "--stall"},
 		{[]string{"swarm", "--vivaldi-after", "-1s"}, 2, "--vivaldi-after"},

@@ -212,6 +212,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
+	connGraceFlag := fs.Duration("conn-grace", swarm.DefaultConnGrace, "how long, in the network's time, the connection managers leave a new connection untrimmed")
 	ownPeerstores := fs.Bool("own-peerstores", false, "give every mocknet host go-libp2p's in-memory peerstore as it is, with its own copy of each peer's protocol list, metadata and addresses, instead of those kept once for the swarm (the same contents, a smaller heap)")
 	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB of RSS a peer: the runtime's limit less what RSS holds beyond the runtime's count, read every second), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
@@ -272,6 +273,9 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	connLow, connHigh, err := parseConns(*conns)
 	if err != nil {
 		return err
+	}
+	if *connGraceFlag <= 0 {
+		return fmt.Errorf("%w: --conn-grace %v: want a positive duration", errUsage, *connGraceFlag)
 	}
 	if *gogc < 0 {
 		return fmt.Errorf("%w: --gogc %d is negative", errUsage, *gogc)
@@ -432,7 +436,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		bar.update(stage, done, total)
 		web.View().Progress(stage, done, total)
 	}
-	connGrace, connSilence := swarm.DilatedConnPeriods(*dilate)
+	connGrace, connSilence := swarm.DilatedConnPeriods(*connGraceFlag, *dilate)
 	s, err := swarm.New(ctx, swarm.Config{N: *n, Seed: *seed, RTT: pl, HostOf: pl.Host, Parallel: *parallel, Progress: progress, Log: bar.log, NodeOptions: nodeOpts, ConnLow: connLow, ConnHigh: connHigh,
 		ConnGrace: connGrace, ConnSilence: connSilence, Serve: served(*viv, methods),
 		Transport: where.transport, ListenIP: where.ip, From: where.from, To: where.to, Bootstrap: where.join, OwnPeerstores: *ownPeerstores})
@@ -775,7 +779,7 @@ func printMethod(w io.Writer, mr *methodReport) {
 			mr.Superpeers.ConvergeSeconds, r.RestSeconds, r.Renewals, r.ClientsMoved, r.InTransitMax, r.InTransitAllowed, r.InTransitEnd, r.FirstConvergedSeconds)
 	}
 	if c := mr.Connections; c != nil {
-		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected, %.1f young), max %d (peer %d), unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.YoungMean, c.Max, c.MaxPeer, c.UnprotectedMax)
+		fmt.Fprintf(w, "  connections      mean %.1f a peer (%.1f protected, %.1f young), max %d (peer %d: %d young, %d opened by the other side), unprotected max %d, once converged\n", c.Mean, c.ProtectedMean, c.YoungMean, c.Max, c.MaxPeer, c.MaxPeerYoung, c.MaxPeerInbound, c.UnprotectedMax)
 	}
 	if len(mr.Dials) > 0 {
 		fmt.Fprintf(w, "  dials            %s until converged (peers not connected, by the protocol that asked)\n", dialsLine(mr.Dials))

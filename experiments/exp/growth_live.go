@@ -42,7 +42,7 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 		fmt.Fprintf(o.Stderr, "growth live %s: "+format+"\n", append([]any{method}, args...)...)
 	}
 	dilate := max(1, p.LiveDilate) // runGrowth allows it for repel alone
-	connGrace, connSilence := swarm.DilatedConnPeriods(dilate)
+	connGrace, connSilence := swarm.DilatedConnPeriods(0, dilate)
 	s, finish, err := buildSwarm(ctx, swarm.Config{N: maxN, Seed: o.Seed, RTT: rtt, HostOf: pl.Host, Hold: maxN - p.LivePhases[0],
 		ConnGrace: connGrace, ConnSilence: connSilence,
 		Log: func(line string) { logf("%s", line) }}, o.Stderr)

@@ -113,12 +113,16 @@ const (
 )
 
 // DilatedConnPeriods are the connection manager's grace and silence
-// periods for a swarm to be dilated by f (Dilate). The manager's clock is
-// not dilated: with its periods stretched by hand, a dilated swarm trims
-// (and redials, and kad-dht re-checks) no more often per second of
-// network time.
-func DilatedConnPeriods(f float64) (grace, silence time.Duration) {
-	return time.Duration(float64(DefaultConnGrace) * f), time.Duration(float64(DefaultConnSilence) * f)
+// periods for a swarm to be dilated by f (Dilate), grace given in the
+// network's time (0: DefaultConnGrace). The manager's clock is not
+// dilated: with its periods stretched by hand, a dilated swarm trims (and
+// redials, and kad-dht re-checks) no more often per second of network
+// time.
+func DilatedConnPeriods(grace time.Duration, f float64) (wallGrace, wallSilence time.Duration) {
+	if grace <= 0 {
+		grace = DefaultConnGrace
+	}
+	return time.Duration(float64(grace) * f), time.Duration(float64(DefaultConnSilence) * f)
 }
 
 // Peer is one member of the swarm.
@@ -1141,7 +1145,12 @@ type ConnectionStats struct {
 	// MaxPeer is the index of the peer with Max connections (the first
 	// such): whether it is a superpeer, say, the report's superpeer_of
 	// tells.
-	MaxPeer        int     `json:"max_peer"`
+	MaxPeer int `json:"max_peer"`
+	// MaxPeerYoung and MaxPeerInbound are how many of MaxPeer's
+	// connections are young (unprotected, first seen within the grace
+	// period) and how many the other side opened.
+	MaxPeerYoung   int     `json:"max_peer_young"`
+	MaxPeerInbound int     `json:"max_peer_inbound"`
 	ProtectedMean  float64 `json:"protected_mean"`
 	UnprotectedMax int     `json:"unprotected_max"`
 	// YoungMean counts the unprotected peers first seen within the
@@ -1161,20 +1170,24 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 	for _, i := range live {
 		h := s.Peers[i].Host
 		ps := h.Network().Peers()
-		free := 0
+		free, fresh, inbound := 0, 0, 0
 		for _, q := range ps {
+			if cs := h.Network().ConnsToPeer(q); len(cs) > 0 && cs[0].Stat().Direction == network.DirInbound {
+				inbound++
+			}
 			if h.ConnManager().IsProtected(q, "") {
 				protected++
 				continue
 			}
 			free++
 			if ti := h.ConnManager().GetTagInfo(q); ti != nil && ti.FirstSeen.After(since) {
-				young++
+				fresh++
 			}
 		}
+		young += fresh
 		total += len(ps)
 		if len(ps) > c.Max {
-			c.Max, c.MaxPeer = len(ps), i
+			c.Max, c.MaxPeer, c.MaxPeerYoung, c.MaxPeerInbound = len(ps), i, fresh, inbound
 		}
 		c.UnprotectedMax = max(c.UnprotectedMax, free)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
@@ -152,14 +153,24 @@ func TestSwarm_ConnectionManagerTrimsAndLookupsStillExact(t *testing.T) {
 	if after >= before {
 		t.Errorf("nothing trimmed: %.1f connections a peer before, %.1f after", before, after)
 	}
-	// ConnectionStats names the peer that holds the most (read again while
-	// a redial changes the counts between the two readings).
+	// ConnectionStats names the peer that holds the most and how many of
+	// them the other side opened (read again while a redial changes the
+	// counts between the two readings).
+	inbound := func(i int) int {
+		n, h := 0, s.Peers[i].Host
+		for _, q := range h.Network().Peers() {
+			if cs := h.Network().ConnsToPeer(q); len(cs) > 0 && cs[0].Stat().Direction == network.DirInbound {
+				n++
+			}
+		}
+		return n
+	}
 	var c ConnectionStats
 	if !pollUntil(ctx, func() bool {
 		c = s.ConnectionStats()
-		return len(s.Peers[c.MaxPeer].Host.Network().Peers()) == c.Max
+		return len(s.Peers[c.MaxPeer].Host.Network().Peers()) == c.Max && inbound(c.MaxPeer) == c.MaxPeerInbound
 	}) {
-		t.Errorf("the most connections, %d, are not peer %d's", c.Max, c.MaxPeer)
+		t.Errorf("the most connections, %d (%d opened by the other side), are not peer %d's (%d)", c.Max, c.MaxPeerInbound, c.MaxPeer, inbound(c.MaxPeer))
 	}
 	for _, p := range s.Peers[1:] {
 		if p.Host.ConnManager().IsProtected(kept, "test") && len(p.Host.Network().ConnsToPeer(kept)) == 0 {
