@@ -92,10 +92,12 @@
 // closest tries DeadAfter after the (k−1)-th in case the closer ones are
 // gone too. Nodes that disagree on the live set may
 // both mint; fencing keeps one. The live Selector ranks on its connected
-// routing-table peers near the name and on lookups of the name, and lets
-// the first in line mint only on a lookup answered since the token went
-// silent: connections come and go, and a peer whose nearer neighbour had
-// just been disconnected otherwise minted a token that neighbour held.
+// routing-table peers near the name and on lookups of the name (made once
+// the token has been silent for three quarters of T_dead, or half of
+// JoinWait), and lets the first in line mint only on a lookup answered
+// since the token went silent: connections come and go, and a peer whose
+// nearer neighbour had just been disconnected otherwise minted a token
+// that neighbour held.
 //
 // # A fraction of the network (Config.Fraction)
 //

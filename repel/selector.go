@@ -629,18 +629,17 @@ func (s *Selector) loop(ctx context.Context) {
 				delete(closest, id) // retired
 			}
 		}
-		// Tokens silent for half the wait before a mint (JoinWait for one
-		// never heard of, T_dead after): if this peer is nearer their
-		// names than every peer its routing table knows that holds no
-		// token, it may be the one to mint them again; a lookup of the
-		// live peers nearest the name tells the model for sure, again
-		// every quarter of T_dead while the token stays silent, and the
-		// model mints first on nothing else (mintGate). Not sooner: news of a token
-		// reaches some peers seconds late, and a lookup from each of
-		// them for every late heartbeat kept hundreds in flight
-		// (experiments/README.md, "… what its misses are"). Peers with a
-		// nearer routing-table entry know already that they are not
-		// first (setView passes those on).
+		// Tokens silent for most of the wait before a mint (lookupAfter):
+		// if this peer is nearer their names than every peer its routing
+		// table knows that holds no token, it may be the one to mint them
+		// again; a lookup of the live peers nearest the name tells the
+		// model for sure, again every quarter of T_dead while the token
+		// stays silent, and the model mints first on nothing else
+		// (mintGate). Not sooner: news of a token reaches some peers
+		// seconds late, and a lookup from each of them for every late
+		// heartbeat kept hundreds in flight (experiments/README.md, "…
+		// what its misses are"). Peers with a nearer routing-table entry
+		// know already that they are not first (setView passes those on).
 		if t, ok := s.model.Held(); ok {
 			s.hear(t.ID, now)
 			delete(closest, t.ID)
@@ -696,13 +695,19 @@ func (s *Selector) hear(id uint32, now time.Time) {
 }
 
 // lookupAfter is how long token i must be silent before this peer looks
-// up the live peers nearest its name: half the model's wait before a
-// mint (Config.JoinWait for a token never heard of, else DeadAfter).
+// up the live peers nearest its name: half of Config.JoinWait for a token
+// never heard of, three quarters of DeadAfter for one heard of. The
+// lookup has to answer before the mint is due (mintGate), and a quarter of
+// T_dead is room for it and one retry; at half of T_dead, 10 s in a swarm,
+// the news of live tokens, up to 9.5 s behind their holders at the 99th
+// percentile (the heartbeat's gossip cadence), made peers look up the
+// names of live tokens by the thousand (experiments/README.md, "Trimmed
+// connections, and lookups of live tokens' names").
 func (s *Selector) lookupAfter(i int) time.Duration {
 	if !s.known[i] {
 		return s.opts.Config.joinWait() / 2
 	}
-	return s.opts.Config.DeadAfter / 2
+	return s.opts.Config.DeadAfter * 3 / 4
 }
 
 // mayMint reports whether this peer is XOR-nearer token id's name than
