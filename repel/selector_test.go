@@ -824,3 +824,23 @@ func TestSelector_SampleRetriesStalledExchanges(t *testing.T) {
 		t.Fatalf("%d exchanges, want %d", checks, stallRetries+1)
 	}
 }
+
+// A peer looks a silent token's name up late enough that the news of a
+// live one, seconds behind its holder, does not set it off, and early
+// enough that the lookup and one retry (every quarter of T_dead) answer
+// before the mint is due.
+func TestSelector_LookupAfter(t *testing.T) {
+	for _, cfg := range []Config{DefaultConfig(), LocalConfig(), {DeadAfter: 20 * time.Second, JoinWait: 8 * time.Second}} {
+		s := &Selector{opts: Options{Config: cfg}, known: []bool{false, true}}
+		if got, want := s.lookupAfter(0), cfg.joinWait()/2; got != want {
+			t.Errorf("T_dead %v: a token never heard of is looked up after %v, want %v", cfg.DeadAfter, got, want)
+		}
+		known := s.lookupAfter(1)
+		if known <= cfg.DeadAfter/2 {
+			t.Errorf("T_dead %v: a known token is looked up after %v of silence, not more than half of T_dead", cfg.DeadAfter, known)
+		}
+		if known+cfg.DeadAfter/4 > cfg.DeadAfter {
+			t.Errorf("T_dead %v: a lookup after %v and its retry a quarter of T_dead later come after the mint", cfg.DeadAfter, known)
+		}
+	}
+}
