@@ -831,7 +831,7 @@ func TestSelector_SampleRetriesStalledExchanges(t *testing.T) {
 // before the mint is due.
 func TestSelector_LookupAfter(t *testing.T) {
 	for _, cfg := range []Config{DefaultConfig(), LocalConfig(), {DeadAfter: 20 * time.Second, JoinWait: 8 * time.Second}} {
-		s := &Selector{opts: Options{Config: cfg}, known: []bool{false, true}}
+		s := &Selector{opts: selectorOptions{Config: cfg}, known: []bool{false, true}}
 		if got, want := s.lookupAfter(0), cfg.joinWait()/2; got != want {
 			t.Errorf("T_dead %v: a token never heard of is looked up after %v, want %v", cfg.DeadAfter, got, want)
 		}
