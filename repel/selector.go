@@ -697,12 +697,11 @@ func (s *Selector) hear(id uint32, now time.Time) {
 // lookupAfter is how long token i must be silent before this peer looks
 // up the live peers nearest its name: half of Config.JoinWait for a token
 // never heard of, three quarters of DeadAfter for one heard of. The
-// lookup has to answer before the mint is due (mintGate), and a quarter of
-// T_dead is room for it and one retry; at half of T_dead, 10 s in a swarm,
-// the news of live tokens, up to 9.5 s behind their holders at the 99th
-// percentile (the heartbeat's gossip cadence), made peers look up the
-// names of live tokens by the thousand (experiments/README.md, "Trimmed
-// connections, and lookups of live tokens' names").
+// lookup has a quarter of T_dead to answer before the mint is due; a
+// failed one is made again then, and the mint waits for its answer
+// (mintGate). Sooner, the news of live tokens, seconds behind their
+// holders, set lookups off by the thousand (experiments/README.md,
+// "Trimmed connections, and lookups of live tokens' names").
 func (s *Selector) lookupAfter(i int) time.Duration {
 	if !s.known[i] {
 		return s.opts.Config.joinWait() / 2

@@ -827,8 +827,8 @@ func TestSelector_SampleRetriesStalledExchanges(t *testing.T) {
 
 // A peer looks a silent token's name up late enough that the news of a
 // live one, seconds behind its holder, does not set it off, and early
-// enough that the lookup and one retry (every quarter of T_dead) answer
-// before the mint is due.
+// enough that its retry (a quarter of T_dead later) is due no later than
+// the mint.
 func TestSelector_LookupAfter(t *testing.T) {
 	for _, cfg := range []Config{DefaultConfig(), LocalConfig(), {DeadAfter: 20 * time.Second, JoinWait: 8 * time.Second}} {
 		s := &Selector{opts: selectorOptions{Config: cfg}, known: []bool{false, true}}

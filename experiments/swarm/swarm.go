@@ -1158,6 +1158,18 @@ type ConnectionStats struct {
 	YoungMean float64 `json:"young_mean"`
 }
 
+// inboundPeers counts the peers h is connected to whose (first)
+// connection the other side opened.
+func inboundPeers(h host.Host) int {
+	n := 0
+	for _, q := range h.Network().Peers() {
+		if cs := h.Network().ConnsToPeer(q); len(cs) > 0 && cs[0].Stat().Direction == network.DirInbound {
+			n++
+		}
+	}
+	return n
+}
+
 // ConnectionStats reads every live peer's connections.
 func (s *Swarm) ConnectionStats() ConnectionStats {
 	live := s.Live()
@@ -1170,11 +1182,8 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 	for _, i := range live {
 		h := s.Peers[i].Host
 		ps := h.Network().Peers()
-		free, fresh, inbound := 0, 0, 0
+		free, fresh := 0, 0
 		for _, q := range ps {
-			if cs := h.Network().ConnsToPeer(q); len(cs) > 0 && cs[0].Stat().Direction == network.DirInbound {
-				inbound++
-			}
 			if h.ConnManager().IsProtected(q, "") {
 				protected++
 				continue
@@ -1187,10 +1196,11 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 		young += fresh
 		total += len(ps)
 		if len(ps) > c.Max {
-			c.Max, c.MaxPeer, c.MaxPeerYoung, c.MaxPeerInbound = len(ps), i, fresh, inbound
+			c.Max, c.MaxPeer, c.MaxPeerYoung = len(ps), i, fresh
 		}
 		c.UnprotectedMax = max(c.UnprotectedMax, free)
 	}
+	c.MaxPeerInbound = inboundPeers(s.Peers[c.MaxPeer].Host)
 	c.Mean = float64(total) / float64(len(live))
 	c.ProtectedMean = float64(protected) / float64(len(live))
 	c.YoungMean = float64(young) / float64(len(live))
