@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -212,7 +213,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
-	connGraceFlag := fs.Duration("conn-grace", swarm.DefaultConnGrace, "how long, in the network's time, the connection managers leave a new connection untrimmed")
+	connGraceFlag := fs.Duration("conn-grace", swarm.DefaultConnGrace, "how long, in the network's time, the connection managers leave a new connection untrimmed (unless given: "+swarm.RepelConnGrace.String()+" when the repel method runs)")
 	ownPeerstores := fs.Bool("own-peerstores", false, "give every mocknet host go-libp2p's in-memory peerstore as it is, with its own copy of each peer's protocol list, metadata and addresses, instead of those kept once for the swarm (the same contents, a smaller heap)")
 	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB of RSS a peer: the runtime's limit less what RSS holds beyond the runtime's count, read every second), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
@@ -220,7 +221,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(methodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
 	force := fs.String("force", "attract", "repel: the force model, repulsion (Lo et al.'s) or attract (toward the clients a token serves)")
 	viv := fs.Bool("vivaldi", true, "run Vivaldi on every peer and report coordinates and their error (repel needs it)")
-	vivTidy := fs.Bool("vivaldi-tidy", false, "the Vivaldi services keep down the connections their sampling opens: they tag their near neighbours, sample random peers among the connected ones, and close what a probe or a one-off measurement opened (vivaldi.WithTidyConns)")
+	vivTidy := fs.Bool("vivaldi-tidy", false, "the Vivaldi services keep down the connections their sampling opens: they tag their near neighbours, sample random peers among the connected ones, and close what a probe or a one-off measurement opened (vivaldi.WithTidyConns); unless given, on when the repel method runs")
 	vivInterval := fs.Duration("vivaldi-interval", 0, "how often each peer samples until the coordinates are good, in the network's time (0: 300ms, or n×1.25ms above 240 peers, so an undilated swarm takes at most 800 samples a second; a dilated warm-up may take the same samples a second of the clock with this divided by the dilation)")
 	vivAfter := fs.Duration("vivaldi-after", swarm.VivaldiSlowInterval, "how often each peer samples once the coordinates are good (--vivaldi-bound), in the network's time; with the repel method's piggyback dissemination, how often news of the tokens travels")
 	stallAfter := fs.Duration("stall", 0, "discard every Vivaldi sample timed across a stall of this process longer than this, in the network's time (a wake-up of a 1 ms watch that late: a collector's pause, or the CPU behind the swarm's goroutines; on mocknet the links' delays are the process's own timers, so a stall adds itself to every exchange in flight); repel clients and holders measure such an exchange again. 0: every sample is used (default 5ms when --dilate is above 1, else 0)")
@@ -323,6 +324,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		coords = coords || m.Coordinates
 		repelRuns = repelRuns || m.Name == "repel"
 	}
+	repelConnDefaults(fs, repelRuns, connGraceFlag, vivTidy)
 	if *lookups < 0 || *rounds < 0 || *timeout <= 0 {
 		return fmt.Errorf("%w: --lookups, --max-rounds and --timeout must not be negative", errUsage)
 	}
@@ -1064,4 +1066,22 @@ func printStalls(w io.Writer, st *swarm.Stalls) {
 		return
 	}
 	fmt.Fprintf(w, "  stalls           %s\n", st)
+}
+
+// repelConnDefaults sets --conn-grace and --vivaldi-tidy, where not given,
+// to the repel method's defaults when it runs. Its clients dial every
+// candidate holder they measure: with a short grace and the tidy
+// coordinate services a peer keeps under the high watermark
+// (experiments/README.md, "Trimmed connections, and lookups of live
+// tokens' names").
+func repelConnDefaults(fs *flag.FlagSet, repelRuns bool, grace *time.Duration, tidy *bool) {
+	if !repelRuns {
+		return
+	}
+	if !flagSet(fs, "conn-grace") {
+		*grace = swarm.RepelConnGrace
+	}
+	if !flagSet(fs, "vivaldi-tidy") {
+		*tidy = true
+	}
 }

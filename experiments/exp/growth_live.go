@@ -42,7 +42,11 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 		fmt.Fprintf(o.Stderr, "growth live %s: "+format+"\n", append([]any{method}, args...)...)
 	}
 	dilate := max(1, p.LiveDilate) // runGrowth allows it for repel alone
-	connGrace, connSilence := swarm.DilatedConnPeriods(0, dilate)
+	grace := swarm.DefaultConnGrace
+	if method == "repel" {
+		grace = swarm.RepelConnGrace // peer swarm's default for the method
+	}
+	connGrace, connSilence := swarm.DilatedConnPeriods(grace, dilate)
 	s, finish, err := buildSwarm(ctx, swarm.Config{N: maxN, Seed: o.Seed, RTT: rtt, HostOf: pl.Host, Hold: maxN - p.LivePhases[0],
 		ConnGrace: connGrace, ConnSilence: connSilence,
 		Log: func(line string) { logf("%s", line) }}, o.Stderr)
@@ -92,7 +96,7 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 		}
 		defer s.StopMethod()
 	case "repel":
-		vr, err := s.StartVivaldi(swarm.VivaldiOptions{Interval: swarm.VivaldiWarmInterval(len(s.Live())), Stall: time.Duration(p.LiveStallMs * float64(time.Millisecond))})
+		vr, err := s.StartVivaldi(swarm.VivaldiOptions{Interval: swarm.VivaldiWarmInterval(len(s.Live())), Stall: time.Duration(p.LiveStallMs * float64(time.Millisecond)), Tidy: method == "repel"})
 		if err != nil {
 			return nil, err
 		}

@@ -112,6 +112,13 @@ const (
 	DefaultConnSilence = 10 * time.Second
 )
 
+// RepelConnGrace is the grace `peer swarm` and the live growth experiment
+// give the connection managers when the repel method runs: its clients dial
+// every candidate holder they measure, and a grace of DefaultConnGrace kept
+// those connections on the holders by the hundred (experiments/README.md,
+// "Trimmed connections, and lookups of live tokens' names").
+const RepelConnGrace = 10 * time.Second
+
 // DilatedConnPeriods are the connection manager's grace and silence
 // periods for a swarm to be dilated by f (Dilate), grace given in the
 // network's time (0: DefaultConnGrace). The manager's clock is not
