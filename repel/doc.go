@@ -189,8 +189,17 @@
 //     holder whose version loses the fencing order (Beats) sees the other
 //     token at its own place and moves for any gain worth MinGain,
 //     cooling aside (EventSiteShared); the other stays.
+//   - A client whose coordinate puts it much farther from the holder than
+//     the holder measured it (Config.CoordCheck: by more than a factor
+//     1 + CoordCheck and CoordFloor) is left out of
+//     where the token goes while it does — not a client of the potential,
+//     a point of the digest nor a candidate to move to or survey — and
+//     still served (EventCoordMisfit, once until it fits again). Peers
+//     that lie together about their coordinates, drifting off to one side
+//     (frog-boiling), would otherwise draw tokens to serve a cloud that is
+//     not there, and then hold them.
 //
-// Both make the potentials the holders descend differ from
+// These make the potentials the holders descend differ from
 // the system potential's (which predicts every distance); cooling still bounds
 // the moves.
 //

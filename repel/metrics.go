@@ -5,7 +5,7 @@ import "github.com/superpeer-overlay/superpeer/internal/counters"
 // The selector's metric families (WithRegisterer), in the
 // order report emits them.
 var metricFamilies = []counters.Family{
-	{Name: "superpeer_repel_token_events_total", Help: "What happened to this peer's token, by event (EventKind): minted, accepted, move-offered, moved-away, move-timed-out, move-refused, fenced, settled, site-shared, survey, survey-moved, survey-refused, survey-kept, retired, counted, untraced, reverted, region-moved.", Kind: counters.Counter, Label: "event"},
+	{Name: "superpeer_repel_token_events_total", Help: "What happened to this peer's token, by event (EventKind): minted, accepted, move-offered, moved-away, move-timed-out, move-refused, fenced, settled, site-shared, survey, survey-moved, survey-refused, survey-kept, retired, counted, untraced, reverted, region-moved, coord-misfit.", Kind: counters.Counter, Label: "event"},
 	{Name: "superpeer_repel_tokens_held", Help: "1 while this peer holds a token, settled or not.", Kind: counters.Gauge},
 	{Name: "superpeer_repel_tokens_known", Help: "Token versions this peer has heard of within T_dead; the mean over the selectors registered.", Kind: counters.MeanGauge},
 	{Name: "superpeer_repel_token_lookups_total", Help: "Lookups of silent tokens' names (to decide who mints).", Kind: counters.Counter},

@@ -161,9 +161,15 @@ const (
 	// more than this node's clients lose without it; this node offers it
 	// the token (Token is the offer; EventMoveOffered follows).
 	EventRegionMoved
+	// EventCoordMisfit: an attached client's coordinate disagrees with
+	// this node's own measurement of its RTT (Config.CoordCheck); the
+	// node leaves it out of where its token goes while it does. Token is
+	// this node's token with the client as Holder; once a client, until
+	// it fits again.
+	EventCoordMisfit
 
 	// lastEvent is the last EventKind.
-	lastEvent = EventRegionMoved
+	lastEvent = EventCoordMisfit
 )
 
 // EventKinds are every EventKind, in order: what a log or a metric names
@@ -214,6 +220,8 @@ func (k EventKind) String() string {
 		return "reverted"
 	case EventRegionMoved:
 		return "region-moved"
+	case EventCoordMisfit:
+		return "coord-misfit"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -600,8 +608,9 @@ func (n *Node) digest(now time.Time) []Sample {
 		return nil
 	}
 	var cs []Peer
+	misfit := n.misfits(now)
 	for _, p := range n.peers {
-		if p.Attached && p.ID != n.id && validCoord(p.Coord) && len(p.Coord.Vec) == len(n.coord.Vec) {
+		if p.Attached && p.ID != n.id && validCoord(p.Coord) && len(p.Coord.Vec) == len(n.coord.Vec) && !misfit[p.ID] {
 			cs = append(cs, p)
 		}
 	}
@@ -1120,8 +1129,9 @@ func (n *Node) maybeMove(now time.Time) {
 		addClient(n.coord, 1, -1, 0)
 	}
 	at := map[string]int{n.id: 0} // client index of a peer already counted
+	misfit := n.misfits(now)
 	for _, p := range n.peers {
-		if _, dup := at[p.ID]; dup || !usable(p.Coord) {
+		if _, dup := at[p.ID]; dup || !usable(p.Coord) || misfit[p.ID] {
 			continue
 		}
 		if n.cfg.Model == Attract {

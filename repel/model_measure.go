@@ -14,6 +14,58 @@ type probe struct {
 	rtt   float64   // seconds; +Inf if the measurement failed
 	at    time.Time // when measured (zero: never)
 	asked time.Time // when last asked for (zero: never)
+	// misfit: the peer's coordinate last disagreed with rtt
+	// (Config.CoordCheck), and EventCoordMisfit was emitted.
+	misfit bool
+}
+
+// misfits is the set of attached clients whose coordinates put them
+// farther from this node than its own standing measurement of their RTT
+// allows (Config.CoordCheck), emitting EventCoordMisfit when a held
+// token's client first is. A peer this node has not measured fits. When
+// most of the measured clients misfit, the fault is taken to be this
+// node's own coordinate, and none is left out.
+func (n *Node) misfits(now time.Time) map[string]bool {
+	k := n.cfg.CoordCheck
+	if k <= 0 || !n.coordOK() {
+		return nil
+	}
+	floor := n.cfg.CoordFloor.Seconds()
+	var out map[string]bool
+	measured := 0
+	for _, p := range n.peers {
+		if !p.Attached || !validCoord(p.Coord) || len(p.Coord.Vec) != len(n.coord.Vec) {
+			continue
+		}
+		r, ok := n.MeasuredRTT(now, p.ID)
+		if !ok {
+			continue
+		}
+		measured++
+		if n.coord.DistanceTo(p.Coord) > (1+k)*r.Seconds()+floor {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[p.ID] = true
+		}
+	}
+	if 2*len(out) > measured {
+		out = nil
+	}
+	for _, p := range n.peers {
+		pr, ok := n.probes[p.ID]
+		if !ok || pr.misfit == out[p.ID] {
+			continue
+		}
+		pr.misfit = out[p.ID]
+		n.probes[p.ID] = pr
+		if pr.misfit && n.held != nil {
+			tok := n.held.tok
+			tok.Holder = p.ID
+			n.event(EventCoordMisfit, tok)
+		}
+	}
+	return out
 }
 
 // Measured tells the node the RTT to peer id that it asked for in

@@ -190,13 +190,23 @@ func (n *Node) startSurvey(now time.Time) {
 		p    Peer
 		cost float64
 	}
+	// Clients whose coordinates disagree with this node's measurements
+	// (Config.CoordCheck) are measured for, but neither ranked by their
+	// coordinates nor candidates.
+	var fitting []Peer
+	misfit := n.misfits(now)
+	for _, p := range attached {
+		if !misfit[p.ID] {
+			fitting = append(fitting, p)
+		}
+	}
 	var cs []scored
-	for _, c := range attached {
+	for _, c := range fitting {
 		if holders[c.ID] || !n.refused[c.ID].IsZero() {
 			continue
 		}
 		cost := c.Coord.DistanceTo(n.coord)
-		for _, j := range attached {
+		for _, j := range fitting {
 			if j.ID != c.ID {
 				cost += c.Coord.DistanceTo(j.Coord)
 			}
