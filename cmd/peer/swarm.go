@@ -845,8 +845,8 @@ func printSelection(w io.Writer, title string, sum *swarm.SelectionSummary) {
 }
 
 func printRepel(w io.Writer, rs *swarm.RepelSummary, sum *swarm.SelectionSummary) {
-	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints (%d lookups, %d failed; %d requests, %d failed, %d called off), %d fenced; surveys %d (%d moved, %d to a region, %d kept); attach: %d refused full, %d displaced (%d told at once)\n",
-		rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Lookups, rs.LookupFailures, rs.LookupRequests, rs.LookupRequestFailures, rs.LookupRequestsCalledOff, rs.Fenced, rs.Surveys, rs.SurveyMoves, rs.RegionMoves, rs.SurveyKept, rs.RefusedFull, rs.Displaced, rs.Told)
+	fmt.Fprintf(w, "  tokens (%s)  settled in %.1f s; %d moves, %d mints (%d lookups, %d failed; %d requests, %d failed, %d called off), %d fenced; surveys %d (%d moved, %d to a region, %d kept); %d clients' coordinates misfit their holder's RTT; attach: %d refused full, %d displaced (%d told at once)\n",
+		rs.Force, rs.SettleSeconds, rs.Moves, rs.Minted, rs.Lookups, rs.LookupFailures, rs.LookupRequests, rs.LookupRequestFailures, rs.LookupRequestsCalledOff, rs.Fenced, rs.Surveys, rs.SurveyMoves, rs.RegionMoves, rs.SurveyKept, rs.CoordMisfits, rs.RefusedFull, rs.Displaced, rs.Told)
 	if rs.Proposals > 0 || rs.Retired > 0 {
 		fmt.Fprintf(w, "  count            proposals of a new count %d, tokens retired %d\n", rs.Proposals, rs.Retired)
 	}

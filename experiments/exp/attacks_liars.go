@@ -26,6 +26,9 @@ type liarsParams struct {
 	// rows with false run without any (OutlierFactor, OutlierMin,
 	// TriangleMargin and RemoteErrorMin zero).
 	Defence map[string]float64 `json:"defence"`
+	// CoordCheck is the repel.Config.CoordCheck of the rows with the
+	// defence (the product's default, 0, unless a run asks for one).
+	CoordCheck float64 `json:"coord_check"`
 	// The goal, with the defence, at GoalFraction liars: honest error and
 	// client RTT at most these ratios to the clean run's, and the liars'
 	// share of the tokens at most their share of the peers.
@@ -67,6 +70,11 @@ type liarsRow struct {
 	// that their model refused (vivaldi.ErrImplausible), over the seeds.
 	LiarSamplesRefused   float64 `json:"liar_samples_refused"`
 	HonestSamplesRefused float64 `json:"honest_samples_refused"`
+	// Clients that honest holders left out of their token's placement
+	// as their coordinates misfit their RTT (repel.Config.CoordCheck),
+	// liars and honest peers: means over the seeds.
+	CoordMisfitsLiars  float64 `json:"coord_misfits_liars"`
+	CoordMisfitsHonest float64 `json:"coord_misfits_honest"`
 	// Unattached honest clients (summed) and runs whose tokens settled.
 	Unattached int `json:"honest_unattached"`
 	Settled    int `json:"repel_settled_runs"`
@@ -120,7 +128,7 @@ func liarConfig(s liarSetting) vivaldi.Config {
 // table.
 func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 	p := liarsParams{Latency: latency.Default, N: 490, S: 16, Rounds: 1000,
-		Fractions: []float64{0.05, 0.1, 0.2, 0.3}, Defence: liarDefence(),
+		Fractions: []float64{0.05, 0.1, 0.2, 0.3}, Defence: liarDefence(), CoordCheck: o.liarCoordCheck,
 		GoalFraction: 0.2, GoalErrorRatio: 1.5, GoalRTTRatio: 1.2,
 		Notes: []string{
 			"each run: sim.SimulateVivaldi for vivaldi_rounds rounds with a seeded fraction of the peers lying (sim.PickLiars: a smaller fraction's liars are among a larger one's) in every answer to a Vivaldi request (sim.Liar), then sim.SimulateRepel over the final coordinates held fixed (a liar's claim then: what it announces, offers and attaches with), repel.DefaultConfig with MaxCandidates 64, clients attaching as the live selector (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace); liars keep an honest model of their own and run the token method honestly but for their coordinate",
@@ -129,6 +137,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 			"honest_median_error: the median relative error |predicted − true|/true over every pair of honest peers (their own coordinates against the matrix); client_rtt_ms: the mean true RTT of honest clients (neither liars nor holders) to the holder they are attached to, over the clients that are that in both runs for the ratio",
 			"ratios: each seed's to its clean run (no liars) with the same defence setting, the mean over the seeds; the clean rows (kind none) give the defence's own cost, the clean run with it over the clean run without any",
 			"liar_token_share: the liars' share of the token holders at the end, the mean over the seeds; the goal asks for at most the liars' share of the peers; clean_token_share (same peers honest): the share the same peers held in the clean run with the same defence setting, where nobody lies",
+			"misfits: the clients honest holders left out of their token's placement, their coordinates disagreeing with the holder's RTT to them (repel.Config.CoordCheck: coord_check with the defence, 0 without), liars' and honest peers', per seed",
 			"samples refused: the share of the honest peers' samples of liars (of honest peers) that their model refused as implausible",
 		}}
 	seeds := 3
@@ -198,6 +207,8 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		if res.HonestSamples > 0 {
 			row.HonestSamplesRefused += w * float64(res.HonestRefused) / float64(res.HonestSamples)
 		}
+		row.CoordMisfitsLiars += w * float64(res.CoordMisfitLiars)
+		row.CoordMisfitsHonest += w * float64(res.CoordMisfitHonest)
 		row.Unattached += res.Unattached
 		if res.RepelSettled {
 			row.Settled++
@@ -219,9 +230,13 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		idStrs := sim.IDStrings(ids)
 		run := func(kind sim.LiarKind, fraction float64, set liarSetting) (*sim.LiarResult, error) {
 			cfg := liarConfig(set)
+			rc := repelConfig(p.S)
+			if set.defence {
+				rc.CoordCheck = p.CoordCheck
+			}
 			res, err := sim.SimulateLiars(sim.LiarOptions{RTT: rtt, IDs: idStrs, Seed: seed, Kind: kind,
 				Liars: sim.PickLiars(p.N, fraction, seed), Vivaldi: &cfg, Rounds: p.Rounds,
-				Repel: repelConfig(p.S), Capacity: p.C})
+				Repel: rc, Capacity: p.C})
 			done++
 			bar.Set(done)
 			return res, err
@@ -272,7 +287,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		}
 		return rank(a.set) - rank(b.set)
 	})
-	t := report.NewTable("liars", "kind", "defence", "honest err ×", "client RTT ×", "liar tokens", "same peers honest", "honest err", "p90", "client RTT ms", "liar samples refused", "honest refused", "worst seed err× / RTT× / tokens", "goal")
+	t := report.NewTable("liars", "kind", "defence", "honest err ×", "client RTT ×", "liar tokens", "same peers honest", "honest err", "p90", "client RTT ms", "liar samples refused", "honest refused", "misfits: liars / honest", "worst seed err× / RTT× / tokens", "goal")
 	var out []liarsRow
 	for _, k := range order {
 		row := rows[k]
@@ -284,6 +299,7 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 		}
 		t.Add(fmt.Sprintf("%g%%", 100*row.Fraction), row.Kind, k.set.String(), row.HonestMedianErrorRatio, row.ClientRTTRatio, row.LiarTokenShare,
 			row.CleanTokenShare, row.HonestMedianError, row.HonestP90Error, row.ClientRTT, row.LiarSamplesRefused, row.HonestSamplesRefused,
+			fmt.Sprintf("%.1f / %.1f", row.CoordMisfitsLiars, row.CoordMisfitsHonest),
 			fmt.Sprintf("%.2f / %.2f / %.2f", row.HonestMedianErrorRatioMax, row.ClientRTTRatioMax, row.LiarTokenShareMax), goal)
 		out = append(out, *row)
 	}

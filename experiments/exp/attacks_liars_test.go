@@ -2,6 +2,7 @@ package exp
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"strconv"
 	"testing"
@@ -88,7 +89,9 @@ func TestAttacks_Liars(t *testing.T) {
 // defence, 1000 Vivaldi rounds) over more seeds than the full run's three,
 // alone: ATTACKS_LIARS_SEEDS=8 go test ./experiments/exp -run
 // TestAttacks_LiarsGoalSeeds -v -timeout 30m (seeds from 1; the table on
-// stdout, the run under ATTACKS_LIARS_OUT, default a temporary directory).
+// stdout, the run under ATTACKS_LIARS_OUT, default a temporary directory;
+// ATTACKS_LIARS_COORDCHECK=K runs the rows with the defence with
+// repel.Config.CoordCheck K).
 func TestAttacks_LiarsGoalSeeds(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("ATTACKS_LIARS_SEEDS"))
 	if n <= 0 {
@@ -103,6 +106,13 @@ func TestAttacks_LiarsGoalSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Seed: 1, Stdout: os.Stdout, Stderr: os.Stderr, liarSeeds: n}
+	if v := os.Getenv("ATTACKS_LIARS_COORDCHECK"); v != "" {
+		k, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(k >= 0) || math.IsInf(k, 0) {
+			t.Fatalf("ATTACKS_LIARS_COORDCHECK=%q: want a number ≥ 0", v)
+		}
+		o.liarCoordCheck = k
+	}
 	p, rows, err := runLiars(o, r)
 	if err != nil {
 		t.Fatal(err)

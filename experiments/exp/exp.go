@@ -61,6 +61,10 @@ type Options struct {
 	// goal's fraction, without and with the full defence, full rounds)
 	// over this many seeds (TestAttacks_LiarsGoalSeeds).
 	liarSeeds int
+	// liarCoordCheck, if set, is the repel.Config.CoordCheck the
+	// coordinate liars' rows with the defence run with (the product's
+	// default, 0, otherwise).
+	liarCoordCheck float64
 }
 
 // Experiment is one named experiment.

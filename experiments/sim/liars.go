@@ -215,6 +215,11 @@ type LiarResult struct {
 	LiarHolders  int   `json:"liar_holders"`
 	HolderPeers  []int `json:"holder_peers"`
 	RepelSettled bool  `json:"repel_settled"`
+	// CoordMisfits counts the clients honest holders left out of their
+	// token's placement, their coordinates against the holder's own RTT
+	// to them (repel.EventCoordMisfit): liars' and honest peers'.
+	CoordMisfitLiars  int `json:"coord_misfits_liars"`
+	CoordMisfitHonest int `json:"coord_misfits_honest"`
 	// PerClient is each peer's true RTT (ms) to its holder, -1 for a
 	// holder, a liar or an unattached peer: the clean run's, to compare
 	// the same clients.
@@ -310,10 +315,24 @@ func SimulateLiars(o LiarOptions) (*LiarResult, error) {
 	for j, c := range vr.Coords {
 		coords[j] = liar.Claim(end, j, c)
 	}
+	index := make(map[string]int, n)
+	for j, id := range o.IDs {
+		index[id] = j
+	}
 	rr, err := SimulateRepel(RepelOptions{RTT: o.RTT, Coords: coords, Neighbors: vr.Neighbors, IDs: o.IDs,
 		Config: o.Repel, Seed: o.Seed, Attach: AttachSelector, Capacity: o.Capacity,
 		Choose: repel.DefaultAttachConfig(), Displace: superpeer.DefaultDisplace,
-		Hidden: func(i, j int) bool { return refused[i*n+j] }})
+		Hidden: func(i, j int) bool { return refused[i*n+j] },
+		Watch: func(i int, e repel.Event) {
+			j, ok := index[e.Token.Holder]
+			switch {
+			case e.Kind != repel.EventCoordMisfit || o.Liars[i] || !ok:
+			case o.Liars[j]:
+				res.CoordMisfitLiars++
+			default:
+				res.CoordMisfitHonest++
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}

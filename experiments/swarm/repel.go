@@ -708,6 +708,10 @@ type RepelSummary struct {
 	SurveyMoves uint64 `json:"survey_moves"`
 	RegionMoves uint64 `json:"region_moves"`
 	SurveyKept  uint64 `json:"survey_kept"`
+	// CoordMisfits counts the clients holders left out of their token's
+	// placement while their coordinates put them much farther than the
+	// holder measured them (repel.Config.CoordCheck, EventCoordMisfit).
+	CoordMisfits uint64 `json:"coord_misfits"`
 	// Dissemination is how announcements travelled: "piggyback" on the
 	// Vivaldi exchanges (with direct announcements between holders) or
 	// "gossipsub".
@@ -801,6 +805,7 @@ func (r *RepelRun) Summary(converge time.Duration, rng *rand.Rand) (SelectionSum
 		SurveyMoves:    stats[repel.EventSurveyMoved.String()],
 		RegionMoves:    stats[repel.EventRegionMoved.String()],
 		SurveyKept:     stats[repel.EventSurveyKept.String()],
+		CoordMisfits:   stats[repel.EventCoordMisfit.String()],
 		Drops:          drops,
 		Dissemination:  r.opts.Dissemination.String(),
 	}
