@@ -194,10 +194,13 @@
 //     1 + CoordCheck and CoordFloor) is left out of
 //     where the token goes while it does — not a client of the potential,
 //     a point of the digest nor a candidate to move to or survey — and
-//     still served (EventCoordMisfit, once until it fits again). Peers
-//     that lie together about their coordinates, drifting off to one side
-//     (frog-boiling), would otherwise draw tokens to serve a cloud that is
-//     not there, and then hold them.
+//     still served (EventCoordMisfit, once until it fits again), unless
+//     most of the holder's measured clients misfit (then the holder's own
+//     coordinate is taken to be at fault). It is off by default (CoordCheck 0): against
+//     peers that lie together about their coordinates, drifting off to one
+//     side (frog-boiling), it kept honest clients nearer their holders but
+//     did not keep the tokens from the liars (experiments/README.md,
+//     `attacks`).
 //
 // These make the potentials the holders descend differ from
 // the system potential's (which predicts every distance); cooling still bounds

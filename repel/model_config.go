@@ -182,15 +182,13 @@ type Config struct {
 	// misfits when the distance it predicts is above (1+CoordCheck)·RTT
 	// + CoordFloor; one that puts the client nearer than measured is
 	// taken (on the Internet a detour makes many an RTT longer than any
-	// coordinate predicts). A liar
-	// claiming a place off to one side (frog-boiling's drift together)
-	// would otherwise draw tokens after it to serve a cloud that is not
-	// there; it is still served, by the RTTs its holder measures
-	// (experiments/README.md, `attacks`). 0, the default, trusts every
-	// coordinate: at 1 and 2 it took tokens from frog-boiling liars'
-	// clients' pull but not from their cloud, whose digest points other
-	// holders have not measured, and cost the clean runs 1–2% of client
-	// RTT (experiments/README.md, "A check of clients' coordinates").
+	// coordinate predicts). It is meant against liars claiming a place
+	// off to one side (frog-boiling's drift together), whose pull would
+	// draw tokens to serve a cloud that is not there; a client left out
+	// is still served, by the RTTs its holder measures. 0, the default,
+	// trusts every coordinate: what the check gains and costs is measured
+	// in experiments/README.md, `attacks` ("A check of clients'
+	// coordinates against their holder's RTT").
 	CoordCheck float64
 	// CoordFloor is the slack CoordCheck gives in absolute terms: short
 	// RTTs are measured to a few milliseconds of a coordinate at best.

@@ -15,7 +15,8 @@ type probe struct {
 	at    time.Time // when measured (zero: never)
 	asked time.Time // when last asked for (zero: never)
 	// misfit: the peer's coordinate last disagreed with rtt
-	// (Config.CoordCheck), and EventCoordMisfit was emitted.
+	// (Config.CoordCheck); EventCoordMisfit was emitted then if this
+	// node held a token.
 	misfit bool
 }
 

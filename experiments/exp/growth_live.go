@@ -96,7 +96,7 @@ func growthLive(o Options, p growthParams, method string) (*swarm.Growth, error)
 		}
 		defer s.StopMethod()
 	case "repel":
-		vr, err := s.StartVivaldi(swarm.VivaldiOptions{Interval: swarm.VivaldiWarmInterval(len(s.Live())), Stall: time.Duration(p.LiveStallMs * float64(time.Millisecond)), Tidy: method == "repel"})
+		vr, err := s.StartVivaldi(swarm.VivaldiOptions{Interval: swarm.VivaldiWarmInterval(len(s.Live())), Stall: time.Duration(p.LiveStallMs * float64(time.Millisecond)), Tidy: true}) // peer swarm's default for the method
 		if err != nil {
 			return nil, err
 		}
