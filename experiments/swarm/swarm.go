@@ -1207,7 +1207,9 @@ func (s *Swarm) ConnectionStats() ConnectionStats {
 		}
 		c.UnprotectedMax = max(c.UnprotectedMax, free)
 	}
-	c.MaxPeerInbound = inboundPeers(s.Peers[c.MaxPeer].Host)
+	if c.Max > 0 {
+		c.MaxPeerInbound = inboundPeers(s.Peers[c.MaxPeer].Host)
+	}
 	c.Mean = float64(total) / float64(len(live))
 	c.ProtectedMean = float64(protected) / float64(len(live))
 	c.YoungMean = float64(young) / float64(len(live))
