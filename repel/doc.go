@@ -196,7 +196,10 @@
 //     a point of the digest nor a candidate to move to or survey — and
 //     still served (EventCoordMisfit, once until it fits again), unless
 //     most of the holder's measured clients misfit (then the holder's own
-//     coordinate is taken to be at fault). It is off by default (CoordCheck 0): against
+//     coordinate is taken to be at fault). With the check on, the holder
+//     also measures whichever peer it is about to offer the token to
+//     (Ready.Probes; the move waits for the answer) and passes over one
+//     that misfits. It is off by default (CoordCheck 0): against
 //     peers that lie together about their coordinates, drifting off to one
 //     side (frog-boiling), it kept honest clients nearer their holders but
 //     did not keep the tokens from the liars (experiments/README.md,

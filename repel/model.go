@@ -1,11 +1,13 @@
 package repel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -316,6 +318,9 @@ type held struct {
 	rival      uint64    // the highest epoch of a version of this token refused as untraced
 	lastCool   time.Time // when Moves last came down (or the token settled)
 	pending    *pendingMove
+	// awaiting is the candidate whose RTT the coordinate check waits for
+	// (checkCandidate); its answer brings the next move check forward.
+	awaiting string
 	// Surveys (Config.SurveyInterval), once settled: the one in flight,
 	// when the next is due, the wait after it, and whether one has found
 	// this place the best.
@@ -608,7 +613,7 @@ func (n *Node) digest(now time.Time) []Sample {
 		return nil
 	}
 	var cs []Peer
-	misfit := n.misfits(now)
+	misfit, _ := n.misfits(now)
 	for _, p := range n.peers {
 		if p.Attached && p.ID != n.id && validCoord(p.Coord) && len(p.Coord.Vec) == len(n.coord.Vec) && !misfit[p.ID] {
 			cs = append(cs, p)
@@ -1129,7 +1134,7 @@ func (n *Node) maybeMove(now time.Time) {
 		addClient(n.coord, 1, -1, 0)
 	}
 	at := map[string]int{n.id: 0} // client index of a peer already counted
-	misfit := n.misfits(now)
+	misfit, trusted := n.misfits(now)
 	for _, p := range n.peers {
 		if _, dup := at[p.ID]; dup || !usable(p.Coord) || misfit[p.ID] {
 			continue
@@ -1184,18 +1189,41 @@ func (n *Node) maybeMove(now time.Time) {
 		return
 	}
 	here := f.potential(n.coord)
-	best, bestP := -1, here
-	for i, c := range cands {
-		if p := f.potential(c.Coord); p < bestP {
-			best, bestP = i, p
-		}
-	}
-	gain := here - bestP
 	need := n.minGain(h)
 	if shared {
 		need = n.cfg.MinGain
 	}
-	if best < 0 || gain <= 0 || gain < need*n.gainScale(f, here) {
+	// The candidates that would gain enough, best first; with the
+	// coordinate check the first whose coordinate fits its measured RTT,
+	// after measuring it if need be.
+	type ranked struct {
+		i int
+		p float64
+	}
+	var good []ranked
+	scale := need * n.gainScale(f, here)
+	for i, c := range cands {
+		if p := f.potential(c.Coord); here-p > 0 && here-p >= scale {
+			good = append(good, ranked{i, p})
+		}
+	}
+	slices.SortStableFunc(good, func(a, b ranked) int { return cmp.Compare(a.p, b.p) })
+	best := -1
+	for _, g := range good {
+		if !trusted {
+			best = g.i
+			break
+		}
+		fit, wait := n.checkCandidate(now, cands[g.i])
+		if wait {
+			return
+		}
+		if fit {
+			best = g.i
+			break
+		}
+	}
+	if best < 0 {
 		return
 	}
 	kind := EventKind(0)

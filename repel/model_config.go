@@ -182,7 +182,9 @@ type Config struct {
 	// misfits when the distance it predicts is above (1+CoordCheck)·RTT
 	// + CoordFloor; one that puts the client nearer than measured is
 	// taken (on the Internet a detour makes many an RTT longer than any
-	// coordinate predicts). It is meant against liars claiming a place
+	// coordinate predicts). Any peer the holder is about to offer its
+	// token to — a client, another peer it knows, a point of another
+	// token's digest — is measured first and passed over if it misfits. It is meant against liars claiming a place
 	// off to one side (frog-boiling's drift together), whose pull would
 	// draw tokens to serve a cloud that is not there; a client left out
 	// is still served, by the RTTs its holder measures. 0, the default,

@@ -124,7 +124,8 @@ func TestNode_CoordCheck_Bounds(t *testing.T) {
 			n.Measured(at(0), id, 100*time.Millisecond, true)
 		}
 		n.SetPeers(append(peers, Peer{ID: "unmeasured", Coord: vivaldi.Coord{Vec: []float64{5, 0}}, Attached: true}))
-		return n.misfits(at(1))
+		m, _ := n.misfits(at(1))
+		return m
 	}
 	for _, c := range []struct {
 		d   float64 // predicted distance, seconds, at RTT 100 ms
@@ -148,5 +149,103 @@ func TestNode_CoordCheck_Bounds(t *testing.T) {
 			t.Errorf("config %+v validated", bad)
 		}
 		bad = cfg
+	}
+}
+
+// TestNode_CoordCheck_Candidate: with the check on, a holder measures the
+// peer it is about to offer its token to. A crowd of peers that are not
+// its clients claims to sit 400 ms away: measured at 15 ms, each it tries
+// misfits (one EventCoordMisfit each, none offered the token); measured
+// at the 400 ms they claim, the first gets the offer as soon as its RTT is
+// in. With the check off the crowd gets the offer unmeasured.
+func TestNode_CoordCheck_Candidate(t *testing.T) {
+	c := func(x float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{x, 0}, Height: 0.0001} }
+	for _, tc := range []struct {
+		name     string
+		check    float64
+		crowdRTT time.Duration
+	}{{"liars", 1, 15 * time.Millisecond}, {"honest crowd", 1, 400 * time.Millisecond}, {"check off", 0, 15 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(2, Attract)
+			cfg.CoordCheck = tc.check
+			n := mustNode(t, "h", cfg)
+			n.SetCoord(c(0))
+			var peers []Peer
+			rtt := map[string]time.Duration{}
+			for i := range 15 {
+				id, x, r, attached := fmt.Sprintf("near%d", i), 0.01+float64(i)*1e-4, 10*time.Millisecond, true
+				if i >= 10 {
+					id, x, r, attached = fmt.Sprintf("crowd%d", i), 0.4+float64(i)*1e-4, tc.crowdRTT, false
+				}
+				peers = append(peers, Peer{ID: id, Key: PeerKey(id), Coord: c(x), Attached: attached})
+				rtt[id] = r
+			}
+			n.SetPeers(peers)
+			holderOf(t, n, 0, 1)
+			b := Token{ID: 1, Epoch: 1, Holder: "b", HolderKey: PeerKey("b"), Coord: c(0)}
+			if _, err := n.Step(at(0), Message{Type: MsgAnnounce, From: "b", Token: b}); err != nil {
+				t.Fatal(err)
+			}
+			misfits := map[string]int{}
+			probed := map[string]int{}
+			var offer *Message
+			offerAt, lastProbe := 0.0, 0.0
+			// Ticks every 0.25 s; each probe is answered 0.05 s later,
+			// between ticks.
+			var pending []string
+			for s := 0.25; s <= 10 && offer == nil; s += 0.25 {
+				for _, id := range pending {
+					n.Measured(at(s-0.2), id, rtt[id], true)
+				}
+				pending = nil
+				r := n.Tick(at(s))
+				for _, e := range r.Events {
+					if e.Kind == EventCoordMisfit {
+						misfits[e.Token.Holder]++
+					}
+				}
+				for _, id := range r.Probes {
+					probed[id]++
+					pending = append(pending, id)
+					if strings.HasPrefix(id, "crowd") {
+						lastProbe = s
+					}
+				}
+				if m := msgs(r, MsgMove); len(m) > 0 {
+					offer, offerAt = &m[0], s
+				}
+			}
+			crowdProbes := 0
+			for id, k := range probed {
+				if strings.HasPrefix(id, "crowd") {
+					crowdProbes += k
+				}
+			}
+			switch {
+			case tc.check == 0:
+				if offer == nil || !strings.HasPrefix(offer.To, "crowd") || crowdProbes != 0 || len(misfits) != 0 {
+					t.Fatalf("check off: offer %+v, %d crowd probes, misfits %v; want the crowd offered the token unmeasured", offer, crowdProbes, misfits)
+				}
+			case tc.crowdRTT > 100*time.Millisecond:
+				if offer == nil || !strings.HasPrefix(offer.To, "crowd") || probed[offer.To] != 1 || len(misfits) != 0 {
+					t.Fatalf("honest crowd: offer %+v, probes %v, misfits %v; want the token offered to a measured crowd member", offer, probed, misfits)
+				}
+				if offerAt != lastProbe+0.25 {
+					t.Fatalf("offer at %v s, its candidate asked for at %v s: want it at the first tick after the answer", offerAt, lastProbe)
+				}
+			default:
+				if offer != nil && strings.HasPrefix(offer.To, "crowd") {
+					t.Fatalf("offered the token to %s, whose coordinate misfits its RTT", offer.To)
+				}
+				if len(misfits) != 5 {
+					t.Fatalf("misfit events %v, probes %v: want one for each of the 5 crowd members", misfits, probed)
+				}
+				for id, k := range misfits {
+					if k != 1 || probed[id] != 1 {
+						t.Fatalf("misfit events %v, probes %v: want each crowd member measured and counted once", misfits, probed)
+					}
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,8 @@ package repel
 import (
 	"math"
 	"time"
+
+	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
 
 // maxProbesPerTick bounds the measurements one Tick asks for, so that a
@@ -18,6 +20,10 @@ type probe struct {
 	// (Config.CoordCheck); EventCoordMisfit was emitted then if this
 	// node held a token.
 	misfit bool
+	// candidate: asked for as a candidate to move the token to
+	// (Config.CoordCheck); kept for ProbeTTL, so that a candidate that
+	// misfits is not measured again at every move check.
+	candidate bool
 }
 
 // misfits is the set of attached clients whose coordinates put them
@@ -25,15 +31,14 @@ type probe struct {
 // allows (Config.CoordCheck), emitting EventCoordMisfit when a held
 // token's client first is. A peer this node has not measured fits. When
 // most of the measured clients misfit, the fault is taken to be this
-// node's own coordinate, and none is left out.
-func (n *Node) misfits(now time.Time) map[string]bool {
-	k := n.cfg.CoordCheck
-	if k <= 0 || !n.coordOK() {
-		return nil
+// node's own coordinate, and none is left out. trusted reports that the
+// check is on and this node's coordinate is not at fault: only then are
+// candidates checked too (checkCandidate).
+func (n *Node) misfits(now time.Time) (out map[string]bool, trusted bool) {
+	if n.cfg.CoordCheck <= 0 || !n.coordOK() {
+		return nil, false
 	}
-	floor := n.cfg.CoordFloor.Seconds()
-	var out map[string]bool
-	measured := 0
+	var measured []string
 	for _, p := range n.peers {
 		if !p.Attached || !validCoord(p.Coord) || len(p.Coord.Vec) != len(n.coord.Vec) {
 			continue
@@ -42,31 +47,68 @@ func (n *Node) misfits(now time.Time) map[string]bool {
 		if !ok {
 			continue
 		}
-		measured++
-		if n.coord.DistanceTo(p.Coord) > (1+k)*r.Seconds()+floor {
+		measured = append(measured, p.ID)
+		if !n.coordFits(p.Coord, r) {
 			if out == nil {
 				out = map[string]bool{}
 			}
 			out[p.ID] = true
 		}
 	}
-	if 2*len(out) > measured {
+	trusted = 2*len(out) <= len(measured)
+	if !trusted {
 		out = nil
 	}
-	for _, p := range n.peers {
-		pr, ok := n.probes[p.ID]
-		if !ok || pr.misfit == out[p.ID] {
-			continue
-		}
-		pr.misfit = out[p.ID]
-		n.probes[p.ID] = pr
-		if pr.misfit && n.held != nil {
-			tok := n.held.tok
-			tok.Holder = p.ID
-			n.event(EventCoordMisfit, tok)
-		}
+	for _, id := range measured {
+		n.markMisfit(id, out[id])
 	}
-	return out
+	return out, trusted
+}
+
+// coordFits reports whether c, a peer's coordinate, puts it no farther
+// from this node than (1+CoordCheck)·rtt + CoordFloor, rtt being what
+// this node measured to it.
+func (n *Node) coordFits(c vivaldi.Coord, rtt time.Duration) bool {
+	return n.coord.DistanceTo(c) <= (1+n.cfg.CoordCheck)*rtt.Seconds()+n.cfg.CoordFloor.Seconds()
+}
+
+// markMisfit records whether peer id's coordinate misfits its measured
+// RTT, emitting EventCoordMisfit (the held token with id as Holder) when
+// it starts to while this node holds a token.
+func (n *Node) markMisfit(id string, misfit bool) {
+	pr, ok := n.probes[id]
+	if !ok || pr.misfit == misfit {
+		return
+	}
+	pr.misfit = misfit
+	n.probes[id] = pr
+	if misfit && n.held != nil {
+		tok := n.held.tok
+		tok.Holder = id
+		n.event(EventCoordMisfit, tok)
+	}
+}
+
+// checkCandidate is the coordinate check (Config.CoordCheck) of a peer
+// the held token is about to be offered to: fit, measured and fitting;
+// wait, not measured yet — it is asked for (Ready.Probes) and the next
+// move check comes as soon as the answer does (Measured). A candidate
+// that misfits gets EventCoordMisfit once, as a client does.
+func (n *Node) checkCandidate(now time.Time, c Peer) (fit, wait bool) {
+	if r, ok := n.MeasuredRTT(now, c.ID); ok {
+		fit = n.coordFits(c.Coord, r)
+		n.markMisfit(c.ID, !fit)
+		return fit, false
+	}
+	pr := n.probes[c.ID]
+	pr.candidate = true
+	if pr.asked.IsZero() || now.Sub(pr.asked) >= n.cfg.MoveTimeout {
+		pr.asked = now
+		n.ready.Probes = append(n.ready.Probes, c.ID)
+	}
+	n.probes[c.ID] = pr
+	n.held.awaiting = c.ID
+	return false, true
 }
 
 // Measured tells the node the RTT to peer id that it asked for in
@@ -82,6 +124,9 @@ func (n *Node) Measured(now time.Time, id string, rtt time.Duration, ok bool) {
 		return
 	}
 	n.probes[id] = p
+	if h := n.held; h != nil && h.awaiting == id {
+		h.awaiting, h.nextCheck = "", now
+	}
 }
 
 // MeasuredRTT is the node's standing measurement of peer id: one younger
@@ -123,7 +168,9 @@ func (n *Node) probe(now time.Time) {
 		}
 	}
 	for id, p := range n.probes {
-		if !want[id] && now.Sub(p.asked) >= n.cfg.MoveTimeout {
+		keep := want[id] || now.Sub(p.asked) < n.cfg.MoveTimeout ||
+			(p.candidate && !p.at.IsZero() && now.Sub(p.at) < n.cfg.ProbeTTL)
+		if !keep {
 			delete(n.probes, id)
 		}
 	}

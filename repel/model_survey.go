@@ -194,7 +194,7 @@ func (n *Node) startSurvey(now time.Time) {
 	// (Config.CoordCheck) are measured for, but neither ranked by their
 	// coordinates nor candidates.
 	var fitting []Peer
-	misfit := n.misfits(now)
+	misfit, _ := n.misfits(now)
 	for _, p := range attached {
 		if !misfit[p.ID] {
 			fitting = append(fitting, p)

@@ -187,6 +187,8 @@ type LiarOptions struct {
 	// superpeer.DefaultDisplace). Tokens 0: no token run.
 	Repel    repel.Config
 	Capacity int
+	// Watch, if set, sees every event of the token run (peer index, event).
+	Watch func(i int, e repel.Event)
 }
 
 // LiarResult is the outcome of SimulateLiars.
@@ -324,6 +326,9 @@ func SimulateLiars(o LiarOptions) (*LiarResult, error) {
 		Choose: repel.DefaultAttachConfig(), Displace: superpeer.DefaultDisplace,
 		Hidden: func(i, j int) bool { return refused[i*n+j] },
 		Watch: func(i int, e repel.Event) {
+			if o.Watch != nil {
+				o.Watch(i, e)
+			}
 			j, ok := index[e.Token.Holder]
 			switch {
 			case e.Kind != repel.EventCoordMisfit || o.Liars[i] || !ok:
