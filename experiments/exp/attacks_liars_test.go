@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -128,4 +129,56 @@ func TestAttacks_LiarsGoalSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("results in %s", r.Dir)
+}
+
+// TestAttacks_LiarsTrace follows the tokens of the frog-boiling goal row
+// (20% liars, the defence, ATTACKS_LIARS_COORDCHECK) over seeds 1…N
+// (ATTACKS_LIARS_TRACE=N) and prints how the tokens liars hold at the end
+// came to them. Every such token must have a source.
+func TestAttacks_LiarsTrace(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("ATTACKS_LIARS_TRACE"))
+	if n <= 0 {
+		t.Skip("ATTACKS_LIARS_TRACE=N traces the frog-boiling goal row's tokens over seeds 1…N")
+	}
+	k, _ := strconv.ParseFloat(os.Getenv("ATTACKS_LIARS_COORDCHECK"), 64)
+	sources, moves := map[string]int{}, map[string]int{}
+	held, holders := 0, 0
+	var toLiars [][2]float64
+	for seed := int64(1); seed <= int64(n); seed++ {
+		tr, err := traceLiars(sim.FrogBoiling, seed, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for s, c := range tr.Sources {
+			sources[s] += c
+			got += c
+		}
+		if got != tr.LiarHolders {
+			t.Fatalf("seed %d: %d liar holders, %d with a source (%v)", seed, tr.LiarHolders, got, tr.Sources)
+		}
+		for m, c := range tr.Moves {
+			moves[m] += c
+		}
+		toLiars = append(toLiars, tr.ToLiars...)
+		held, holders = held+tr.LiarHolders, holders+tr.Holders
+		t.Logf("seed %d: liars hold %d of %d; sources %v; hand-overs %v", seed, tr.LiarHolders, tr.Holders, tr.Sources, tr.Moves)
+	}
+	t.Logf("coord check %g, seeds 1-%d: liars hold %d of %d tokens (%.3f); came to them by %v; hand-overs %v", k, n, held, holders, float64(held)/float64(holders), sources, moves)
+	// Of the hand-overs to liars: the true RTT and the claimed distance,
+	// and how many a check with K = 1 (10 ms floor) would have let by.
+	var rtts, dists []float64
+	within := 0
+	for _, h := range toLiars {
+		rtts, dists = append(rtts, h[0]), append(dists, h[1])
+		if h[1] <= 2*h[0]+10 {
+			within++
+		}
+	}
+	if len(toLiars) > 0 {
+		slices.Sort(rtts)
+		slices.Sort(dists)
+		t.Logf("%d hand-overs to liars: RTT median %.0f ms (p10 %.0f, p90 %.0f), claimed distance median %.0f ms (p10 %.0f, p90 %.0f); %d within 2 RTT + 10 ms",
+			len(toLiars), rtts[len(rtts)/2], rtts[len(rtts)/10], rtts[len(rtts)*9/10], dists[len(dists)/2], dists[len(dists)/10], dists[len(dists)*9/10], within)
+	}
 }
