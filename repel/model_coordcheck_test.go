@@ -157,14 +157,16 @@ func TestNode_CoordCheck_Bounds(t *testing.T) {
 // its clients claims to sit 400 ms away: measured at 15 ms, each it tries
 // misfits (one EventCoordMisfit each, none offered the token); measured
 // at the 400 ms they claim, the first gets the offer as soon as its RTT is
-// in. With the check off the crowd gets the offer unmeasured.
+// in; unreachable (the measurement fails), each is asked once and passed
+// over. With the check off the crowd gets the offer unmeasured.
 func TestNode_CoordCheck_Candidate(t *testing.T) {
 	c := func(x float64) vivaldi.Coord { return vivaldi.Coord{Vec: []float64{x, 0}, Height: 0.0001} }
 	for _, tc := range []struct {
 		name     string
 		check    float64
 		crowdRTT time.Duration
-	}{{"liars", 1, 15 * time.Millisecond}, {"honest crowd", 1, 400 * time.Millisecond}, {"check off", 0, 15 * time.Millisecond}} {
+	}{{"liars", 1, 15 * time.Millisecond}, {"honest crowd", 1, 400 * time.Millisecond}, {"unreachable", 1, -1},
+		{"check off", 0, 15 * time.Millisecond}} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(2, Attract)
 			cfg.CoordCheck = tc.check
@@ -195,7 +197,7 @@ func TestNode_CoordCheck_Candidate(t *testing.T) {
 			var pending []string
 			for s := 0.25; s <= 10 && offer == nil; s += 0.25 {
 				for _, id := range pending {
-					n.Measured(at(s-0.2), id, rtt[id], true)
+					n.Measured(at(s-0.2), id, rtt[id], rtt[id] >= 0)
 				}
 				pending = nil
 				r := n.Tick(at(s))
@@ -232,6 +234,15 @@ func TestNode_CoordCheck_Candidate(t *testing.T) {
 				}
 				if offerAt != lastProbe+0.25 {
 					t.Fatalf("offer at %v s, its candidate asked for at %v s: want it at the first tick after the answer", offerAt, lastProbe)
+				}
+			case tc.crowdRTT < 0:
+				if offer != nil && strings.HasPrefix(offer.To, "crowd") || len(misfits) != 0 {
+					t.Fatalf("unreachable crowd: offer %+v, misfits %v; want no offer to it and no misfit", offer, misfits)
+				}
+				for i := 10; i < 15; i++ {
+					if id := fmt.Sprintf("crowd%d", i); probed[id] != 1 {
+						t.Fatalf("probes %v: want each unreachable crowd member asked for once", probed)
+					}
 				}
 			default:
 				if offer != nil && strings.HasPrefix(offer.To, "crowd") {

@@ -93,7 +93,8 @@ func (n *Node) markMisfit(id string, misfit bool) {
 // the held token is about to be offered to: fit, measured and fitting;
 // wait, not measured yet — it is asked for (Ready.Probes) and the next
 // move check comes as soon as the answer does (Measured). A candidate
-// that misfits gets EventCoordMisfit once, as a client does.
+// that misfits gets EventCoordMisfit once, as a client does; one whose
+// measurement failed within ProbeTTL is passed over, not asked again.
 func (n *Node) checkCandidate(now time.Time, c Peer) (fit, wait bool) {
 	if r, ok := n.MeasuredRTT(now, c.ID); ok {
 		fit = n.coordFits(c.Coord, r)
@@ -101,6 +102,9 @@ func (n *Node) checkCandidate(now time.Time, c Peer) (fit, wait bool) {
 		return fit, false
 	}
 	pr := n.probes[c.ID]
+	if !pr.at.IsZero() && math.IsInf(pr.rtt, 1) && now.Sub(pr.at) < n.cfg.ProbeTTL {
+		return false, false
+	}
 	pr.candidate = true
 	if pr.asked.IsZero() || now.Sub(pr.asked) >= n.cfg.MoveTimeout {
 		pr.asked = now
