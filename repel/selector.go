@@ -715,14 +715,23 @@ func (s *Selector) lookupAfter(i int) time.Duration {
 // token on every Tick was 5% of the machine at 2000 peers): whether to look
 // the name up. The model ranks the same way, holders aside, and mints
 // first only on the lookup's answer (mintGate).
+//
+// Once the token has been heard of, only connected entries count: a peer
+// this one is not connected to may be dead (its routing-table entry
+// outlives it until a query to it fails), and the token's silence may be
+// its holder's death. A token never heard of — a swarm's start, a peer's
+// join — is not a death, and the table's word is taken: with the
+// connection managers trimming most of the table's connections, the
+// connected check alone sent many peers of a large swarm to look up every
+// token's name in the selection's first seconds (experiments/README.md,
+// "Lookups at the selection's start").
 func (s *Selector) mayMint(id uint32, holders map[string]bool) bool {
 	key := TokenKey(id)
 	self := s.node.Key()
 	net := s.node.Host().Network()
+	heard := int(id) < len(s.known) && s.known[id]
 	for _, p := range s.rtNear[id] {
-		// A peer we are not connected to may be dead (its routing-table
-		// entry outlives it until a query to it fails).
-		if net.Connectedness(p) == lpnet.Connected && !holders[string(p)] && key.Closer(dht.KeyOf(p), self) {
+		if (!heard || net.Connectedness(p) == lpnet.Connected) && !holders[string(p)] && key.Closer(dht.KeyOf(p), self) {
 			return false
 		}
 	}

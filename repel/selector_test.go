@@ -844,3 +844,39 @@ func TestSelector_LookupAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestSelector_MayMint: a routing-table peer nearer a token's name keeps
+// this peer from looking the name up while it is connected; once the
+// connection is gone it still does for a token never heard of (a swarm's
+// start: nobody has died), but not for one heard of, whose silence may be
+// that peer's death. A holder nearer the name does not count.
+func TestSelector_MayMint(t *testing.T) {
+	ps := selectorNet(t, 2, 0, LocalConfig())
+	self, other := ps.hosts[0], ps.hosts[1]
+	id := uint32(0)
+	for !TokenKey(id).Closer(dht.KeyOf(other.ID()), ps.nodes[0].Key()) {
+		id++
+	}
+	s := &Selector{node: ps.nodes[0], rtNear: make([][]peer.ID, id+1), known: make([]bool, id+1)}
+	s.rtNear[id] = []peer.ID{other.ID()}
+	for _, c := range []struct {
+		connected, heard, holder, want bool
+	}{
+		{true, false, false, false}, {true, true, false, false}, {true, true, true, true},
+		{false, false, false, false}, {false, true, false, true}, {false, false, true, true},
+	} {
+		if !c.connected && self.Network().Connectedness(other.ID()) == lpnet.Connected {
+			if err := ps.mn.DisconnectPeers(self.ID(), other.ID()); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, 5*time.Second, "the disconnect", func() bool {
+				return self.Network().Connectedness(other.ID()) != lpnet.Connected
+			})
+		}
+		s.known[id] = c.heard
+		holders := map[string]bool{string(other.ID()): c.holder}
+		if got := s.mayMint(id, holders); got != c.want {
+			t.Errorf("nearer peer connected %v, token heard of %v, the peer a holder %v: mayMint %v, want %v", c.connected, c.heard, c.holder, got, c.want)
+		}
+	}
+}
