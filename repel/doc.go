@@ -91,10 +91,11 @@
 // among the peers the node believes live and that hold no token; the k-th
 // closest tries DeadAfter after the (k−1)-th in case the closer ones are
 // gone too. Nodes that disagree on the live set may
-// both mint; fencing keeps one. The live Selector ranks on its connected
+// both mint; fencing keeps one. The live Selector ranks on its
 // routing-table peers near the name and on lookups of the name (made once
 // the token has been silent for three quarters of T_dead, or half of
-// JoinWait), and lets the first in line mint only on a lookup answered
+// JoinWait, by a peer with no nearer routing-table peer — a connected one,
+// once the token has been heard of), and lets the first in line mint only on a lookup answered
 // since the token went silent: connections come and go, and a peer whose
 // nearer neighbour had just been disconnected otherwise minted a token
 // that neighbour held.
