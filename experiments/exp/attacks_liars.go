@@ -110,6 +110,33 @@ func liarDefence() map[string]float64 {
 		"TriangleMargin": c.TriangleMargin, "RemoteErrorMin": c.RemoteErrorMin}
 }
 
+// liarSpace is seed's latency space and peer identities for the liars
+// table.
+func liarSpace(p liarsParams, seed int64) (latency.RTTs, []string, error) {
+	rtt, _, err := space(p.Latency, p.N, seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids, _, err := sim.Identities(seed, p.N, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rtt, sim.IDStrings(ids), nil
+}
+
+// liarRun is one run of the liars table: seed's latency space and
+// identities, liars of kind at fraction, the defence setting (and with it
+// the coordinate check p.CoordCheck).
+func liarRun(p liarsParams, rtt latency.RTTs, ids []string, seed int64, kind sim.LiarKind, fraction float64, set liarSetting) sim.LiarOptions {
+	cfg := liarConfig(set)
+	rc := repelConfig(p.S)
+	if set.defence {
+		rc.CoordCheck = p.CoordCheck
+	}
+	return sim.LiarOptions{RTT: rtt, IDs: ids, Seed: seed, Kind: kind, Liars: sim.PickLiars(p.N, fraction, seed),
+		Vivaldi: &cfg, Rounds: p.Rounds, Repel: rc, Capacity: p.C}
+}
+
 // liarConfig is vivaldi.DefaultConfig under the setting.
 func liarConfig(s liarSetting) vivaldi.Config {
 	c := vivaldi.DefaultConfig()
@@ -122,13 +149,11 @@ func liarConfig(s liarSetting) vivaldi.Config {
 	return c
 }
 
-// runLiars runs Vivaldi and then the token method with coordinate liars
-// among the peers, of each kind and fraction, without and with the
-// defence, against clean runs on the same seeds, and writes the liars
-// table.
-func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
-	p := liarsParams{Latency: latency.Default, N: 490, S: 16, Rounds: 1000,
-		Fractions: []float64{0.05, 0.1, 0.2, 0.3}, Defence: liarDefence(), CoordCheck: o.liarCoordCheck,
+// liarsDefaults is the liars table's full size and goal, the coordinate
+// check coordCheck in the rows with the defence.
+func liarsDefaults(coordCheck float64) liarsParams {
+	return liarsParams{Latency: latency.Default, N: 490, S: 16, Rounds: 1000,
+		Fractions: []float64{0.05, 0.1, 0.2, 0.3}, Defence: liarDefence(), CoordCheck: coordCheck,
 		GoalFraction: 0.2, GoalErrorRatio: 1.5, GoalRTTRatio: 1.2,
 		Notes: []string{
 			"each run: sim.SimulateVivaldi for vivaldi_rounds rounds with a seeded fraction of the peers lying (sim.PickLiars: a smaller fraction's liars are among a larger one's) in every answer to a Vivaldi request (sim.Liar), then sim.SimulateRepel over the final coordinates held fixed (a liar's claim then: what it announces, offers and attaches with), repel.DefaultConfig with MaxCandidates 64, clients attaching as the live selector (sim.AttachSelector, capacity C = 2⌈n/S⌉, displace superpeer.DefaultDisplace); liars keep an honest model of their own and run the token method honestly but for their coordinate",
@@ -140,6 +165,14 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 			"misfits: the clients honest holders left out of their token's placement, their coordinates disagreeing with the holder's RTT to them (repel.Config.CoordCheck: coord_check with the defence, 0 without), liars' and honest peers', per seed",
 			"samples refused: the share of the honest peers' samples of liars (of honest peers) that their model refused as implausible",
 		}}
+}
+
+// runLiars runs Vivaldi and then the token method with coordinate liars
+// among the peers, of each kind and fraction, without and with the
+// defence, against clean runs on the same seeds, and writes the liars
+// table.
+func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
+	p := liarsDefaults(o.liarCoordCheck)
 	seeds := 3
 	settings := []liarSetting{{false, false}, {true, false}, {true, true}}
 	switch {
@@ -219,24 +252,12 @@ func runLiars(o Options, r *report.Run) (liarsParams, []liarsRow, error) {
 	bar := report.NewProgress(o.Stderr, "liars (runs)", total)
 	done := 0
 	for _, seed := range p.Seeds {
-		rtt, _, err := space(p.Latency, p.N, seed)
+		rtt, idStrs, err := liarSpace(p, seed)
 		if err != nil {
 			return p, nil, err
 		}
-		ids, _, err := sim.Identities(seed, p.N, nil)
-		if err != nil {
-			return p, nil, err
-		}
-		idStrs := sim.IDStrings(ids)
 		run := func(kind sim.LiarKind, fraction float64, set liarSetting) (*sim.LiarResult, error) {
-			cfg := liarConfig(set)
-			rc := repelConfig(p.S)
-			if set.defence {
-				rc.CoordCheck = p.CoordCheck
-			}
-			res, err := sim.SimulateLiars(sim.LiarOptions{RTT: rtt, IDs: idStrs, Seed: seed, Kind: kind,
-				Liars: sim.PickLiars(p.N, fraction, seed), Vivaldi: &cfg, Rounds: p.Rounds,
-				Repel: rc, Capacity: p.C})
+			res, err := sim.SimulateLiars(liarRun(p, rtt, idStrs, seed, kind, fraction, set))
 			done++
 			bar.Set(done)
 			return res, err

@@ -1,7 +1,6 @@
 package exp
 
 import (
-	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/experiments/sim"
 	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
@@ -31,66 +30,59 @@ type liarTrace struct {
 // defence with the outlier test, coordinate check k) on one seed and
 // follows every token from holder to holder.
 func traceLiars(kind sim.LiarKind, seed int64, k float64) (*liarTrace, error) {
-	const n, s = 490, 16
-	rtt, _, err := space(latency.Default, n, seed)
+	p := liarsDefaults(k)
+	p.C = capacityFor(p.N, p.S)
+	rtt, idStrs, err := liarSpace(p, seed)
 	if err != nil {
 		return nil, err
 	}
-	ids, _, err := sim.Identities(seed, n, nil)
-	if err != nil {
-		return nil, err
-	}
-	idStrs := sim.IDStrings(ids)
-	index := make(map[string]int, n)
+	index := make(map[string]int, p.N)
 	for i, id := range idStrs {
 		index[id] = i
 	}
-	liars := sim.PickLiars(n, 0.2, seed)
+	o := liarRun(p, rtt, idStrs, seed, kind, p.GoalFraction, liarSetting{true, true})
+	liars := o.Liars
 	side := func(i int) string {
 		if liars[i] {
 			return "L"
 		}
 		return "h"
 	}
-	cfg := liarConfig(liarSetting{true, true})
-	rc := repelConfig(s)
-	rc.CoordCheck = k
 	tr := &liarTrace{Seed: seed, Sources: map[string]int{}, Moves: map[string]int{}}
 	why := map[[2]uint64]string{} // (token, epoch) of an offer → what led to it
 	source := map[uint32]string{} // token → how it last came into liars' hands
 	holder := map[uint32]int{}
 	place := map[uint32]vivaldi.Coord{} // token → its holder's coordinate as last announced
-	res, err := sim.SimulateLiars(sim.LiarOptions{RTT: rtt, IDs: idStrs, Seed: seed, Kind: kind, Liars: liars,
-		Vivaldi: &cfg, Rounds: 1000, Repel: rc, Capacity: capacityFor(n, s),
-		Watch: func(i int, e repel.Event) {
-			key := [2]uint64{uint64(e.Token.ID), e.Token.Epoch}
-			switch e.Kind {
-			case repel.EventMinted:
-				holder[e.Token.ID], place[e.Token.ID] = i, e.Token.Coord
-				if liars[i] {
-					source[e.Token.ID] = "mint"
-				}
-			case repel.EventSiteShared:
-				why[key] = "site"
-			case repel.EventSurveyMoved:
-				why[key] = "survey"
-			case repel.EventAccepted:
-				g, ok := index[e.Token.Giver]
-				if !ok {
-					return
-				}
-				w := why[key]
-				if w == "" {
-					w = "move"
-				}
-				tr.Moves[side(g)+">"+side(i)]++
-				if !liars[g] && liars[i] {
-					source[e.Token.ID] = w
-					tr.ToLiars = append(tr.ToLiars, [2]float64{rtt.RTT(g, i), 1000 * place[e.Token.ID].DistanceTo(e.Token.Coord)})
-				}
-				holder[e.Token.ID], place[e.Token.ID] = i, e.Token.Coord
+	o.Watch = func(i int, e repel.Event) {
+		key := [2]uint64{uint64(e.Token.ID), e.Token.Epoch}
+		switch e.Kind {
+		case repel.EventMinted:
+			holder[e.Token.ID], place[e.Token.ID] = i, e.Token.Coord
+			if liars[i] {
+				source[e.Token.ID] = "mint"
 			}
-		}})
+		case repel.EventSiteShared:
+			why[key] = "site"
+		case repel.EventSurveyMoved:
+			why[key] = "survey"
+		case repel.EventAccepted:
+			g, ok := index[e.Token.Giver]
+			if !ok {
+				return
+			}
+			w := why[key]
+			if w == "" {
+				w = "move"
+			}
+			tr.Moves[side(g)+">"+side(i)]++
+			if !liars[g] && liars[i] {
+				source[e.Token.ID] = w
+				tr.ToLiars = append(tr.ToLiars, [2]float64{rtt.RTT(g, i), 1000 * place[e.Token.ID].DistanceTo(e.Token.Coord)})
+			}
+			holder[e.Token.ID], place[e.Token.ID] = i, e.Token.Coord
+		}
+	}
+	res, err := sim.SimulateLiars(o)
 	if err != nil {
 		return nil, err
 	}
