@@ -372,7 +372,14 @@ func New(ctx context.Context, h host.Host, opts ...Option) (*Node, error) {
 		// its owner's; or the host was connected when this node's own
 		// kad-dht started, which may be adding a peer now (a data race
 		// the race detector found): watch the table instead (see WithKad).
-		known := peerSet(rt.ListPeers())
+		// Of the application's table only changes are news; every peer in
+		// this node's own table came in since New, so the first look
+		// reports each of them as added — a peer kad-dht took in before
+		// that look is not lost to the watchers.
+		known := map[peer.ID]struct{}{}
+		if !own {
+			known = peerSet(rt.ListPeers())
+		}
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
