@@ -1,11 +1,13 @@
 package swarm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -395,6 +397,17 @@ type RepelState struct {
 	// the live selectors that hold another, and Retired the holders of
 	// tokens at or past Count (not yet told of it).
 	Count, Disagree, Retired int
+	// Waiting lists the held tokens the selection waits for — unsettled,
+	// or settled but unsurveyed — by ID, with the moves on each one's
+	// count (repel.Token.Moves).
+	Waiting []WaitingToken
+}
+
+// WaitingToken is a held token the selection waits for (RepelState.Waiting).
+type WaitingToken struct {
+	ID      uint32
+	Moves   uint32
+	Settled bool
 }
 
 // countHolders counts, over the holders of each token, the tokens nobody
@@ -481,6 +494,7 @@ func (r *RepelRun) State() RepelState {
 				isSP[i] = true
 				if r.opts.Config.SurveyInterval > 0 && !sel.Surveyed() {
 					st.Unsurveyed++
+					st.Waiting = append(st.Waiting, WaitingToken{ID: t.ID, Moves: t.Moves, Settled: true})
 				}
 				st.Assignment[i] = i
 				set := map[peer.ID]bool{}
@@ -493,6 +507,7 @@ func (r *RepelRun) State() RepelState {
 				}
 			} else {
 				st.Unsettled++
+				st.Waiting = append(st.Waiting, WaitingToken{ID: t.ID, Moves: t.Moves})
 			}
 		}
 	}
@@ -523,6 +538,7 @@ func (r *RepelRun) State() RepelState {
 		st.Assignment[i] = j
 	}
 	sort.Ints(st.Superpeers)
+	slices.SortFunc(st.Waiting, func(a, b WaitingToken) int { return cmp.Compare(a.ID, b.ID) })
 	return st
 }
 
@@ -565,9 +581,28 @@ const stateLogEvery = 15 * time.Second
 
 // String says what keeps the state from converging.
 func (st RepelState) String() string {
-	return fmt.Sprintf("%d missing, %d duplicated (+%d handed over), %d unsettled, %d unsurveyed, %d superpeers, %d wrong, %d unserved (room %d)",
+	s := fmt.Sprintf("%d missing, %d duplicated (+%d handed over), %d unsettled, %d unsurveyed, %d superpeers, %d wrong, %d unserved (room %d)",
 		st.Missing, st.Duplicated, st.HandOvers, st.Unsettled, st.Unsurveyed, len(st.Superpeers), st.Wrong, st.Unserved, st.Room)
+	if len(st.Waiting) > 0 && len(st.Waiting) <= maxWaitingShown {
+		var b strings.Builder
+		for i, w := range st.Waiting {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			state := "unsurveyed"
+			if !w.Settled {
+				state = "unsettled"
+			}
+			fmt.Fprintf(&b, "token %d %s after %d moves", w.ID, state, w.Moves)
+		}
+		s += "; waiting on " + b.String()
+	}
+	return s
 }
+
+// maxWaitingShown is the most waiting tokens RepelState.String names: the
+// tail of a selection, not its start.
+const maxWaitingShown = 6
 
 // WaitConverged waits until RepelState.Converged.
 func (r *RepelRun) WaitConverged(ctx context.Context, since time.Time) (time.Duration, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,9 @@ func waitLogged(t *testing.T, ctx context.Context, r *RepelRun, since time.Time,
 				stats["minted"], stats["accepted"], stats["fenced"], stats["move-timed-out"], stats[repel.EventSurvey.String()], stats[repel.EventSurveyMoved.String()],
 				stats["announce_sent"], stats["announce_received"], stats["publish_queue_full"])
 		}
+		if len(st.Waiting) != st.Unsettled+st.Unsurveyed {
+			t.Errorf("waiting on %v: %d tokens, %d unsettled and %d unsurveyed holders", st.Waiting, len(st.Waiting), st.Unsettled, st.Unsurveyed)
+		}
 		return cond(st)
 	})
 }
@@ -110,6 +114,9 @@ func checkExactlyS(t *testing.T, r *RepelRun, S, capacity int) {
 	st := r.State()
 	if len(st.Superpeers) != S || !st.TokensBack() || st.Unsettled != 0 {
 		t.Fatalf("%d superpeers, %d missing, %d duplicated, %d unsettled tokens; want exactly %d", len(st.Superpeers), st.Missing, st.Duplicated, st.Unsettled, S)
+	}
+	if st.Converged() && len(st.Waiting) != 0 {
+		t.Fatalf("converged, yet waiting on %v", st.Waiting)
 	}
 	for _, i := range st.Superpeers {
 		if l := r.Selector(i).Attach().Load(); capacity > 0 && l > capacity {
@@ -339,5 +346,22 @@ func TestRestWatch_AllowsClientsInTransit(t *testing.T) {
 	}
 	if w.At != 1500*time.Millisecond || w.First != 0 {
 		t.Fatalf("rested from %v (want 1.5s), first converged at %v (want 0)", w.At, w.First)
+	}
+}
+
+// A state names the tokens it waits for, unsettled or unsurveyed, with
+// their moves, while they are few; not at a selection's start.
+func TestRepelState_StringNamesWaitingTokens(t *testing.T) {
+	st := RepelState{Holders: [][]int{{1}, {2}, {3}}, Superpeers: []int{1, 2}, Unsettled: 1, Unsurveyed: 1,
+		Waiting: []WaitingToken{{ID: 0, Moves: 7, Settled: true}, {ID: 2, Moves: 1}}}
+	want := "waiting on token 0 unsurveyed after 7 moves, token 2 unsettled after 1 moves"
+	if got := st.String(); !strings.HasSuffix(got, want) {
+		t.Fatalf("%q, want it to end %q", got, want)
+	}
+	for i := range maxWaitingShown {
+		st.Waiting = append(st.Waiting, WaitingToken{ID: uint32(3 + i)})
+	}
+	if got := st.String(); strings.Contains(got, "waiting on") {
+		t.Fatalf("%q names %d waiting tokens, more than %d", got, len(st.Waiting), maxWaitingShown)
 	}
 }
