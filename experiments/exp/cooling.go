@@ -41,6 +41,9 @@ type coolingSize struct {
 	Runs   int            `json:"runs_per_placement"`
 	Stages []coolingStage `json:"stages"`
 	Grid   []coolingKnobs `json:"grid"`
+	// NewsLag holds back a share of the announcements
+	// (sim.RepelOptions.NewsLag); zero in the experiment's own rows.
+	NewsLag sim.NewsLag `json:"news_lag"`
 }
 
 // coolingStage: from virtual time At (seconds after the tokens start) the
@@ -190,7 +193,7 @@ func coolingRows(o Options, p coolingParams, size coolingSize, done func()) ([]c
 				rr, err := sim.SimulateRepel(sim.RepelOptions{RTT: rtt, Coords: slices.Clone(first.Coords), Later: later,
 					Neighbors: first.Neighbors, IDs: idStrs, Config: cfg, Seed: 100*run + place,
 					Attach: sim.AttachSelector, Capacity: size.C, Displace: superpeer.DefaultDisplace, Choose: choose,
-					Quiet: 4500 * time.Millisecond, ViewEvery: 3 * time.Second, TickEvery: 500 * time.Millisecond})
+					Quiet: 4500 * time.Millisecond, ViewEvery: 3 * time.Second, TickEvery: 500 * time.Millisecond, NewsLag: size.NewsLag})
 				if err != nil {
 					return nil, err
 				}

@@ -63,8 +63,14 @@ type RepelOptions struct {
 	// Dissemination is how the traffic of announcements is counted
 	// (RepelTraffic): repel.Piggyback, the selector's default, or
 	// repel.GossipSub. Announcements reach every running node one link
-	// latency after they are sent either way.
+	// latency after they are sent either way (but for NewsLag).
 	Dissemination repel.Dissemination
+	// NewsLag, if set, holds back a share of the announcements' deliveries
+	// (each node's copy of each announcement, drawn with the run's seed)
+	// by a uniform extra delay in [0, Max): a live swarm's piggybacked
+	// news, which reaches some peers at once and others a few Vivaldi
+	// exchanges later.
+	NewsLag NewsLag
 	// Limit bounds the virtual time (default 30 min); Quiet is how long the
 	// tokens must be settled without a move to end the run early (default
 	// 2 min).
@@ -86,6 +92,13 @@ type RepelOptions struct {
 	// regret (no other choice) in every attach request under
 	// AttachSelector, to displace the clients of full holders.
 	RegretLiars []bool
+}
+
+// NewsLag is RepelOptions.NewsLag: Share of the deliveries held back by up
+// to Max.
+type NewsLag struct {
+	Share float64
+	Max   time.Duration
 }
 
 // CoordStage is one step of RepelOptions.Later: the peers' coordinates
@@ -157,6 +170,7 @@ type repelSim struct {
 	att        *attacher       // AttachSelector
 	order      *randv2.Rand    // the clients' order in each attach round
 	settledT   [2]uint64       // traffic totals when the tokens last settled
+	lag        *randv2.Rand    // NewsLag's draws
 }
 
 // SimulateRepel runs the repel model (repel.Node) on every peer over the
@@ -173,6 +187,8 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		return nil, fmt.Errorf("sim: repel: %d tokens for %d peers", o.Config.Tokens, n)
 	case !stagesOK(o.Later, n):
 		return nil, fmt.Errorf("sim: repel: later coordinates must have %d coordinates each, in ascending order of time", n)
+	case !(o.NewsLag.Share >= 0 && o.NewsLag.Share <= 1) || o.NewsLag.Max < 0:
+		return nil, fmt.Errorf("sim: repel: news lag share %v not in [0, 1] or max %v negative", o.NewsLag.Share, o.NewsLag.Max)
 	case o.Config.Fraction > 0 && o.Config.MaxTokens > n:
 		return nil, fmt.Errorf("sim: repel: up to %d tokens for %d peers", o.Config.MaxTokens, n)
 	}
@@ -226,6 +242,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		}
 		s.att.liars = o.RegretLiars
 		s.order = randv2.New(randv2.NewPCG(uint64(o.Seed), 0xa77ac4))
+	}
+	if o.NewsLag.Share > 0 && o.NewsLag.Max > 0 {
+		s.lag = randv2.New(randv2.NewPCG(uint64(o.Seed), 0x1a6))
 	}
 	for i, id := range o.IDs {
 		s.keys[i] = repel.PeerKey(id)
@@ -497,9 +516,15 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 				s.latest[t], s.hasLast[t] = m, true
 			}
 			for _, j := range s.running {
-				if j != i {
-					s.net.Send(i, j, func() { s.step(j, m) })
+				if j == i {
+					continue
 				}
+				if s.lag != nil && s.lag.Float64() < s.o.NewsLag.Share {
+					d := time.Duration(s.lag.Float64() * float64(s.o.NewsLag.Max))
+					s.net.After(d, func() { s.net.Send(i, j, func() { s.step(j, m) }) })
+					continue
+				}
+				s.net.Send(i, j, func() { s.step(j, m) })
 			}
 			continue
 		}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -64,5 +65,57 @@ func TestSimulateRepel_LaterCoordinates(t *testing.T) {
 	if _, err := SimulateRepel(RepelOptions{RTT: rtt, Coords: old.Coords, Neighbors: fresh.Neighbors, IDs: ids, Config: cfg,
 		Later: []CoordStage{{At: 2 * time.Second, Coords: fresh.Coords}, {At: time.Second, Coords: old.Coords}}}); err == nil {
 		t.Error("stages out of order were taken")
+	}
+}
+
+// NewsLag holds announcements back: a share of 0 is the run without it to
+// the event; a lag is drawn from the run's seed (the same run twice is
+// the same run) and changes the run; a share outside [0, 1] or a negative
+// lag is refused.
+func TestSimulateRepel_NewsLag(t *testing.T) {
+	const n, S = 120, 4
+	rtt := planetlab(t, n, 3)
+	vr, err := SimulateVivaldi(VivaldiOptions{RTT: rtt, Seed: 3, Rounds: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, _, err := Identities(3, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := repel.LocalConfig()
+	cfg.Tokens = S
+	opts := func(lag NewsLag) RepelOptions {
+		return RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: IDStrings(pids), Config: cfg, Seed: 5,
+			Capacity: 2 * n / S, Quiet: 20 * time.Second, TickEvery: 500 * time.Millisecond, NewsLag: lag}
+	}
+	run := func(lag NewsLag) *RepelResult {
+		t.Helper()
+		r, err := SimulateRepel(opts(lag))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	same := func(a, b *RepelResult) bool {
+		return slices.Equal(a.Superpeers, b.Superpeers) && a.SettledSeconds == b.SettledSeconds && maps.Equal(a.Events, b.Events)
+	}
+	none, zero := run(NewsLag{}), run(NewsLag{Share: 0, Max: 10 * time.Second})
+	if !same(none, zero) {
+		t.Errorf("a share of 0 changed the run: %v at %.1f s %v, without: %v at %.1f s %v",
+			zero.Superpeers, zero.SettledSeconds, zero.Events, none.Superpeers, none.SettledSeconds, none.Events)
+	}
+	lag := NewsLag{Share: 0.5, Max: 10 * time.Second}
+	a, b := run(lag), run(lag)
+	if !same(a, b) {
+		t.Errorf("the same lagged run twice: %v at %.1f s, then %v at %.1f s", a.Superpeers, a.SettledSeconds, b.Superpeers, b.SettledSeconds)
+	}
+	if same(a, none) {
+		t.Errorf("half the news held back by up to 10 s changed nothing (%v at %.1f s): the lag is not applied", a.Superpeers, a.SettledSeconds)
+	}
+	for _, bad := range []NewsLag{{Share: -0.1}, {Share: 1.5}, {Share: 0.5, Max: -time.Second}} {
+		if _, err := SimulateRepel(opts(bad)); err == nil {
+			t.Errorf("news lag %+v taken", bad)
+		}
 	}
 }
