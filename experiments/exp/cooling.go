@@ -44,6 +44,9 @@ type coolingSize struct {
 	// NewsLag holds back a share of the announcements
 	// (sim.RepelOptions.NewsLag); zero in the experiment's own rows.
 	NewsLag sim.NewsLag `json:"news_lag"`
+	// SurveyInterval, if set, replaces the swarm configuration's
+	// (repel.Config.SurveyInterval); unset in the experiment's own rows.
+	SurveyInterval time.Duration `json:"survey_interval,omitempty"`
 }
 
 // coolingStage: from virtual time At (seconds after the tokens start) the
@@ -74,9 +77,12 @@ type coolingRow struct {
 	// Settled is each run's convergence time (virtual seconds), Moves its
 	// token moves.
 	Settled []float64 `json:"settled_seconds"`
-	Moves   []float64 `json:"moves"`
-	Mean    float64   `json:"ratio_mean"`
-	Worst   float64   `json:"ratio_max"`
+	// Surveyed is each run's time to every place also kept by its
+	// surveys (sim.RepelResult.SurveyedSeconds): `peer swarm`'s converged.
+	Surveyed []float64 `json:"surveyed_seconds"`
+	Moves    []float64 `json:"moves"`
+	Mean     float64   `json:"ratio_mean"`
+	Worst    float64   `json:"ratio_max"`
 	// Above is the share of runs whose ratio exceeds 1.10.
 	Above float64 `json:"above_1_10"`
 }
@@ -187,6 +193,9 @@ func coolingRows(o Options, p coolingParams, size coolingSize, done func()) ([]c
 		for k, g := range size.Grid {
 			cfg := swarm.RepelSwarmConfig(size.S, repel.Attract)
 			cfg.SettledMinGain, cfg.CoolingMoves, cfg.RegionSurveys = g.SettledMinGain, g.CoolingMoves, g.RegionSurveys
+			if size.SurveyInterval > 0 {
+				cfg.SurveyInterval = size.SurveyInterval
+			}
 			choose := repel.DefaultAttachConfig()
 			choose.ProbeEvery = 5 * 3 * time.Second // five renewals of the swarm's 9 s TTL
 			for run := int64(1); run <= int64(size.Runs); run++ {
@@ -214,6 +223,7 @@ func coolingRows(o Options, p coolingParams, size coolingSize, done func()) ([]c
 				row.Placement = append(row.Placement, pl.ClientRTT.Mean/kev.ClientRTT.Mean)
 				row.Swap = append(row.Swap, sw.Before/sw.After)
 				row.Settled = append(row.Settled, rr.SettledSeconds)
+				row.Surveyed = append(row.Surveyed, rr.SurveyedSeconds)
 				row.Moves = append(row.Moves, float64(rr.Events[repel.EventMovedAway.String()]))
 				done()
 			}

@@ -122,7 +122,13 @@ type RepelResult struct {
 	// SettledAt is the virtual time at which every token was last settled
 	// with no move since (the run's convergence time).
 	SettledSeconds float64 `json:"settled_seconds"`
-	VirtualSeconds float64 `json:"virtual_seconds"`
+	// SurveyedSeconds is, with Config.SurveyInterval, the virtual time
+	// from which every holder's place had also been kept by its surveys,
+	// with no move since: when `peer swarm`'s selection counts as
+	// converged (swarm.RepelState.Converged). Without surveys it is
+	// SettledSeconds.
+	SurveyedSeconds float64 `json:"surveyed_seconds"`
+	VirtualSeconds  float64 `json:"virtual_seconds"`
 	// Running counts the peers that ever ran a node.
 	Running int `json:"running_nodes"`
 	// Count is the token count the running nodes agree on at the end (0
@@ -161,6 +167,7 @@ type repelSim struct {
 	res        *RepelResult
 	lastMove   time.Duration
 	settled    time.Duration // -1 while not settled
+	surveyed   time.Duration // -1 while not settled and surveyed
 	done       bool
 	minter     []bool
 	mintersFor int             // the tokens whose minters run: [0, mintersFor)
@@ -231,8 +238,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 		o: o, net: NewNet(o.RTT), index: make(map[string]int, n),
 		keys: make([]repel.Key, n), nodes: make([]*repel.Node, n),
 		latest: make([]repel.Message, o.Config.Tokens), hasLast: make([]bool, o.Config.Tokens),
-		res:     &RepelResult{Nodes: n, Events: map[string]int{}, Messages: map[string]int{}},
-		settled: -1,
+		res:      &RepelResult{Nodes: n, Events: map[string]int{}, Messages: map[string]int{}},
+		settled:  -1,
+		surveyed: -1,
 	}
 	s.res.Traffic = newRepelTraffic()
 	if o.Attach == AttachSelector {
@@ -312,6 +320,9 @@ func SimulateRepel(o RepelOptions) (*RepelResult, error) {
 	r.Settled = s.done
 	if s.settled >= 0 {
 		r.SettledSeconds = s.settled.Seconds()
+	}
+	if s.surveyed >= 0 {
+		r.SurveyedSeconds = s.surveyed.Seconds()
 	}
 	r.VirtualSeconds = s.net.Now().Seconds()
 	if c, agreed := s.count(); agreed {
@@ -495,6 +506,7 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 		if e.Kind == repel.EventMovedAway || e.Kind == repel.EventMinted || e.Kind == repel.EventFenced {
 			s.lastMove = s.net.Now()
 			s.settled = -1
+			s.surveyed = -1
 		}
 	}
 	for _, id := range r.Probes {
@@ -599,6 +611,7 @@ func (s *repelSim) check() {
 		// Under a Fraction, the nodes agree on a count the census keeps
 		// for this n (f·n within its band), as peer swarm waits for.
 		s.settled = -1
+		s.surveyed = -1
 		return
 	}
 	ids := make([]bool, c.S)
@@ -612,6 +625,7 @@ func (s *repelSim) check() {
 		}
 		if int(t.ID) >= c.S || ids[t.ID] || nd.Role() != superpeer.Superpeer || nd.Moving() {
 			s.settled = -1
+			s.surveyed = -1
 			return
 		}
 		ids[t.ID] = true
@@ -620,11 +634,18 @@ func (s *repelSim) check() {
 	}
 	if held != c.S {
 		s.settled = -1
+		s.surveyed = -1
 		return
 	}
 	if s.settled < 0 {
 		s.settled = s.net.Now()
 		s.settledT = [2]uint64{s.res.Traffic.Sends, s.res.Traffic.Bytes}
+	}
+	switch {
+	case !surveyed:
+		s.surveyed = -1
+	case s.surveyed < 0:
+		s.surveyed = s.net.Now()
 	}
 	if surveyed && s.net.Now()-s.lastMove >= s.o.Quiet && s.net.Now()-s.settled >= 0 {
 		s.done = true

@@ -55,8 +55,9 @@ func TestSimulateRepel_HolderProbes(t *testing.T) {
 }
 
 // Surveys: every holder of a settled run has had its place measured (a
-// survey that kept it), candidates measured clients for them, and the
-// clients' true mean RTT is lower than with surveys off.
+// survey that kept it), candidates measured clients for them, the places
+// were kept after the tokens settled, and the clients' true mean RTT is
+// lower than with surveys off.
 func TestSimulateRepel_SurveysMeasurePlaces(t *testing.T) {
 	rtt := planetlab(t, 200, 3)
 	on, _ := repelRunWith(t, 9, func(*RepelOptions) {})
@@ -70,6 +71,15 @@ func TestSimulateRepel_SurveysMeasurePlaces(t *testing.T) {
 	}
 	if off.Events[repel.EventSurvey.String()] != 0 || off.Messages[repel.MsgSurvey.String()] != 0 {
 		t.Fatalf("surveys off: events %v", off.Events)
+	}
+	// The places are kept only after the tokens settle: with surveys the
+	// run converges after its last settling, and the run ends after both;
+	// without, the two are one.
+	if on.SurveyedSeconds <= on.SettledSeconds || on.VirtualSeconds < on.SurveyedSeconds {
+		t.Fatalf("surveys on: settled at %.1f s, surveyed at %.1f s, run ended at %.1f s", on.SettledSeconds, on.SurveyedSeconds, on.VirtualSeconds)
+	}
+	if off.SurveyedSeconds != off.SettledSeconds {
+		t.Fatalf("surveys off: settled at %.1f s, surveyed at %.1f s", off.SettledSeconds, off.SurveyedSeconds)
 	}
 	mean := func(a []int) float64 {
 		var s float64

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superpeer-overlay/superpeer/experiments/latency"
 	"github.com/superpeer-overlay/superpeer/repel"
 	"github.com/superpeer-overlay/superpeer/vivaldi"
 )
@@ -16,23 +17,8 @@ import (
 // the run in the old ones.
 func TestSimulateRepel_LaterCoordinates(t *testing.T) {
 	const n, S = 120, 4
-	rtt := planetlab(t, n, 3)
-	old, err := SimulateVivaldi(VivaldiOptions{RTT: rtt, Seed: 3, Rounds: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fresh, err := SimulateVivaldi(VivaldiOptions{RTT: rtt, Seed: 3, Rounds: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pids, _, err := Identities(3, n, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, n)
-	for i, id := range pids {
-		ids[i] = string(id)
-	}
+	rtt, ids := stageSpace(t, n)
+	old, fresh := stageCoords(t, rtt, 10), stageCoords(t, rtt, 300)
 	cfg := repel.LocalConfig()
 	cfg.Tokens = S
 	run := func(coords []vivaldi.Coord, later []CoordStage) *RepelResult {
@@ -74,19 +60,12 @@ func TestSimulateRepel_LaterCoordinates(t *testing.T) {
 // lag is refused.
 func TestSimulateRepel_NewsLag(t *testing.T) {
 	const n, S = 120, 4
-	rtt := planetlab(t, n, 3)
-	vr, err := SimulateVivaldi(VivaldiOptions{RTT: rtt, Seed: 3, Rounds: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pids, _, err := Identities(3, n, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rtt, ids := stageSpace(t, n)
+	vr := stageCoords(t, rtt, 100)
 	cfg := repel.LocalConfig()
 	cfg.Tokens = S
 	opts := func(lag NewsLag) RepelOptions {
-		return RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: IDStrings(pids), Config: cfg, Seed: 5,
+		return RepelOptions{RTT: rtt, Coords: vr.Coords, Neighbors: vr.Neighbors, IDs: ids, Config: cfg, Seed: 5,
 			Capacity: 2 * n / S, Quiet: 20 * time.Second, TickEvery: 500 * time.Millisecond, NewsLag: lag}
 	}
 	run := func(lag NewsLag) *RepelResult {
@@ -118,4 +97,25 @@ func TestSimulateRepel_NewsLag(t *testing.T) {
 			t.Errorf("news lag %+v taken", bad)
 		}
 	}
+}
+
+// stageSpace is the stage tests' space: n PlanetLab peers and their IDs
+// (seed 3).
+func stageSpace(t *testing.T, n int) (latency.RTTs, []string) {
+	t.Helper()
+	pids, _, err := Identities(3, n, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return planetlab(t, n, 3), IDStrings(pids)
+}
+
+// stageCoords is rounds of Vivaldi on rtt (seed 3).
+func stageCoords(t *testing.T, rtt latency.RTTs, rounds int) *VivaldiResult {
+	t.Helper()
+	vr, err := SimulateVivaldi(VivaldiOptions{RTT: rtt, Seed: 3, Rounds: rounds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vr
 }
