@@ -505,8 +505,7 @@ func (s *repelSim) handle(i int, r repel.Ready) {
 		}
 		if e.Kind == repel.EventMovedAway || e.Kind == repel.EventMinted || e.Kind == repel.EventFenced {
 			s.lastMove = s.net.Now()
-			s.settled = -1
-			s.surveyed = -1
+			s.unsettle()
 		}
 	}
 	for _, id := range r.Probes {
@@ -602,6 +601,10 @@ func (s *repelSim) holders() []int {
 	return out
 }
 
+// unsettle marks the tokens not settled (and so not surveyed) since now:
+// a move, or a check that found them not all in place.
+func (s *repelSim) unsettle() { s.settled, s.surveyed = -1, -1 }
+
 // check ends the run once every token is held once, settled (and, with
 // Config.SurveyInterval, found in its place by a survey of its holder), and
 // no token has moved for Quiet.
@@ -610,8 +613,7 @@ func (s *repelSim) check() {
 	if !agreed || s.rest != nil && s.rest.Target(float64(len(s.o.IDs)), c.S) != c.S {
 		// Under a Fraction, the nodes agree on a count the census keeps
 		// for this n (f·n within its band), as peer swarm waits for.
-		s.settled = -1
-		s.surveyed = -1
+		s.unsettle()
 		return
 	}
 	ids := make([]bool, c.S)
@@ -624,8 +626,7 @@ func (s *repelSim) check() {
 			continue
 		}
 		if int(t.ID) >= c.S || ids[t.ID] || nd.Role() != superpeer.Superpeer || nd.Moving() {
-			s.settled = -1
-			s.surveyed = -1
+			s.unsettle()
 			return
 		}
 		ids[t.ID] = true
@@ -633,8 +634,7 @@ func (s *repelSim) check() {
 		surveyed = surveyed && (s.o.Config.SurveyInterval <= 0 || nd.Surveyed())
 	}
 	if held != c.S {
-		s.settled = -1
-		s.surveyed = -1
+		s.unsettle()
 		return
 	}
 	if s.settled < 0 {
