@@ -621,6 +621,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	if rep.Vivaldi != nil {
 		fmt.Fprintf(stdout, "vivaldi          median %.3f  p90 %.3f relative error after %.1f s (%.0f samples per peer, %s); samples %.1f / %.1f ms over the true RTT (median / p90)\n",
 			rep.Vivaldi.Median, rep.Vivaldi.P90, rep.Vivaldi.Seconds, rep.Vivaldi.Samples, rep.Vivaldi.Stopped, rep.Vivaldi.RTTExcessMs[0], rep.Vivaldi.RTTExcessMs[1])
+		printStalls(stdout, rep.Vivaldi.Stalls)
 	}
 	for _, mr := range rep.Methods {
 		printMethod(stdout, mr)

@@ -101,6 +101,8 @@ type VivaldiSummary struct {
 	// RTTExcessMs is how much longer than the matrix RTT the latest
 	// samples measured (median, p90; VivaldiRun.RTTExcess).
 	RTTExcessMs [2]float64 `json:"rtt_excess_ms"`
+	// Stalls is what the stall check had done by then (nil: off).
+	Stalls *Stalls `json:"stalls,omitempty"`
 }
 
 // VivaldiRun is a vivaldi.Service on every peer of a swarm, each sampling
@@ -123,8 +125,10 @@ type VivaldiRun struct {
 	// network's time: a peer joining late samples at it.
 	interval atomic.Int64
 	closed   atomic.Bool
-	// watch is the stall watch samples are checked against (nil: Stall 0).
-	watch *stall.Watch
+	// watch is the stall watch samples are checked against (nil: Stall 0);
+	// runtime0 the runtime's counters when it started.
+	watch    *stall.Watch
+	runtime0 stall.RuntimeReading
 }
 
 // excessRing keeps the last samples' excess over the true RTT (measured
@@ -200,6 +204,7 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 			return nil, err
 		}
 		v.watch = w
+		v.runtime0 = stall.ReadRuntime()
 	}
 	v.interval.Store(int64(opts.Interval))
 	live := s.Live()
@@ -470,6 +475,7 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 		case w.Bound > 0 && med < w.Bound:
 			sum.Stopped = "bound"
 			sum.NearMedian, sum.NearestExcessMs = v.NearError()
+			sum.Stalls = v.Stalls()
 			return sum, nil
 		case first || med < best*(1-w.MinImprove):
 			best, stale, bestAt = med, 0, sum.Samples
@@ -478,6 +484,7 @@ func (v *VivaldiRun) Wait(ctx context.Context, w VivaldiWait) (VivaldiSummary, e
 			if stale >= w.Patience && sum.Samples-bestAt >= w.PatienceSamples {
 				sum.Stopped = "plateau"
 				sum.NearMedian, sum.NearestExcessMs = v.NearError()
+				sum.Stalls = v.Stalls()
 				return sum, nil
 			}
 		}
@@ -568,7 +575,7 @@ func (v *VivaldiRun) WarmUp(ctx context.Context, bound float64, after time.Durat
 // Summary is the current error, without waiting.
 func (v *VivaldiRun) Summary() VivaldiSummary {
 	med, p90 := v.Error()
-	sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(v.start).Seconds(), Samples: v.Samples()}
+	sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(v.start).Seconds(), Samples: v.Samples(), Stalls: v.Stalls()}
 	sum.NearMedian, sum.NearestExcessMs = v.NearError()
 	return sum
 }
@@ -631,6 +638,13 @@ type Stalls struct {
 	Ticks   uint64  `json:"watch_ticks"`
 	Late    uint64  `json:"watch_late"`
 	WorstMs float64 `json:"watch_worst_ms"`
+	// StalledShare is the late wake-ups' delays summed, over the clock
+	// time the watch has run: the share of the run spent stalled.
+	StalledShare float64 `json:"stalled_share"`
+	// Runtime is the Go runtime's account of the same span (since the
+	// coordinates started): the collector's CPU and pauses, and how long
+	// runnable goroutines waited — what the stalls were made of.
+	Runtime stall.Runtime `json:"runtime"`
 	// DiscardedExcessMs is how much longer than the matrix RTT the last
 	// discarded samples (up to 4096) measured: median and p90, ms of the
 	// network's time — what they would have added had they been used.
@@ -643,8 +657,14 @@ func (st *Stalls) String() string {
 	if st.Samples > 0 {
 		frac = float64(st.Discarded) / float64(st.Samples)
 	}
-	return fmt.Sprintf("%d of %d samples (%.1f%%) discarded as timed across a stall over %g ms (they were %.1f / %.1f ms over the matrix, median / p90); the watch woke late %d of %d times (worst %.0f ms on the clock)",
-		st.Discarded, st.Samples, 100*frac, st.ThresholdMs, st.DiscardedExcessMs[0], st.DiscardedExcessMs[1], st.Late, st.Ticks, st.WorstMs)
+	rt := st.Runtime
+	limited := ""
+	if rt.GCLimited {
+		limited = ", its CPU limiter engaged"
+	}
+	return fmt.Sprintf("%d of %d samples (%.1f%%) discarded as timed across a stall over %g ms (they were %.1f / %.1f ms over the matrix, median / p90); the watch woke late %d of %d times (worst %.0f ms on the clock, %.1f%% of the clock stalled); the collector %.1f%% of the CPU (assists %.1f%%) in %d cycles%s, pauses p99 %.2f ms, max %.1f ms; goroutines waited runnable %.2f / %.1f / %.1f ms median / p99 / p99.9, max %.0f ms",
+		st.Discarded, st.Samples, 100*frac, st.ThresholdMs, st.DiscardedExcessMs[0], st.DiscardedExcessMs[1], st.Late, st.Ticks, st.WorstMs, 100*st.StalledShare,
+		100*rt.GCShare, 100*rt.AssistShare, rt.GCCycles, limited, rt.PauseMs[0], rt.PauseMs[1], rt.SchedMs[0], rt.SchedMs[1], rt.SchedMs[2], rt.SchedMs[3])
 }
 
 // Stalls is what the stall check has done so far (nil when it is off).
@@ -654,7 +674,10 @@ func (v *VivaldiRun) Stalls() *Stalls {
 	}
 	st := v.watch.Stats()
 	out := &Stalls{ThresholdMs: float64(v.opts.Stall) / float64(time.Millisecond), Ticks: st.Ticks, Late: st.Late,
-		WorstMs: float64(st.Worst) / float64(time.Millisecond)}
+		WorstMs: float64(st.Worst) / float64(time.Millisecond), Runtime: stall.ReadRuntime().Since(v.runtime0)}
+	if ran := time.Since(v.start); ran > 0 {
+		out.StalledShare = float64(st.Stalled) / float64(ran)
+	}
 	out.DiscardedExcessMs[0], out.DiscardedExcessMs[1], _ = v.stalledExcess.percentiles()
 	for _, svc := range v.svcs {
 		if svc != nil {

@@ -28,6 +28,9 @@ type Stats struct {
 	Ticks uint64        // wake-ups
 	Late  uint64        // wake-ups later than the threshold
 	Worst time.Duration // the largest delay of a wake-up beyond its due time
+	// Stalled is the late wake-ups' delays summed: the clock time the
+	// process spent stalled by the threshold's measure.
+	Stalled time.Duration
 }
 
 // Watch records this process's stalls. Safe for concurrent use.
@@ -111,6 +114,7 @@ func (w *Watch) observe(due, woke time.Time) {
 		return
 	}
 	w.stats.Late++
+	w.stats.Stalled += delay
 	w.late[w.next] = span{due: due, woke: woke}
 	w.next = (w.next + 1) % ring
 	w.n = min(w.n+1, ring)
