@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,6 +213,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	parallel := fs.Int("parallel", 2048, "peers joining at once (joins wait on link latency, so many at once pay)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	stallTrace := fs.String("stall-trace", "", "keep the runtime's execution trace of the last seconds (runtime/trace's flight recorder) and write it to this file at the first stall of a second or more that the --stall watch sees (go tool trace FILE; -pprof=sched for where goroutines waited runnable)")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
 	connGraceFlag := fs.Duration("conn-grace", swarm.DefaultConnGrace, "how long, in the network's time, the connection managers leave a new connection untrimmed (unless given: "+swarm.RepelConnGrace.String()+" when the repel method runs)")
 	ownPeerstores := fs.Bool("own-peerstores", false, "give every mocknet host go-libp2p's in-memory peerstore as it is, with its own copy of each peer's protocol list, metadata and addresses, instead of those kept once for the swarm (the same contents, a smaller heap)")
@@ -531,6 +533,13 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer vr.Close()
+		if *stallTrace != "" {
+			stop, err := traceStall(vr, *stallTrace, stderr)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		web.View().SetVivaldi(vr)
 	}
 	if warm == 1 {
@@ -1059,6 +1068,70 @@ func parseMemTotal(meminfo string) uint64 {
 		}
 	}
 	return 0
+}
+
+// stallTraceOver is how late a wake-up of the stall watch must be for
+// --stall-trace to write the trace; stallTraces how many it writes, at
+// least stallTraceGap apart on the clock.
+const (
+	stallTraceOver = time.Second
+	stallTraces    = 4
+	stallTraceGap  = 30 * time.Second
+)
+
+// traceStall runs the runtime's flight recorder and writes its window at
+// the first stallTraces wake-ups of vr's stall watch later than
+// stallTraceOver, stallTraceGap apart (--stall-trace): to file, then
+// file.2, file.3, …. stop ends it.
+func traceStall(vr *swarm.VivaldiRun, file string, log io.Writer) (stop func(), err error) {
+	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: 15 * time.Second, MaxBytes: 1 << 30})
+	if err := fr.Start(); err != nil {
+		return nil, fmt.Errorf("--stall-trace: %w", err)
+	}
+	var (
+		mu      sync.Mutex
+		written int
+		last    time.Time
+		stopped bool
+		writing sync.WaitGroup
+	)
+	write := func(name string, due, woke time.Time) {
+		f, err := os.Create(name)
+		var n int64
+		if err == nil {
+			n, err = fr.WriteTo(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		fmt.Fprintf(log, "stall trace      %s: %d bytes ending %s after a wake-up %.1f s late (due %s); error %v\n",
+			name, n, woke.Format("15:04:05.000"), woke.Sub(due).Seconds(), due.Format("15:04:05.000"), err)
+	}
+	if !vr.OnStall(stallTraceOver, func(due, woke time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || written == stallTraces || (written > 0 && woke.Sub(last) < stallTraceGap) {
+			return
+		}
+		written++
+		last = woke
+		name := file
+		if written > 1 {
+			name = fmt.Sprintf("%s.%d", file, written)
+		}
+		writing.Go(func() { write(name, due, woke) })
+	}) {
+		fr.Stop()
+		return nil, fmt.Errorf("%w: --stall-trace needs the stall watch (--stall, or --dilate above 1)", errUsage)
+	}
+	return func() {
+		vr.OnStall(0, nil)
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		writing.Wait()
+		fr.Stop()
+	}, nil
 }
 
 // printStalls prints what --stall discarded (nothing when it is off).

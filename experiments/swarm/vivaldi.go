@@ -667,6 +667,17 @@ func (st *Stalls) String() string {
 		100*rt.GCShare, 100*rt.AssistShare, rt.GCCycles, limited, rt.PauseMs[0], rt.PauseMs[1], rt.SchedMs[0], rt.SchedMs[1], rt.SchedMs[2], rt.SchedMs[3])
 }
 
+// OnStall has f told of every wake-up of the stall watch later than over
+// on the clock (stall.Watch.OnLate), and reports whether there is a watch
+// (Stall above 0).
+func (v *VivaldiRun) OnStall(over time.Duration, f func(due, woke time.Time)) bool {
+	if v.watch == nil {
+		return false
+	}
+	v.watch.OnLate(over, f)
+	return true
+}
+
 // Stalls is what the stall check has done so far (nil when it is off).
 func (v *VivaldiRun) Stalls() *Stalls {
 	if v.watch == nil {

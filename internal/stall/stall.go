@@ -47,6 +47,10 @@ type Watch struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
+
+	// onLate, if set, is told of every wake-up later than lateOver.
+	lateOver time.Duration
+	onLate   func(due, woke time.Time)
 }
 
 // span is one late wake-up: due, and woken at woke.
@@ -74,6 +78,15 @@ func newWatch(tick, threshold time.Duration, now time.Time) (*Watch, error) {
 	return w, nil
 }
 
+// OnLate has the watch call f with every wake-up later than over (its due
+// time and when it came), from the watch's goroutine: f must return
+// quickly. Call it before the stalls to be told of; nil f stops it.
+func (w *Watch) OnLate(over time.Duration, f func(due, woke time.Time)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lateOver, w.onLate = over, f
+}
+
 // SetThreshold changes the delay beyond which a wake-up is a stall, for
 // wake-ups from now on (a dilated swarm scales it with its time).
 func (w *Watch) SetThreshold(d time.Duration) {
@@ -94,30 +107,38 @@ func (w *Watch) run() {
 		case <-t.C:
 		}
 		now := time.Now()
-		w.observe(due, now)
+		if f := w.observe(due, now); f != nil {
+			f(due, now)
+		}
 		due = now.Add(w.tick)
 		t.Reset(w.tick)
 	}
 }
 
-// observe records a wake-up due at due that came at woke.
-func (w *Watch) observe(due, woke time.Time) {
+// observe records a wake-up due at due that came at woke, and returns the
+// OnLate callback if the wake-up is late enough for it.
+func (w *Watch) observe(due, woke time.Time) func(due, woke time.Time) {
 	delay := woke.Sub(due)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var notify func(due, woke time.Time)
+	if w.onLate != nil && delay > w.lateOver {
+		notify = w.onLate
+	}
 	w.woke = woke
 	w.stats.Ticks++
 	if delay > w.stats.Worst {
 		w.stats.Worst = delay
 	}
 	if delay <= time.Duration(w.threshold.Load()) {
-		return
+		return notify
 	}
 	w.stats.Late++
 	w.stats.Stalled += delay
 	w.late[w.next] = span{due: due, woke: woke}
 	w.next = (w.next + 1) % ring
 	w.n = min(w.n+1, ring)
+	return notify
 }
 
 // Stalled reports whether the process stalled at some time between start

@@ -145,3 +145,26 @@ func TestWatch_SeesTheProcessStall(t *testing.T) {
 	w.Close()
 	w.Close() // twice is fine
 }
+
+func TestWatch_OnLateOnlyBeyondItsBound(t *testing.T) {
+	w, err := newWatch(time.Millisecond, 2*time.Millisecond, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := w.observe(at(1), at(50)); f != nil {
+		t.Fatal("a callback before OnLate was set")
+	}
+	var told []float64
+	w.OnLate(10*time.Millisecond, func(due, woke time.Time) { told = append(told, float64(woke.Sub(due))/float64(time.Millisecond)) })
+	for _, c := range []struct{ due, woke float64 }{{100, 101}, {200, 205}, {300, 310}, {400, 430}} {
+		if f := w.observe(at(c.due), at(c.woke)); f != nil {
+			f(at(c.due), at(c.woke))
+		}
+	}
+	if len(told) != 1 || told[0] != 30 {
+		t.Fatalf("told of %v ms late, want only the 30 ms wake-up (5 is a stall under the bound, 10 at it)", told)
+	}
+	if st := w.Stats(); st.Late != 4 || st.Stalled != (49+5+10+30)*time.Millisecond {
+		t.Fatalf("stats %+v: want 4 late wake-ups whose delays sum to 94 ms", st)
+	}
+}
