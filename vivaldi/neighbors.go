@@ -468,21 +468,57 @@ func (n *neighbors) bestCandidate() (string, bool) {
 // on the other when it has nobody. A candidate handed out is taken out of
 // the pool; report its sample with Observe or Failed.
 func (n *neighbors) Next(random []string) (string, kind) {
+	id, k, want, tried := n.nextNear()
+	if !want {
+		return id, k
+	}
+	return n.nextRandom(random, tried)
+}
+
+// nextNear is Next's first half, for a caller that builds the random
+// candidates only when they are needed: it takes the near share's credit
+// and makes the near pick when one is due. want says that the pick needs
+// the random candidates (nextRandom, told whether the near pick was tried
+// and found nothing). Next(random) is nextNear and, if wanted,
+// nextRandom(random): the same picks and the same draws of n.rng.
+func (n *neighbors) nextNear() (id string, k kind, want, tried bool) {
 	n.credit += n.cfg.NearFraction
 	near := n.credit >= 1-1e-9
-	if near {
-		n.credit--
+	if !near {
+		return "", kindNone, true, false
 	}
-	if !near && len(random) > 0 {
+	n.credit--
+	if id, k, ok := n.nearPick(); ok {
+		return id, k, false, true
+	}
+	return "", kindNone, true, true
+}
+
+// nextRandom is Next's second half: a uniformly random candidate, or with
+// none the near pick if it was not tried yet.
+func (n *neighbors) nextRandom(random []string, tried bool) (string, kind) {
+	if len(random) > 0 {
 		return random[n.rng.Intn(len(random))], kindRandom
 	}
+	if !tried {
+		if id, k, ok := n.nearPick(); ok {
+			return id, k
+		}
+	}
+	return "", kindNone
+}
+
+// nearPick is a candidate worth measuring (while the set is short of its
+// size, or for ProbeShare of the picks), else the near neighbour sampled
+// least recently.
+func (n *neighbors) nearPick() (string, kind, bool) {
 	now := n.now()
 	n.expire(now)
 	if id, ok := n.bestCandidate(); ok && (len(n.members) < n.cfg.Size || n.rng.Float64() < n.cfg.ProbeShare) {
 		delete(n.cands, id)
 		n.markTried(id, now)
 		n.stats.Probes++
-		return id, kindProbe
+		return id, kindProbe, true
 	}
 	var lru string
 	var lm *member
@@ -494,12 +530,9 @@ func (n *neighbors) Next(random []string) (string, kind) {
 	if lm != nil {
 		n.seq++
 		lm.seq = n.seq
-		return lru, kindNear
+		return lru, kindNear, true
 	}
-	if len(random) > 0 {
-		return random[n.rng.Intn(len(random))], kindRandom
-	}
-	return "", kindNone
+	return "", kindNone, false
 }
 
 // keyDist is a key at a distance, ordered by distance and then by key

@@ -572,3 +572,96 @@ func TestNearestTo_AsAFullSort(t *testing.T) {
 		}
 	}
 }
+
+// nextWhole is Next as it was written before it was split in two halves
+// (nextNear, nextRandom): the reference the halves must match.
+func nextWhole(n *neighbors, random []string) (string, kind) {
+	n.credit += n.cfg.NearFraction
+	near := n.credit >= 1-1e-9
+	if near {
+		n.credit--
+	}
+	if !near && len(random) > 0 {
+		return random[n.rng.Intn(len(random))], kindRandom
+	}
+	now := n.now()
+	n.expire(now)
+	if id, ok := n.bestCandidate(); ok && (len(n.members) < n.cfg.Size || n.rng.Float64() < n.cfg.ProbeShare) {
+		delete(n.cands, id)
+		n.markTried(id, now)
+		n.stats.Probes++
+		return id, kindProbe
+	}
+	var lru string
+	var lm *member
+	for id, m := range n.members {
+		if lm == nil || m.seq < lm.seq || (m.seq == lm.seq && id < lru) {
+			lru, lm = id, m
+		}
+	}
+	if lm != nil {
+		n.seq++
+		lm.seq = n.seq
+		return lru, kindNear
+	}
+	if len(random) > 0 {
+		return random[n.rng.Intn(len(random))], kindRandom
+	}
+	return "", kindNone
+}
+
+// nextNear and nextRandom, with the random candidates built only when
+// asked for, make the whole Next's picks and draws: two sets seeded alike,
+// one driven by the reference and one by the halves, pick the same peers
+// through observations, failures and offers, and the halves ask for the
+// random candidates only on the picks that use them (or fall back on
+// them).
+func TestNeighbors_NextInHalvesIsNext(t *testing.T) {
+	for _, share := range []float64{0, 0.3, 0.5, 1} {
+		c := newClock()
+		cfg := smallNear()
+		cfg.NearFraction = share
+		whole, halves := nearSet(t, cfg, c), nearSet(t, cfg, c)
+		random := []string{"r1", "r2", "r3", "r4", "r5"}
+		asked, randomPicks := 0, 0
+		for i := range 200 {
+			cands := random
+			if i%17 == 0 {
+				cands = nil // now and then nobody to pick at random
+			}
+			id, k := nextWhole(whole, cands)
+			hid, hk, want, tried := halves.nextNear()
+			if want {
+				asked++
+				hid, hk = halves.nextRandom(cands, tried)
+			}
+			if id != hid || k != hk {
+				t.Fatalf("share %g, pick %d: Next %q %v, halves %q %v", share, i, id, k, hid, hk)
+			}
+			if k == kindRandom {
+				randomPicks++
+			}
+			switch {
+			case i%5 == 0:
+				for _, n := range []*neighbors{whole, halves} {
+					n.Observe(fmt.Sprintf("m%d", i%7), ms(float64(10+i%40)))
+				}
+			case i%11 == 0:
+				for _, n := range []*neighbors{whole, halves} {
+					n.Offer(at(0), 0, []offered{{ID: fmt.Sprintf("c%d", i), Coord: at(float64(5 + i%30))}})
+				}
+			case i%13 == 0:
+				for _, n := range []*neighbors{whole, halves} {
+					n.Failed(fmt.Sprintf("m%d", i%7))
+				}
+			}
+			c.add(time.Second)
+		}
+		if asked < randomPicks {
+			t.Fatalf("share %g: asked for candidates %d times, picked at random %d times", share, asked, randomPicks)
+		}
+		if share == 1 && asked > 20 {
+			t.Fatalf("share 1: asked for the random candidates %d times in 200 near picks", asked)
+		}
+	}
+}

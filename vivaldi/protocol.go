@@ -63,6 +63,11 @@ type Service struct {
 	proto  protocol.ID // the exchange's, under cfg.prefix
 	client *Client
 
+	// candBuf and connBuf hold the random candidates between picks (the
+	// sampling loop's alone: candidates).
+	candBuf []string
+	connBuf []peer.ID
+
 	mu     sync.Mutex // guards rng, peers, implausible, near, counters
 	rng    *rand.Rand
 	peers  map[peer.ID]Coord // last coordinate heard from each peer
@@ -834,6 +839,8 @@ func (s *Service) sampleAs(ctx context.Context, p peer.ID, k kind, once bool) (t
 
 // candidates are the peers we may sample at random: the peer source, or
 // else the host's connected peers, or else the peers in its peerstore.
+// Only the sampling loop calls it (pick): the list is built in the
+// service's buffers, good until the next call.
 func (s *Service) candidates() []string {
 	var ps []peer.ID
 	if s.cfg.peerSource != nil {
@@ -843,12 +850,13 @@ func (s *Service) candidates() []string {
 		// Random samples among the connected ones, while there are
 		// enough of them to spread the samples over.
 		net := s.h.Network()
-		conn := make([]peer.ID, 0, len(ps))
+		conn := s.connBuf[:0]
 		for _, p := range ps {
 			if net.Connectedness(p) == network.Connected {
 				conn = append(conn, p)
 			}
 		}
+		s.connBuf = conn
 		if len(conn) >= s.cfg.near.Size {
 			ps = conn
 		}
@@ -861,26 +869,37 @@ func (s *Service) candidates() []string {
 		// bootstrap or an earlier run left in the peerstore.
 		ps = s.h.Peerstore().PeersWithAddrs()
 	}
-	out := make([]string, 0, len(ps))
+	out := s.candBuf[:0]
 	for _, p := range ps {
 		if p != s.h.ID() && p != "" {
 			out = append(out, string(p))
 		}
 	}
+	s.candBuf = out
 	return out
 }
 
 // pick chooses the next peer (Neighbors.Next): alternately a near sample —
 // a candidate worth measuring or the near neighbour sampled least recently
 // — and a uniformly random candidate.
+//
+// The random candidates are gathered (from the peer source, outside the
+// lock) only for a pick that needs them.
 func (s *Service) pick() (peer.ID, kind, bool) {
-	cands := s.candidates()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, kind := s.near.Next(cands)
+	id, kind, want, tried := s.near.nextNear()
+	s.mu.Unlock()
+	if want {
+		cands := s.candidates()
+		s.mu.Lock()
+		id, kind = s.near.nextRandom(cands, tried)
+		s.mu.Unlock()
+	}
 	if kind == kindNone || peer.ID(id) == s.h.ID() {
 		return "", kindNone, false
 	}
+	s.mu.Lock()
 	s.picked[kind]++
+	s.mu.Unlock()
 	return peer.ID(id), kind, true
 }
