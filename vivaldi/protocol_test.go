@@ -41,7 +41,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func mockHosts(t *testing.T, n int) (mocknet.Mocknet, []host.Host) {
+func mockHosts(t testing.TB, n int) (mocknet.Mocknet, []host.Host) {
 	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { mn.Close() })
@@ -62,7 +62,7 @@ func mockHosts(t *testing.T, n int) (mocknet.Mocknet, []host.Host) {
 	return mn, hs
 }
 
-func newService(t *testing.T, h host.Host, opts ...Option) *Service {
+func newService(t testing.TB, h host.Host, opts ...Option) *Service {
 	t.Helper()
 	s, err := NewService(h, opts...)
 	if err != nil {
@@ -910,5 +910,33 @@ func TestService_NearestPeers(t *testing.T) {
 	}
 	if ids, _ := s.NearestPeers(Coord{}, 3, nil); ids != nil {
 		t.Fatalf("an invalid target gave %v", ids)
+	}
+}
+
+// BenchmarkService_Pick is a sampling loop's choice of the next peer, with
+// a peer source that lists 150 peers (a new slice each call, as a routing
+// table's list is) of which 40 are connected: the allocations are what
+// each of a swarm's thousands of services pays every interval.
+func BenchmarkService_Pick(b *testing.B) {
+	_, hs := mockHosts(b, 41)
+	listed := make([]peer.ID, 0, 150)
+	for _, h := range hs[1:] {
+		listed = append(listed, h.ID())
+	}
+	for i := len(listed); i < 150; i++ {
+		listed = append(listed, peer.ID(fmt.Sprintf("unconnected-%03d", i)))
+	}
+	source := func() []peer.ID { return append([]peer.ID(nil), listed...) }
+	s := newService(b, hs[0], WithInterval(time.Hour), WithPeerSource(source), WithTidyConns(true))
+	s.mu.Lock()
+	for i, h := range hs[1:9] {
+		s.near.Observe(string(h.ID()), float64(10+i)/1000)
+	}
+	s.mu.Unlock()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := s.pick(); !ok {
+			b.Fatal("no pick")
+		}
 	}
 }
