@@ -213,7 +213,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	parallel := fs.Int("parallel", 2048, "peers joining at once (joins wait on link latency, so many at once pay)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
-	stallTrace := fs.String("stall-trace", "", "keep the runtime's execution trace of the last seconds (runtime/trace's flight recorder) and write it to this file at the first stall of a second or more that the --stall watch sees (go tool trace FILE; -pprof=sched for where goroutines waited runnable)")
+	stallTrace := fs.String("stall-trace", "", "keep the runtime's execution trace of the last 15 s (runtime/trace's flight recorder) and write it at the first four stalls of a second or more that the --stall watch sees, 30 s apart: to this file, then FILE.2, FILE.3, FILE.4 (go tool trace FILE; -pprof=sched for where goroutines waited runnable)")
 	conns := fs.String("conns", "32:64", "each host's connection manager watermarks LOW:HIGH (trims to LOW above HIGH), or off")
 	connGraceFlag := fs.Duration("conn-grace", swarm.DefaultConnGrace, "how long, in the network's time, the connection managers leave a new connection untrimmed (unless given: "+swarm.RepelConnGrace.String()+" when the repel method runs)")
 	ownPeerstores := fs.Bool("own-peerstores", false, "give every mocknet host go-libp2p's in-memory peerstore as it is, with its own copy of each peer's protocol list, metadata and addresses, instead of those kept once for the swarm (the same contents, a smaller heap)")

@@ -126,8 +126,9 @@ type VivaldiRun struct {
 	interval atomic.Int64
 	closed   atomic.Bool
 	// watch is the stall watch samples are checked against (nil: Stall 0);
-	// runtime0 the runtime's counters when it started.
+	// watched when it started, and runtime0 the runtime's counters then.
 	watch    *stall.Watch
+	watched  time.Time
 	runtime0 stall.RuntimeReading
 }
 
@@ -203,8 +204,7 @@ func (s *Swarm) StartVivaldi(opts VivaldiOptions) (*VivaldiRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.watch = w
-		v.runtime0 = stall.ReadRuntime()
+		v.watch, v.watched, v.runtime0 = w, time.Now(), stall.ReadRuntime()
 	}
 	v.interval.Store(int64(opts.Interval))
 	live := s.Live()
@@ -686,7 +686,7 @@ func (v *VivaldiRun) Stalls() *Stalls {
 	st := v.watch.Stats()
 	out := &Stalls{ThresholdMs: float64(v.opts.Stall) / float64(time.Millisecond), Ticks: st.Ticks, Late: st.Late,
 		WorstMs: float64(st.Worst) / float64(time.Millisecond), Runtime: stall.ReadRuntime().Since(v.runtime0)}
-	if ran := time.Since(v.start); ran > 0 {
+	if ran := time.Since(v.watched); ran > 0 {
 		out.StalledShare = float64(st.Stalled) / float64(ran)
 	}
 	out.DiscardedExcessMs[0], out.DiscardedExcessMs[1], _ = v.stalledExcess.percentiles()
