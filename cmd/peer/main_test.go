@@ -489,3 +489,25 @@ func TestProgress_CompletionPrintsOnce(t *testing.T) {
 		t.Errorf("printed %q, want %q", got, want)
 	}
 }
+
+// --stall-trace needs the stall watch, and says so before a swarm is built:
+// an undilated run without --stall, --stall 0, or no coordinates.
+func TestSwarm_StallTraceNeedsTheWatch(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "stall.trace")
+	for _, args := range [][]string{
+		{"swarm", "--n", "8", "--stall-trace", file},
+		{"swarm", "--n", "8", "--dilate", "4", "--stall", "0", "--stall-trace", file},
+		{"swarm", "--n", "8", "--dilate", "4", "--method", "prefix", "--vivaldi=false", "--stall-trace", file},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(lastLine(errb.String()), "--stall-trace needs the stall watch") {
+			t.Errorf("%v: exit %d, %q; want the usage error", args, code, lastLine(errb.String()))
+		}
+		if strings.Contains(out.String(), "join") || strings.Contains(errb.String(), "join ") {
+			t.Errorf("%v: a swarm was built before the flags were refused", args)
+		}
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("a refused --stall-trace left %s behind (%v)", file, err)
+	}
+}

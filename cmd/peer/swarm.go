@@ -337,6 +337,8 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --method %s needs --vivaldi (it places superpeers by coordinates)", errUsage, *method)
 	case *stallAfter < 0:
 		return fmt.Errorf("%w: --stall %v is negative", errUsage, *stallAfter)
+	case *stallTrace != "" && (!*viv || (flagSet(fs, "stall") && *stallAfter == 0) || (!flagSet(fs, "stall") && swarm.StallFor(*dilate) == 0)):
+		return fmt.Errorf("%w: --stall-trace needs the stall watch (--vivaldi, and --stall above 0 or --dilate above 1)", errUsage)
 	case *vivInterval < 0:
 		return fmt.Errorf("%w: --vivaldi-interval %v is negative", errUsage, *vivInterval)
 	case *vivAfter < 0:
