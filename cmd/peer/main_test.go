@@ -511,3 +511,24 @@ func TestSwarm_StallTraceNeedsTheWatch(t *testing.T) {
 		t.Errorf("a refused --stall-trace left %s behind (%v)", file, err)
 	}
 }
+
+// --gomaxprocs: the flag when given, twice the CPUs for a dilated run, else
+// the runtime's own; a negative value is a usage error.
+func TestProcsFor(t *testing.T) {
+	for _, c := range []struct {
+		flag   int
+		dilate float64
+		cpus   int
+		want   int
+	}{
+		{0, 1, 2, 0}, {0, 8, 2, 4}, {0, 4, 16, 32}, {3, 8, 2, 3}, {1, 1, 2, 1},
+	} {
+		if got := procsFor(c.flag, c.dilate, c.cpus); got != c.want {
+			t.Errorf("procsFor(%d, %g, %d) = %d, want %d", c.flag, c.dilate, c.cpus, got, c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"swarm", "--n", "8", "--gomaxprocs", "-1"}, &out, &errb); code != 2 || !strings.Contains(lastLine(errb.String()), "--gomaxprocs") {
+		t.Errorf("--gomaxprocs -1: exit %d, %q; want a usage error", code, lastLine(errb.String()))
+	}
+}

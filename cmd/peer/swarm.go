@@ -11,6 +11,7 @@ import (
 	"math/rand"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
@@ -52,6 +53,8 @@ type swarmReport struct {
 	// Args are the command-line arguments of the run, to rerun it.
 	Args      []string `json:"args"`
 	GCPercent int      `json:"gc_percent"`
+	// GoMaxProcs is the run's GOMAXPROCS (--gomaxprocs).
+	GoMaxProcs int `json:"gomaxprocs"`
 	// MemLimit is the runtime's soft memory limit in bytes once the DHT
 	// converged (math.MaxInt64: none). With RSSTarget it is steered.
 	MemLimit int64 `json:"mem_limit"`
@@ -218,6 +221,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	connGraceFlag := fs.Duration("conn-grace", swarm.DefaultConnGrace, "how long, in the network's time, the connection managers leave a new connection untrimmed (unless given: "+swarm.RepelConnGrace.String()+" when the repel method runs)")
 	ownPeerstores := fs.Bool("own-peerstores", false, "give every mocknet host go-libp2p's in-memory peerstore as it is, with its own copy of each peer's protocol list, metadata and addresses, instead of those kept once for the swarm (the same contents, a smaller heap)")
 	memLimit := fs.String("memlimit", "", "a soft memory limit for the run (Go's runtime/debug.SetMemoryLimit, as GOMEMLIMIT): a size such as 900MiB or 4GiB, auto (2 MiB of RSS a peer: the runtime's limit less what RSS holds beyond the runtime's count, read every second), or off; the collector runs more often as the heap nears it, so RSS stays near it where --gogc alone lets the heap grow to (1+GOGC/100) times the live data (default: half the machine's memory, unless GOMEMLIMIT is set)")
+	procs := fs.Int("gomaxprocs", 0, "the Go runtime's GOMAXPROCS for the run, unless the GOMAXPROCS variable is set (0: twice the machine's CPUs when --dilate is above 1, else the runtime's default): with twice as many Ps as CPUs the collector's mark has a worker of its own and the operating system shares the CPUs out, where with one P a CPU a large swarm's marks leave every goroutine waiting for seconds (experiments/README.md, \"What a 2 000-peer swarm's stalls are\")")
 	gogc := fs.Int("gogc", 400, "the Go collector's GOGC for the run, unless the GOGC variable is set (0: leave it): a collector that runs often delays every in-process message and inflates the RTTs the peers measure")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. localhost:6060) during the run")
 	method := fs.String("method", "all", "selection methods to run one after another on the same peers, side by side: all (every registered method: "+strings.Join(methodNames(), ", ")+"), names separated by commas, or none (the DHT only)")
@@ -291,6 +295,12 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	var rssTarget int64
 	if *gogc > 0 && os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(*gogc))
+	}
+	if *procs < 0 {
+		return fmt.Errorf("%w: --gomaxprocs %d is negative", errUsage, *procs)
+	}
+	if p := procsFor(*procs, *dilate, runtime.NumCPU()); p > 0 && os.Getenv("GOMAXPROCS") == "" {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
 	}
 	if limit < 0 && os.Getenv("GOMEMLIMIT") == "" {
 		// A lazy collector lets garbage grow to GOGC/100 times the live
@@ -469,6 +479,7 @@ func runSwarm(args []string, stdout, stderr io.Writer) error {
 	rep := swarmReport{
 		N: *n, Seed: *seed, Latency: latName, Transport: string(where.transport), Args: args, Range: here,
 		GCPercent:          gcPercent(),
+		GoMaxProcs:         runtime.GOMAXPROCS(0),
 		MemLimit:           debug.SetMemoryLimit(-1),
 		RSSTarget:          rssTarget,
 		OwnPeerstores:      *ownPeerstores,
@@ -1035,6 +1046,24 @@ func vivaldiErrorOf(vr *swarm.VivaldiRun) *vivaldiError {
 	e.RTTExcessMs[0], e.RTTExcessMs[1], _ = vr.RTTExcess()
 	e.Stalls = vr.Stalls()
 	return e
+}
+
+// procsFor is the GOMAXPROCS --gomaxprocs asks for (0: leave the
+// runtime's): the flag when given, else twice the CPUs for a dilated run.
+// A dilated run is for figures of the network; with one P a CPU, a
+// 2 000-peer swarm's collector marks with its fractional worker and the
+// assists of every allocating goroutine, and for seconds nothing else
+// runs; with two, the mark has a dedicated worker and the operating
+// system shares the CPUs among them (experiments/README.md, "What a 2
+// 000-peer swarm's stalls are").
+func procsFor(flag int, dilate float64, cpus int) int {
+	switch {
+	case flag > 0:
+		return flag
+	case dilate > 1:
+		return 2 * cpus
+	}
+	return 0
 }
 
 // gcPercent is the collector's GOGC now (-1: off).
