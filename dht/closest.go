@@ -41,6 +41,10 @@ const (
 	dropBadTarget  = "bad-target"  // the target is not 32 bytes
 	dropBadPeer    = "bad-peer"    // a peer ID in an answer does not parse
 	dropBadAddress = "bad-address" // an address in an answer does not parse
+	// dropLost: the caller's stream failed before a whole request came —
+	// a lookup that called the request off, or a caller gone. Not a bad
+	// frame.
+	dropLost = "lost"
 )
 
 // Stats counts what a node did and what it refused.
@@ -73,8 +77,12 @@ func (n *Node) handleClosest(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(closestStreamTimeout))
 	var req pb.ClosestRequest
-	if err := frame.ReadMsg(s, maxClosestRequest, &req); err != nil {
-		n.stats.drop(dropDecode)
+	if err := frame.Read(s, maxClosestRequest, &req); err != nil {
+		if errors.Is(err, frame.ErrStreamFailed) {
+			n.stats.drop(dropLost)
+		} else {
+			n.stats.drop(dropDecode)
+		}
 		_ = s.Reset()
 		return
 	}

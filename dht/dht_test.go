@@ -219,6 +219,12 @@ func TestNode_BadClosestFramesAreCountedAndServiceGoesOn(t *testing.T) {
 	if drops[dropDecode] != 2 || drops[dropBadTarget] != 1 {
 		t.Errorf("drops %v, want decode 2 and bad-target 1", drops)
 	}
+	// A caller whose stream ends before its request is whole (a length and
+	// one byte of 34) is lost, not a bad frame.
+	send([]byte{0x22, 0x0a})
+	if drops := b.Stats().Drops(); drops[dropLost] != 1 || drops[dropDecode] != 2 {
+		t.Errorf("drops %v after a request cut short: want lost 1, decode still 2", drops)
+	}
 	// The node still answers a good request.
 	got, err := a.ask(ctx, b.ID(), a.Key(), 5)
 	if err != nil || len(got) == 0 {

@@ -45,6 +45,6 @@ func (n *Node) report(emit counters.Emit) {
 	emit(3, "", float64(s.ClosestFailed.Load()))
 	emit(4, "", float64(s.ClosestCancelled.Load()))
 	emit(5, "", float64(s.KadSent.Load()))
-	counters.EmitAll(emit, 6, s.Drops(), dropDecode, dropBadTarget, dropBadPeer, dropBadAddress)
+	counters.EmitAll(emit, 6, s.Drops(), dropDecode, dropBadTarget, dropBadPeer, dropBadAddress, dropLost)
 	emit(7, "", float64(n.kad.RoutingTable().Size()))
 }

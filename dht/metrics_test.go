@@ -49,7 +49,7 @@ func TestMetrics_RegisteredOnlyWhenAsked(t *testing.T) {
 		"superpeer_dht_lookups_total":          {"": float64(lookups)},
 		"superpeer_dht_lookup_errors_total":    {"": 0},
 		"superpeer_dht_closest_requests_total": {"in": float64(served), "out": float64(sent)},
-		"superpeer_dht_drops_total":            {dropDecode: 1, dropBadTarget: 0, dropBadPeer: 0, dropBadAddress: 0},
+		"superpeer_dht_drops_total":            {dropDecode: 1, dropBadTarget: 0, dropBadPeer: 0, dropBadAddress: 0, dropLost: 0},
 		"superpeer_dht_routing_table_peers":    {"": 6},
 	}
 	bad, err := counters.Mismatches(reg, want)
