@@ -575,7 +575,7 @@ func (v *VivaldiRun) WarmUp(ctx context.Context, bound float64, after time.Durat
 // Summary is the current error, without waiting.
 func (v *VivaldiRun) Summary() VivaldiSummary {
 	med, p90 := v.Error()
-	sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(v.start).Seconds(), Samples: v.Samples(), Stalls: v.Stalls()}
+	sum := VivaldiSummary{Median: med, P90: p90, Seconds: v.s.Elapsed(v.start).Seconds(), Samples: v.Samples()}
 	sum.NearMedian, sum.NearestExcessMs = v.NearError()
 	return sum
 }
